@@ -1,0 +1,225 @@
+"""The ``stagelens`` command: a thin layer over the library.
+
+Exit codes (DESIGN.md §8): 0 ok; 2 usage error; 3 regression found with --fail-on-regression;
+4 input unusable (unknown format, unreadable file, quarantined share over --max-bad-fraction).
+Errors are one line on stderr naming the file and the reason, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
+import typer
+
+from toolkit import schema
+from toolkit.importers import REGISTRY, UnknownFormat
+from toolkit.importers._common import ImportOptions, describe_boundaries
+from toolkit.sources import InputError
+from toolkit.store import DatasetError
+
+app = typer.Typer(
+    name="stagelens",
+    help="Split LLM-service latency into stages from production logs; find busy periods; attribute regressions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_OK, EXIT_USAGE, EXIT_REGRESSION, EXIT_INPUT = 0, 2, 3, 4
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    typer.echo(f"stagelens: {message}", err=True)
+    return typer.Exit(code)
+
+
+def parse_params(items: list[str] | None) -> dict[str, object]:
+    params: dict[str, object] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise fail(f"--param takes name=value, got {item!r}", EXIT_USAGE)
+        k, v = item.split("=", 1)
+        params[k.strip().lstrip("$")] = v
+    return params
+
+
+@app.command("import")
+def import_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Files, directories, globs; .gz/.zst read transparently; - is stdin.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset directory (created if missing).")],
+    format: Annotated[str, typer.Option("--format", "-f", help="Importer name, or auto to sniff each file.")] = "auto",
+    service: Annotated[str | None, typer.Option(help="Service name for rows that lack one.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name for rows that lack one.")] = None,
+    keep_raw: Annotated[bool, typer.Option("--keep-raw", help="Keep quarantined lines' raw text (may hold prompts).")] = False,
+    max_bad_fraction: Annotated[float, typer.Option(help="Exit 4 when more than this share of records is quarantined.")] = 0.5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
+) -> None:
+    """Import request logs and traces into a dataset.
+
+    Example: stagelens import logs/*.jsonl.gz --out ds/
+    """
+    from toolkit.ingest import import_traces
+
+    progress = None if as_json or not sys.stderr.isatty() else _progress_printer()
+    try:
+        result = import_traces(
+            paths, out, fmt=format, options=ImportOptions(service=service, model=model),
+            keep_raw=keep_raw, progress=progress,
+        )
+    except (InputError, UnknownFormat) as e:
+        raise fail(str(e), EXIT_INPUT) from None
+    except DatasetError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    finally:
+        if progress:
+            typer.echo("", err=True)
+    summary = result.to_json()
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        for f in result.files:
+            if f.status == "already-imported":
+                typer.echo(f"{f.path}: {f.note}")
+                continue
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(f.by_reason.items()))
+            typer.echo(
+                f"{f.path} [{f.format}]: read {f.read}, imported {f.imported}, quarantined {f.quarantined}"
+                + (f" ({reasons})" if reasons else "")
+                + f", duplicates {f.duplicates}, skipped lines {f.skipped}"
+            )
+        typer.echo(
+            f"total: read {summary['read']} = imported {summary['imported']} + quarantined "
+            f"{summary['quarantined']} + duplicates {summary['duplicates']}  ->  {out}"
+        )
+        if summary["quarantined"]:
+            typer.echo(f"see: stagelens sql {out} \"SELECT * FROM quarantine\"")
+    if result.bad_fraction > max_bad_fraction:
+        raise fail(
+            f"{result.bad_fraction:.0%} of records were quarantined (over --max-bad-fraction "
+            f"{max_bad_fraction:.0%}); wrong --format?", EXIT_INPUT,
+        )
+
+
+def _progress_printer():  # type: ignore[no-untyped-def]
+    def show(name: str, lines: int) -> None:
+        sys.stderr.write(f"\r{name}: {lines:,} lines")
+        sys.stderr.flush()
+
+    return show
+
+
+@app.command("formats")
+def formats_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """List the importers and which stage boundaries each can and cannot measure."""
+    rows = []
+    for name, imp in REGISTRY.items():
+        rows.append({
+            "name": name, "vantage": imp.VANTAGE, "description": imp.DESCRIPTION, "files": imp.FILE_HINT,
+            "boundaries": dict(describe_boundaries(imp)), "cannot": imp.CANNOT,
+        })
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        typer.echo(f"{r['name']}  (vantage: {r['vantage']})  {r['description']}")
+        typer.echo(f"  files: {r['files']}")
+        for b, how in r["boundaries"].items():
+            typer.echo(f"  {b:<15} {how}")
+        typer.echo(f"  cannot: {r['cannot']}\n")
+
+
+@app.command("schema")
+def schema_cmd(
+    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown tables (as in the README).")] = False,
+) -> None:
+    """Print the dataset's columns, from schemas/."""
+    typer.echo(schema.describe(markdown=markdown), nl=False)
+
+
+@app.command("sql")
+def sql_cmd(
+    dataset: Annotated[Path | None, typer.Argument(help="Dataset directory.")] = None,
+    query: Annotated[str | None, typer.Argument(help="SQL over the views.")] = None,
+    format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="name=value for $name.")] = None,
+    named: Annotated[str | None, typer.Option("--query", "-q", help="Run a named query from queries/.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the named queries and views.")] = False,
+    print_setup: Annotated[bool, typer.Option("--print-setup", help="Print the view DDL for a plain DuckDB.")] = False,
+    max_rows: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
+) -> None:
+    """Query a dataset with SQL (views: requests, spans, quarantine and those of queries/).
+
+    Example: stagelens sql ds/ "SELECT model, count(*) FROM requests GROUP BY ALL"
+    """
+    from toolkit import queries
+
+    if list_:
+        for q in queries.list_queries():
+            ps = " ".join(f"${p.name}={p.default}" for p in q.params)
+            typer.echo(f"{q.name:<22} {'view ' if q.is_view else 'query'} {q.description}" + (f"  [{ps}]" if ps else ""))
+        return
+    if dataset is None:
+        raise fail("sql needs a DATASET (or --list)", EXIT_USAGE)
+    if format not in ("table", "csv", "json"):
+        raise fail(f"--format must be table, csv or json, not {format!r}", EXIT_USAGE)
+    params = parse_params(param)
+    try:
+        if print_setup:
+            typer.echo(queries.setup_sql(dataset, params), nl=False)
+            return
+        if named:
+            tbl = queries.run_query(dataset, named, params)
+        elif query:
+            tbl = queries.run_sql(dataset, query, params)
+        else:
+            raise fail("give a SQL string or --query NAME", EXIT_USAGE)
+    except DatasetError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except (duckdb.Error, ValueError) as e:
+        raise fail(str(e).splitlines()[0], EXIT_USAGE) from None
+    _render(tbl, format, max_rows)
+
+
+def _render(tbl, format: str, max_rows: int) -> None:  # type: ignore[no-untyped-def]
+    import polars as pl
+
+    df = pl.from_arrow(tbl)
+    assert isinstance(df, pl.DataFrame)
+    if format == "csv":
+        lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
+        df = df.with_columns(pl.col(c).list.eval(pl.element().cast(pl.String)).list.join(";") for c in lists)
+        structs = [c for c, t in df.schema.items() if isinstance(t, pl.Struct)]
+        df = df.with_columns(pl.col(c).struct.json_encode() for c in structs)
+        sys.stdout.write(df.write_csv())
+    elif format == "json":
+        sys.stdout.write(json.dumps(df.to_dicts(), default=str, indent=1) + "\n")
+    else:
+        with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
+            typer.echo(str(df))
+
+
+@app.command("demo")
+def demo_cmd(
+    out: Annotated[Path | None, typer.Option("--out", help="Where to write the dataset (default: a temp dir).")] = None,
+) -> None:
+    """Import the bundled sample_traces/ and print what they show: the one-minute tour."""
+    from toolkit.demo import run_demo
+
+    try:
+        run_demo(out, echo=typer.echo)
+    except (InputError, UnknownFormat, DatasetError) as e:
+        raise fail(str(e), EXIT_INPUT) from None
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

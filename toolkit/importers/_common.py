@@ -1,0 +1,97 @@
+"""What every importer shares: the candidate-row contract and the checks applied to it.
+
+An importer is one module with a few constants and one function, ``requests_sql()``, returning a
+DuckDB SELECT over the view ``lines(ln BIGINT, line VARCHAR)`` (one batch of the input file).
+Each output row is a *candidate*:
+
+* ``ln``: the line the record came from;
+* ``kind``: ``'record'`` (counts as read) or ``'skip'`` (a line that holds no record: a blank
+  line, a ``request.received`` event, a start-up span — counted apart, never quarantined);
+* ``reason_code`` / ``reason_detail``: set by the importer when it already knows the record is bad;
+* the ``requests`` columns, with every ``ts_*`` as BIGINT microseconds since the Unix epoch
+  (columns the importer does not produce are filled with NULL here).
+
+This module then applies the checks every format needs — required fields, timestamp range, and
+boundary order — in one vectorized CASE, so a reviewer of a new importer reads only its mapping.
+Session values (file name, overrides) are DuckDB variables read with ``getvariable``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+from toolkit import schema
+
+BOUNDARIES = ("ts_arrival", "ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token", "ts_end")
+# Derived boundaries may be shifted by up to this much to fit between read ones (DESIGN §2.1).
+SKEW_TOLERANCE_US = 50_000
+# Plausible wall-clock range for timestamps in microseconds: 1970-01-01 .. 2200-01-01.
+TS_MAX_US = 7_258_118_400_000_000
+COMMON_COLUMNS = ("source_format", "source_file", "source_line")
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """Per-import settings an importer may read (as DuckDB variables of the same name)."""
+
+    service: str | None = None
+    model: str | None = None
+    clock_origin_us: int | None = None
+
+
+def us(seconds_expr: str) -> str:
+    """SQL: float seconds (epoch or duration) to BIGINT microseconds; NULL when out of range."""
+    return f"TRY_CAST(round(({seconds_expr}) * 1e6) AS BIGINT)"
+
+
+def derived_list(pairs: list[tuple[str, str]]) -> str:
+    """SQL list of the boundary names whose condition holds: ``[(name, condition), ...]``."""
+    items = ", ".join(f"CASE WHEN {cond} THEN '{name}' END" for name, cond in pairs)
+    return f"list_filter([{items}], lambda x: x IS NOT NULL)"
+
+
+def checked_sql(importer: ModuleType, candidate_sql: str, present: set[str]) -> str:
+    """Wrap an importer's candidate SELECT with the shared checks.
+
+    Adds ``code`` and ``detail`` (the final quarantine reason, NULL for a good row); fills the
+    requests columns the importer did not produce with typed NULLs.
+    """
+    table = schema.table("requests")
+    cols = []
+    for c in table.columns:
+        if c.name in COMMON_COLUMNS:
+            continue
+        if c.name in present:
+            cols.append(c.name)
+        elif c.type == "timestamp":
+            cols.append(f"CAST(NULL AS BIGINT) AS {c.name}")
+        else:
+            cols.append(f"CAST(NULL AS {c.duckdb_type}) AS {c.name}")
+    whens = []
+    for c in table.columns:
+        if c.required and c.name not in COMMON_COLUMNS and c.name != "derived":
+            whens.append(f"WHEN {c.name} IS NULL THEN {{'code': 'missing-field', 'detail': '{c.name} is missing'}}")
+    for b in BOUNDARIES:
+        whens.append(
+            f"WHEN {b} < 0 OR {b} >= {TS_MAX_US} THEN "
+            f"{{'code': 'bad-type', 'detail': '{b} is outside 1970..2200'}}"
+        )
+    for i, later in enumerate(BOUNDARIES):
+        for earlier in reversed(BOUNDARIES[:i]):
+            whens.append(
+                f"WHEN {later} < {earlier} THEN "
+                f"{{'code': 'out-of-order', 'detail': '{later} is before {earlier}'}}"
+            )
+    check = "CASE WHEN kind <> 'record' THEN NULL " \
+            "WHEN reason_code IS NOT NULL THEN {'code': reason_code, 'detail': reason_detail} " \
+            + " ".join(whens) + " END"
+    return (
+        f"SELECT ln, kind, {', '.join(cols)}, {check} AS _why "
+        f"FROM ({candidate_sql}) AS candidates"
+    )
+
+
+def describe_boundaries(importer: ModuleType) -> list[tuple[str, str]]:
+    """``(boundary, how the importer gets it)`` for ``stagelens formats``."""
+    return [(b, importer.BOUNDARIES.get(b, "not available")) for b in BOUNDARIES]

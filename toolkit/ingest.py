@@ -1,0 +1,296 @@
+"""``import_traces``: raw log files in, dataset rows out, every record accounted for.
+
+Per input file: detect or look up the importer, stream the file in batches of lines through the
+importer's SQL and the shared checks, split the candidates into skipped lines, quarantine rows,
+duplicates and imported rows, and stage the Parquet output. The whole import is committed at
+once (``store.Staging``). Counts always reconcile: read = imported + quarantined + duplicates.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+
+import duckdb
+
+from toolkit import __version__, schema
+from toolkit.importers import REGISTRY, detect, get_importer
+from toolkit.importers._common import ImportOptions, checked_sql
+from toolkit.sources import InputError, Source, expand, head, iter_lines
+from toolkit.store import Dataset, Staging
+
+RAW_CAP = 4096
+Progress = Callable[[str, int], None]
+
+
+@dataclass
+class FileResult:
+    path: str
+    format: str
+    size: int
+    sha256: str
+    status: str = "imported"  # or "already-imported"
+    read: int = 0
+    imported: int = 0
+    quarantined: int = 0
+    duplicates: int = 0
+    skipped: int = 0
+    truncated: bool = False
+    by_reason: dict[str, int] = field(default_factory=dict)
+    note: str | None = None
+
+
+@dataclass
+class ImportResult:
+    dataset: str
+    import_id: str | None
+    files: list[FileResult]
+
+    def total(self, key: str) -> int:
+        return sum(getattr(f, key) for f in self.files)
+
+    @property
+    def bad_fraction(self) -> float:
+        read = self.total("read")
+        return self.total("quarantined") / read if read else 0.0
+
+    def to_json(self) -> dict:
+        by_format: dict[str, Counter] = {}
+        by_reason: Counter = Counter()
+        for f in self.files:
+            c = by_format.setdefault(f.format, Counter())
+            for k in ("read", "imported", "quarantined", "duplicates", "skipped"):
+                c[k] += getattr(f, k)
+            by_reason.update(f.by_reason)
+        return {
+            "dataset": self.dataset,
+            "import_id": self.import_id,
+            "read": self.total("read"),
+            "imported": self.total("imported"),
+            "quarantined": self.total("quarantined"),
+            "duplicates": self.total("duplicates"),
+            "skipped": self.total("skipped"),
+            "by_format": {k: dict(v) for k, v in by_format.items()},
+            "by_reason": dict(by_reason),
+            "files": [asdict(f) for f in self.files],
+        }
+
+
+def resolve_format(src: Source, fmt: str) -> ModuleType:
+    """The importer for ``src``: named, or sniffed from its first bytes (``auto``)."""
+    if fmt != "auto":
+        return get_importer(fmt)
+    if src.size == 0:
+        raise InputError(f"{src.name}: file is empty, cannot detect its format (give --format)")
+    imp = detect(head(src))
+    if imp is None:
+        raise InputError(
+            f"{src.name}: format not recognised; known formats: {', '.join(REGISTRY)} (give --format)"
+        )
+    return imp
+
+
+def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute(f"SET threads = {threads or os.cpu_count() or 2}")
+    con.execute("SET memory_limit = '600MB'")
+    con.execute("SET preserve_insertion_order = false")
+    return con
+
+
+def import_traces(
+    paths: list[str],
+    out: str | Path,
+    fmt: str = "auto",
+    options: ImportOptions | None = None,
+    keep_raw: bool = False,
+    batch_rows: int = 250_000,
+    progress: Progress | None = None,
+    lock_timeout_s: float = 600.0,
+) -> ImportResult:
+    """Import log files into the dataset at ``out`` (created if needed), atomically.
+
+    Raises:
+        InputError: a file cannot be read or its format is unknown (nothing is written).
+        UnknownFormat: ``fmt`` names no importer.
+    """
+    options = options or ImportOptions()
+    if fmt != "auto":
+        get_importer(fmt)  # fail on an unknown name before touching the dataset
+    ds = Dataset.open(out, create=True)
+    with ds.locked(lock_timeout_s):
+        sources = expand(paths)
+        plan = [(src, resolve_format(src, fmt)) for src in sources]
+        staging = Staging(ds)
+        imported_at = datetime.now(UTC).replace(tzinfo=None)
+        con = connect()
+        con.execute("CREATE TEMP TABLE _seen (k UHUGEINT)")
+        loaded: set[str] = set()
+        results: list[FileResult] = []
+        seen_hashes: dict[tuple[str, str], str] = {}
+        try:
+            for src, imp in plan:
+                res = FileResult(path=src.name, format=imp.NAME, size=src.size, sha256=src.sha256)
+                results.append(res)
+                prior = ds.imported_file(src.sha256, imp.NAME) or (
+                    {"path": seen_hashes[(src.sha256, imp.NAME)], "import_id": "this import"}
+                    if (src.sha256, imp.NAME) in seen_hashes else None)
+                if prior:
+                    res.status = "already-imported"
+                    res.note = f"same bytes as {prior['path']} (import {prior['import_id']}): nothing added"
+                    continue
+                seen_hashes[(src.sha256, imp.NAME)] = src.name
+                if imp.NAME not in loaded:
+                    _load_seen(con, ds, imp)
+                    loaded.add(imp.NAME)
+                _import_file(con, staging, src, imp, options, keep_raw, batch_rows, imported_at, res, progress)
+            entry = {
+                "time": imported_at.isoformat() + "Z",
+                "stagelens_version": __version__,
+                "schema_version": schema.version(),
+                "options": {"format": fmt, "service": options.service, "model": options.model,
+                            "keep_raw": keep_raw},
+                "files": [asdict(r) for r in results if r.status == "imported"],
+            }
+            if entry["files"]:
+                staging.commit(entry)
+                import_id: str | None = staging.import_id
+            else:
+                staging.discard()
+                import_id = None
+        except BaseException:
+            staging.discard()
+            raise
+        finally:
+            con.close()
+    return ImportResult(dataset=str(out), import_id=import_id, files=results)
+
+
+def _identity(imp: ModuleType) -> str:
+    return f"md5_number(getvariable('source_format') || chr(0) || ({imp.IDENTITY}))"
+
+
+def _load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: ModuleType) -> None:
+    """Identities already in the dataset for this format, so re-imported records count as duplicates."""
+    glob = ds.table_glob("requests")
+    if glob is None:
+        return
+    con.execute("SET VARIABLE source_format = ?", [imp.NAME])
+    con.execute(
+        f"INSERT INTO _seen SELECT {_identity(imp)} FROM read_parquet(?, hive_partitioning = true) "
+        "WHERE source_format = getvariable('source_format')",
+        [glob],
+    )
+
+
+def _import_file(
+    con: duckdb.DuckDBPyConnection,
+    staging: Staging,
+    src: Source,
+    imp: ModuleType,
+    options: ImportOptions,
+    keep_raw: bool,
+    batch_rows: int,
+    imported_at: datetime,
+    res: FileResult,
+    progress: Progress | None,
+) -> None:
+    for name, value in {
+        "source_format": imp.NAME, "source_file": src.name, "file_hash": src.sha256[:16],
+        "service": options.service, "model": options.model, "clock_origin_us": options.clock_origin_us,
+        "imported_at": imported_at,
+    }.items():
+        con.execute(f"SET VARIABLE {name} = ?", [value])
+    reasons: Counter = Counter()
+    last_ln = 0
+    sql = None
+    for lines in iter_lines(src, batch_rows):
+        con.register("lines", lines)
+        if sql is None:
+            cand = imp.requests_sql()
+            present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
+            sql = checked_sql(imp, cand, present)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {sql}")
+        for kind, code, n in con.execute(
+            "SELECT kind, _why.code, count(*) FROM _cand GROUP BY ALL"
+        ).fetchall():
+            if kind == "skip":
+                res.skipped += n
+            else:
+                res.read += n
+                if code:
+                    reasons[code] += n
+        _write_quarantine(con, staging, keep_raw)
+        _write_requests(con, staging, imp, res)
+        last_ln = int(lines.column("ln")[-1].as_py())
+        con.unregister("lines")
+        if progress:
+            progress(src.name, last_ln)
+    if src.truncated:
+        res.read += 1
+        res.truncated = True
+        reasons["truncated"] += 1
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _cand AS SELECT ? AS ln, 'record' AS kind, "
+            "{'code': 'truncated', 'detail': 'compressed stream ends early; nothing after line ' || ? || ' "
+            "could be read'} AS _why",
+            [last_ln + 1, last_ln],
+        )
+        _write_quarantine(con, staging, keep_raw=False)
+    res.quarantined = sum(reasons.values())
+    res.by_reason = dict(reasons)
+
+
+def _write_quarantine(con: duckdb.DuckDBPyConnection, staging: Staging, keep_raw: bool) -> None:
+    raw = "left(l.line, %d)" % RAW_CAP if keep_raw else "CAST(NULL AS VARCHAR)"
+    join = "LEFT JOIN lines l USING (ln)" if keep_raw else ""
+    tbl = con.sql(
+        f"""SELECT getvariable('source_format') AS source_format, getvariable('source_file') AS source_file,
+               c.ln AS source_line, c._why.code AS reason_code, c._why.detail AS reason_detail, {raw} AS raw,
+               CAST(getvariable('imported_at') AS TIMESTAMP) AS imported_at,
+               strftime(CAST(getvariable('imported_at') AS TIMESTAMP), '%Y-%m-%d') AS _date
+            FROM _cand c {join} WHERE c.kind = 'record' AND c._why IS NOT NULL"""
+    ).to_arrow_table()
+    if tbl.num_rows:
+        staging.write("quarantine", tbl, tbl.column("_date"))
+
+
+def _write_requests(con: duckdb.DuckDBPyConnection, staging: Staging, imp: ModuleType, res: FileResult) -> None:
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _good AS
+            SELECT *, {_identity(imp)} AS _k FROM _cand WHERE kind = 'record' AND _why IS NULL"""
+    )
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE _keep AS
+           SELECT g.* EXCLUDE (_rn) FROM (
+               SELECT *, row_number() OVER (PARTITION BY _k ORDER BY ln) AS _rn FROM _good) g
+           ANTI JOIN _seen s ON s.k = g._k
+           WHERE g._rn = 1"""
+    )
+    good, keep = con.execute("SELECT (SELECT count(*) FROM _good), (SELECT count(*) FROM _keep)").fetchone()
+    res.duplicates += good - keep
+    res.imported += keep
+    if not keep:
+        return
+    con.execute("INSERT INTO _seen SELECT _k FROM _keep")
+    cols = []
+    for c in schema.table("requests").columns:
+        if c.type == "timestamp":
+            cols.append(f"make_timestamp({c.name}) AS {c.name}")
+        elif c.name == "source_format":
+            cols.append("getvariable('source_format') AS source_format")
+        elif c.name == "source_file":
+            cols.append("getvariable('source_file') AS source_file")
+        elif c.name == "source_line":
+            cols.append("ln AS source_line")
+        else:
+            cols.append(c.name)
+    tbl = con.sql(
+        f"SELECT {', '.join(cols)}, strftime(make_timestamp(ts_arrival), '%Y-%m-%d') AS _date FROM _keep ORDER BY ln"
+    ).to_arrow_table()
+    staging.write("requests", tbl, tbl.column("_date"))
