@@ -9,6 +9,8 @@ once (``store.Staging``). Counts always reconcile: read = imported + quarantined
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -17,10 +19,13 @@ from pathlib import Path
 from types import ModuleType
 
 import duckdb
+import numpy as np
+import pyarrow as pa
 
 from toolkit import __version__, schema
 from toolkit.importers import REGISTRY, detect, get_importer
 from toolkit.importers._common import ImportOptions, checked_sql
+from toolkit.seen import SeenSet, first_new
 from toolkit.sources import InputError, Source, expand, head, iter_lines
 from toolkit.store import Dataset, Staging
 
@@ -127,28 +132,43 @@ def import_traces(
         sources = expand(paths)
         plan = [(src, resolve_format(src, fmt)) for src in sources]
         staging = Staging(ds)
+        writer = _BackgroundWriter(staging)
         imported_at = datetime.now(UTC).replace(tzinfo=None)
         con = connect()
-        con.execute("CREATE TEMP TABLE _seen (k UHUGEINT)")
+        seen = SeenSet()
         loaded: set[str] = set()
         results: list[FileResult] = []
         seen_hashes: dict[tuple[str, str], str] = {}
         try:
+            sizes = {(f["size"], f["format"]) for i in ds.manifest()["imports"] for f in i["files"]}
             for src, imp in plan:
-                res = FileResult(path=src.name, format=imp.NAME, size=src.size, sha256=src.sha256)
+                res = FileResult(path=src.name, format=imp.NAME, size=src.size, sha256="")
                 results.append(res)
-                prior = ds.imported_file(src.sha256, imp.NAME) or (
-                    {"path": seen_hashes[(src.sha256, imp.NAME)], "import_id": "this import"}
-                    if (src.sha256, imp.NAME) in seen_hashes else None)
-                if prior:
-                    res.status = "already-imported"
-                    res.note = f"same bytes as {prior['path']} (import {prior['import_id']}): nothing added"
-                    continue
-                seen_hashes[(src.sha256, imp.NAME)] = src.name
+                # Hashing costs a full read: do it first only when a same-size file was seen before,
+                # otherwise on a thread while the import runs (hashlib releases the GIL).
+                if (src.size, imp.NAME) in sizes or any(k[1] == imp.NAME for k in seen_hashes):
+                    res.sha256 = src.sha256
+                    prior = ds.imported_file(res.sha256, imp.NAME) or (
+                        {"path": seen_hashes[(res.sha256, imp.NAME)], "import_id": "this import"}
+                        if (res.sha256, imp.NAME) in seen_hashes else None)
+                    if prior:
+                        res.status = "already-imported"
+                        res.note = f"same bytes as {prior['path']} (import {prior['import_id']}): nothing added"
+                        continue
+                    hasher = None
+                else:
+                    hasher = threading.Thread(target=lambda s=src: s.sha256, daemon=True)
+                    hasher.start()
                 if imp.NAME not in loaded:
-                    _load_seen(con, ds, imp)
+                    _load_seen(con, ds, imp, seen)
                     loaded.add(imp.NAME)
-                _import_file(con, staging, src, imp, options, keep_raw, batch_rows, imported_at, res, progress)
+                _import_file(con, writer, seen, src, imp, options, keep_raw, batch_rows, imported_at, res,
+                             progress)
+                if hasher:
+                    hasher.join()
+                    res.sha256 = src.sha256
+                seen_hashes[(res.sha256, imp.NAME)] = src.name
+            writer.close()
             entry = {
                 "time": imported_at.isoformat() + "Z",
                 "stagelens_version": __version__,
@@ -164,6 +184,7 @@ def import_traces(
                 staging.discard()
                 import_id = None
         except BaseException:
+            writer.close(discard=True)
             staging.discard()
             raise
         finally:
@@ -172,25 +193,58 @@ def import_traces(
 
 
 def _identity(imp: ModuleType) -> str:
-    return f"md5_number(getvariable('source_format') || chr(0) || ({imp.IDENTITY}))"
+    return f"hash(getvariable('source_format'), {imp.IDENTITY})"
 
 
-def _load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: ModuleType) -> None:
+def _load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: ModuleType, seen: SeenSet) -> None:
     """Identities already in the dataset for this format, so re-imported records count as duplicates."""
     glob = ds.table_glob("requests")
     if glob is None:
         return
     con.execute("SET VARIABLE source_format = ?", [imp.NAME])
-    con.execute(
-        f"INSERT INTO _seen SELECT {_identity(imp)} FROM read_parquet(?, hive_partitioning = true) "
+    keys = con.execute(
+        f"SELECT DISTINCT {_identity(imp)} AS k FROM read_parquet(?, hive_partitioning = true) "
         "WHERE source_format = getvariable('source_format')",
         [glob],
-    )
+    ).fetchnumpy()["k"]
+    seen.add(np.asarray(keys, dtype=np.uint64))
+
+
+class _BackgroundWriter:
+    """Writes Parquet on a thread so DuckDB can parse the next batch meanwhile (pyarrow frees the GIL)."""
+
+    def __init__(self, staging: Staging) -> None:
+        self._staging = staging
+        self._q: queue.Queue = queue.Queue(maxsize=2)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (item := self._q.get()) is not None:
+            if self._error is None:
+                try:
+                    self._staging.write(*item)
+                except BaseException as e:  # surfaced on the next put/close
+                    self._error = e
+
+    def put(self, table_name: str, tbl: pa.Table) -> None:
+        if self._error:
+            raise self._error
+        self._q.put((table_name, tbl.drop_columns(["_date"]), tbl.column("_date")))
+
+    def close(self, discard: bool = False) -> None:
+        if self._thread.is_alive():
+            self._q.put(None)
+            self._thread.join()
+        if self._error and not discard:
+            raise self._error
 
 
 def _import_file(
     con: duckdb.DuckDBPyConnection,
-    staging: Staging,
+    writer: _BackgroundWriter,
+    seen: SeenSet,
     src: Source,
     imp: ModuleType,
     options: ImportOptions,
@@ -201,7 +255,7 @@ def _import_file(
     progress: Progress | None,
 ) -> None:
     for name, value in {
-        "source_format": imp.NAME, "source_file": src.name, "file_hash": src.sha256[:16],
+        "source_format": imp.NAME, "source_file": src.name, "file_hash": src.name_hash,
         "service": options.service, "model": options.model, "clock_origin_us": options.clock_origin_us,
         "imported_at": imported_at,
     }.items():
@@ -214,10 +268,12 @@ def _import_file(
         if sql is None:
             cand = imp.requests_sql()
             present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
-            sql = checked_sql(imp, cand, present)
+            sql = (f"SELECT *, CASE WHEN kind = 'record' AND _why IS NULL THEN {_identity(imp)} END AS _k "
+                   f"FROM ({checked_sql(imp, cand, present)})")
         con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {sql}")
+        bad = 0
         for kind, code, n in con.execute(
-            "SELECT kind, _why.code, count(*) FROM _cand GROUP BY ALL"
+            "SELECT kind, _why['code'], count(*) FROM _cand GROUP BY ALL"
         ).fetchall():
             if kind == "skip":
                 res.skipped += n
@@ -225,8 +281,10 @@ def _import_file(
                 res.read += n
                 if code:
                     reasons[code] += n
-        _write_quarantine(con, staging, keep_raw)
-        _write_requests(con, staging, imp, res)
+                    bad += n
+        if bad:
+            _write_quarantine(con, writer, keep_raw)
+        _write_requests(con, writer, seen, res)
         last_ln = int(lines.column("ln")[-1].as_py())
         con.unregister("lines")
         if progress:
@@ -241,56 +299,65 @@ def _import_file(
             "could be read'} AS _why",
             [last_ln + 1, last_ln],
         )
-        _write_quarantine(con, staging, keep_raw=False)
+        _write_quarantine(con, writer, keep_raw=False)
     res.quarantined = sum(reasons.values())
     res.by_reason = dict(reasons)
 
 
-def _write_quarantine(con: duckdb.DuckDBPyConnection, staging: Staging, keep_raw: bool) -> None:
-    raw = "left(l.line, %d)" % RAW_CAP if keep_raw else "CAST(NULL AS VARCHAR)"
+def _write_quarantine(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, keep_raw: bool) -> None:
+    raw = f"left(l.line, {RAW_CAP})" if keep_raw else "CAST(NULL AS VARCHAR)"
     join = "LEFT JOIN lines l USING (ln)" if keep_raw else ""
     tbl = con.sql(
         f"""SELECT getvariable('source_format') AS source_format, getvariable('source_file') AS source_file,
-               c.ln AS source_line, c._why.code AS reason_code, c._why.detail AS reason_detail, {raw} AS raw,
-               CAST(getvariable('imported_at') AS TIMESTAMP) AS imported_at,
+               c.ln AS source_line, c._why['code'] AS reason_code, c._why['detail'] AS reason_detail,
+               {raw} AS raw, CAST(getvariable('imported_at') AS TIMESTAMP) AS imported_at,
                strftime(CAST(getvariable('imported_at') AS TIMESTAMP), '%Y-%m-%d') AS _date
-            FROM _cand c {join} WHERE c.kind = 'record' AND c._why IS NOT NULL"""
+            FROM _cand c {join} WHERE c.kind = 'record' AND c._why IS NOT NULL ORDER BY c.ln"""
     ).to_arrow_table()
-    if tbl.num_rows:
-        staging.write("quarantine", tbl, tbl.column("_date"))
+    writer.put("quarantine", tbl)
 
 
-def _write_requests(con: duckdb.DuckDBPyConnection, staging: Staging, imp: ModuleType, res: FileResult) -> None:
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _good AS
-            SELECT *, {_identity(imp)} AS _k FROM _cand WHERE kind = 'record' AND _why IS NULL"""
-    )
-    con.execute(
-        """CREATE OR REPLACE TEMP TABLE _keep AS
-           SELECT g.* EXCLUDE (_rn) FROM (
-               SELECT *, row_number() OVER (PARTITION BY _k ORDER BY ln) AS _rn FROM _good) g
-           ANTI JOIN _seen s ON s.k = g._k
-           WHERE g._rn = 1"""
-    )
-    good, keep = con.execute("SELECT (SELECT count(*) FROM _good), (SELECT count(*) FROM _keep)").fetchone()
-    res.duplicates += good - keep
-    res.imported += keep
-    if not keep:
+def _write_requests(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet,
+                    res: FileResult) -> None:
+    """Keep the first record of each identity (in line order) not seen before; count the rest."""
+    ids = con.execute("SELECT ln, _k FROM _cand WHERE _k IS NOT NULL").fetchnumpy()
+    keys = np.asarray(ids["_k"], dtype=np.uint64)
+    keep = first_new(np.asarray(ids["ln"]), keys, seen)
+    n_keep = int(keep.sum())
+    res.duplicates += len(keys) - n_keep
+    res.imported += n_keep
+    if n_keep == 0:
         return
-    con.execute("INSERT INTO _seen SELECT _k FROM _keep")
+    seen.add(keys[keep])
+    if n_keep == len(keys):
+        con.execute("CREATE OR REPLACE TEMP VIEW _keep AS SELECT * FROM _cand WHERE _k IS NOT NULL")
+    else:
+        # Rare: duplicates in this batch. Records are told apart by (ln, position among equal keys).
+        con.register("_kept_keys", pa.table({"ln": ids["ln"][keep], "k": keys[keep]}))
+        con.execute(
+            """CREATE OR REPLACE TEMP TABLE _keep AS
+               SELECT c.* FROM (SELECT *, row_number() OVER (PARTITION BY ln, _k) AS _n
+                                FROM _cand WHERE _k IS NOT NULL) c
+               SEMI JOIN _kept_keys k ON c.ln = k.ln AND c._k = k.k
+               WHERE c._n = 1"""
+        )
+        con.unregister("_kept_keys")
+    writer.put("requests", con.sql(_OUTPUT_SQL).to_arrow_table())
+
+
+def _output_sql() -> str:
     cols = []
     for c in schema.table("requests").columns:
         if c.type == "timestamp":
             cols.append(f"make_timestamp({c.name}) AS {c.name}")
-        elif c.name == "source_format":
-            cols.append("getvariable('source_format') AS source_format")
-        elif c.name == "source_file":
-            cols.append("getvariable('source_file') AS source_file")
+        elif c.name in ("source_format", "source_file"):
+            cols.append(f"getvariable('{c.name}') AS {c.name}")
         elif c.name == "source_line":
             cols.append("ln AS source_line")
         else:
             cols.append(c.name)
-    tbl = con.sql(
-        f"SELECT {', '.join(cols)}, strftime(make_timestamp(ts_arrival), '%Y-%m-%d') AS _date FROM _keep ORDER BY ln"
-    ).to_arrow_table()
-    staging.write("requests", tbl, tbl.column("_date"))
+    return (f"SELECT {', '.join(cols)}, strftime(make_timestamp(ts_arrival), '%Y-%m-%d') AS _date "
+            "FROM _keep")
+
+
+_OUTPUT_SQL = _output_sql()

@@ -10,9 +10,9 @@ replacement characters and splits in Python (slower, and logged once).
 from __future__ import annotations
 
 import glob
-import logging
 import hashlib
 import io
+import logging
 import os
 import shutil
 import sys
@@ -31,7 +31,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 HEAD_BYTES = 256 * 1024
 log = logging.getLogger("stagelens")
-LINE_SCHEMA = pa.schema([("ln", pa.int64()), ("line", pa.large_string())])
+LINE_SCHEMA = pa.schema([("ln", pa.int64()), ("line", pa.string())])
 
 
 class InputError(Exception):
@@ -52,6 +52,11 @@ class Source:
     compression: str | None
     truncated: bool = False
     _sha256: str | None = field(default=None, repr=False)
+
+    @property
+    def name_hash(self) -> str:
+        """Stable short id of the file's name, for ids synthesized as <file>-<index>."""
+        return hashlib.sha256(self.name.encode()).hexdigest()[:16]
 
     @property
     def sha256(self) -> str:
@@ -206,6 +211,9 @@ def head(src: Source, nbytes: int = HEAD_BYTES) -> bytes:
     return b"".join(chunks)
 
 
+BATCH_BYTES = 48 << 20  # text per batch: bounds memory whatever the line length
+
+
 def iter_lines(src: Source, batch_rows: int = 250_000) -> Iterator[pa.Table]:
     """Yield tables ``(ln, line)`` of about ``batch_rows`` lines; sets ``src.truncated`` at the end.
 
@@ -245,22 +253,23 @@ def _iter_lines_fast(src: Source, batch_rows: int) -> Iterator[pa.Table]:
                 newlines_in_values=False, ignore_empty_lines=False, invalid_row_handler=on_invalid,
             ),
             convert_options=pacsv.ConvertOptions(
-                column_types={"line": pa.large_string()}, strings_can_be_null=False,
+                column_types={"line": pa.string()}, strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
             ),
         )
         line0 = 0
         pending: list[pa.RecordBatch] = []
-        rows = 0
+        rows = nbytes = 0
         for batch in csv:
             if bad_rows:
                 break
             pending.append(batch)
             rows += batch.num_rows
-            if rows >= batch_rows:
+            nbytes += batch.nbytes
+            if rows >= batch_rows or nbytes >= BATCH_BYTES:
                 yield _numbered(pending, line0)
                 line0 += rows
-                pending, rows = [], 0
+                pending, rows, nbytes = [], 0, 0
         if pending and not bad_rows:
             yield _numbered(pending, line0)
         if bad_rows:
@@ -272,7 +281,7 @@ def _iter_lines_fast(src: Source, batch_rows: int) -> Iterator[pa.Table]:
 
 
 def _numbered(batches: list[pa.RecordBatch], line0: int) -> pa.Table:
-    lines = pa.chunked_array([b.column(0) for b in batches], pa.large_string())
+    lines = pa.chunked_array([b.column(0) for b in batches], pa.string())
     ln = pa.array(np.arange(line0 + 1, line0 + 1 + len(lines), dtype=np.int64))
     return pa.Table.from_arrays([ln, lines], schema=LINE_SCHEMA)
 
@@ -310,4 +319,4 @@ def _iter_lines_exact(src: Source, batch_rows: int, skip: int = 0) -> Iterator[p
 def _plain(lines: list[str], line0: int) -> pa.Table:
     return pa.Table.from_arrays(
         [pa.array(np.arange(line0 + 1, line0 + 1 + len(lines), dtype=np.int64)),
-         pa.array(lines, pa.large_string())], schema=LINE_SCHEMA)
+         pa.array(lines, pa.string())], schema=LINE_SCHEMA)

@@ -161,8 +161,9 @@ class Staging:
             return
         target = schema.table(table_name).arrow_schema()
         rows = rows.select(target.names).cast(target)
-        for day in pc.unique(dates).to_pylist():
-            part = rows.filter(pc.equal(dates, day)) if len(pc.unique(dates)) > 1 else rows
+        days = pc.unique(dates).to_pylist()
+        for day in days:
+            part = rows.filter(pc.equal(dates, day)) if len(days) > 1 else rows
             self._writer(table_name, day, target, part.num_rows).write_table(part)
 
     def _writer(self, table_name: str, day: str, target: pa.Schema, nrows: int) -> pq.ParquetWriter:

@@ -89,9 +89,11 @@ WITH b AS (
     SELECT ln, prefixed, body, try(json_transform(body, '{_spec()}')) AS j FROM b
 ), f AS (
     SELECT ln, body,
-        CASE WHEN trim(body) = '' THEN 'skip'
+        -- blank and non-JSON log lines are tested only where parsing failed (trim is costly)
+        CASE WHEN j IS NOT NULL THEN
+                  CASE WHEN j['event'] IS NOT NULL AND j['event'] <> 'request.finished' THEN 'skip' ELSE 'record' END
              WHEN prefixed AND NOT starts_with(body, '{{') THEN 'skip'
-             WHEN j['event'] IS NOT NULL AND j['event'] <> 'request.finished' THEN 'skip'
+             WHEN trim(body) = '' THEN 'skip'
              ELSE 'record' END AS kind,
         j IS NULL AS unparseable,
         coalesce({m('id')}, j['rid']) AS request_id,
@@ -134,7 +136,7 @@ SELECT ln, kind,
     getvariable('service') AS service,
     getvariable('model') AS model,
     a AS ts_arrival,
-    greatest(q_raw, a) AS ts_queued,
+    CASE WHEN q_raw IS NOT NULL THEN greatest(q_raw, a) END AS ts_queued,  -- greatest() skips NULLs
     s AS ts_scheduled,
     f AS ts_first_token,
     e AS ts_end,

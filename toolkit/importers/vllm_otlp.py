@@ -98,7 +98,7 @@ def requests_sql() -> str:
     tol = SKEW_TOLERANCE_US
     return f"""
 WITH p AS (
-    SELECT ln, trim(line) = '' AS blank, try(json_transform(line, '{_SPEC}')) AS j FROM lines
+    SELECT ln, line, try(json_transform(line, '{_SPEC}')) AS j FROM lines
 ), r AS (
     SELECT ln, unnest(j['resourceSpans']) AS rs FROM p WHERE j IS NOT NULL
 ), s1 AS (
@@ -138,7 +138,7 @@ WITH p AS (
     FROM t
 ), x AS (
     SELECT *,
-        greatest(a - q_raw, a - s_raw, s_raw - f_at, l_raw - e_at, 0) AS shift
+        greatest(a - q_raw, a - s_raw, s_raw - f_at, l_raw - e_at, 0) AS shift  -- NULL terms are skipped
     FROM d
 )
 SELECT ln, kind,
@@ -160,10 +160,12 @@ SELECT ln, kind,
     resource_replica AS replica,
     coalesce(getvariable('model'), span_model) AS model,
     a AS ts_arrival,
-    least(greatest(q_raw, a), f_at) AS ts_queued,
-    least(greatest(s_raw, a), f_at) AS ts_scheduled,
+    -- clamp derived boundaries into [arrival, first token] / [first token, end]; NULL stays NULL
+    -- (greatest/least skip NULLs, so each clamp is guarded)
+    CASE WHEN q_raw IS NOT NULL THEN least(greatest(q_raw, a), f_at) END AS ts_queued,
+    CASE WHEN s_raw IS NOT NULL THEN least(greatest(s_raw, a), f_at) END AS ts_scheduled,
     f_at AS ts_first_token,
-    greatest(least(l_raw, e_at), f_at) AS ts_last_token,
+    CASE WHEN l_raw IS NOT NULL THEN greatest(least(l_raw, e_at), f_at) END AS ts_last_token,
     e_at AS ts_end,
     input_tokens, output_tokens,
     CASE WHEN status_code IN ('2', 'STATUS_CODE_ERROR') THEN 'error' ELSE 'ok' END AS status,
@@ -175,9 +177,9 @@ SELECT ln, kind,
 FROM x
 UNION ALL BY NAME
 -- lines that are not records: blank, or holding no span at all (skipped); or not JSON (quarantined)
-SELECT ln, CASE WHEN j IS NULL AND NOT blank THEN 'record' ELSE 'skip' END AS kind,
-    CASE WHEN j IS NULL AND NOT blank THEN 'unparseable' END AS reason_code,
-    CASE WHEN j IS NULL AND NOT blank THEN 'line is not valid JSON' END AS reason_detail
+SELECT ln, CASE WHEN j IS NULL AND trim(line) <> '' THEN 'record' ELSE 'skip' END AS kind,
+    CASE WHEN kind = 'record' THEN 'unparseable' END AS reason_code,
+    CASE WHEN kind = 'record' THEN 'line is not valid JSON' END AS reason_detail
 FROM p
 WHERE j IS NULL
    OR coalesce(len(flatten(list_transform(j['resourceSpans'],
