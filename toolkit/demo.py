@@ -8,6 +8,7 @@ from pathlib import Path
 
 from toolkit import queries
 from toolkit.ingest import import_traces
+from toolkit.sources import is_data_file
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 
@@ -15,7 +16,9 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> Path:
     """Import every sample trace into ``out`` (a new temp dir by default) and print a summary."""
     target = Path(out) if out else Path(tempfile.mkdtemp(prefix="stagelens-demo-")) / "dataset"
-    result = import_traces([str(SAMPLES)], target)
+    # golden_* files are the exact-row test inputs, recorded on another day: not part of the story
+    files = sorted(str(f) for f in SAMPLES.rglob("*") if is_data_file(f) and not f.name.startswith("golden_"))
+    result = import_traces(files, target)
     s = result.to_json()
     echo(f"imported {s['imported']} of {s['read']} records from {len(result.files)} sample files into {target}")
     echo(f"  quarantined {s['quarantined']} {s['by_reason'] or ''}, duplicates {s['duplicates']}")

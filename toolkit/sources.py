@@ -31,6 +31,10 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 HEAD_BYTES = 256 * 1024
 log = logging.getLogger("stagelens")
+# What a directory walk picks up (an explicitly named file is always read): log and trace files,
+# optionally compressed. Scripts, READMEs and the like beside them are left alone.
+DATA_SUFFIXES = {".jsonl", ".json", ".ndjson", ".log", ".txt", ".csv", ".tsv", ".parquet", ".pb"}
+COMPRESSED_SUFFIXES = {".gz", ".zst", ".zstd"}
 LINE_SCHEMA = pa.schema([("ln", pa.int64()), ("line", pa.string())])
 
 
@@ -79,13 +83,23 @@ def expand(paths: list[str], spool_dir: Path | None = None) -> list[Source]:
         for m in matches:
             mp = Path(m)
             if mp.is_dir():
-                files = sorted(f for f in mp.rglob("*") if f.is_file() and not f.name.startswith("."))
+                files = sorted(f for f in mp.rglob("*") if f.is_file() and is_data_file(f))
                 if not files:
-                    raise InputError(f"{m}: directory holds no files")
+                    raise InputError(f"{m}: directory holds no log files ({', '.join(sorted(DATA_SUFFIXES))})")
                 out.extend(_source(str(f), f) for f in files)
             else:
                 out.append(_source(m, mp))
     return out
+
+
+def is_data_file(path: Path) -> bool:
+    """A log or trace file by its name (``x.jsonl``, ``x.log.gz``, rotated ``x.log.1``), not hidden."""
+    if path.name.startswith("."):
+        return False
+    suffixes = [s.lower() for s in path.suffixes]
+    while suffixes and (suffixes[-1] in COMPRESSED_SUFFIXES or suffixes[-1].lstrip(".").isdigit()):
+        suffixes.pop()
+    return bool(suffixes) and suffixes[-1] in DATA_SUFFIXES
 
 
 def _source(name: str, path: Path) -> Source:

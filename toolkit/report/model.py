@@ -1,0 +1,78 @@
+"""The report object: one value that the JSON, Markdown and HTML renderers all read.
+
+``Report.to_json()`` is the contract of DESIGN.md §8 (what nightly jobs diff). ``Report.charts``
+holds the series the charts draw; they are not part of the JSON contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ChartData:
+    """Tables for the charts, each a list of plain dicts (JSON-able, easy to hand to Altair).
+
+    * ``series``: one row per time bucket: ``bucket_start`` (ISO UTC), ``busy`` (bool),
+      ``arrivals_per_s``, ``mean_inflight``, ``ttft_p50_ms``, ``ttft_p95_ms``, ``tpot_p50_ms``,
+      ``tpot_p95_ms``, ``e2e_p50_ms``, ``e2e_p95_ms`` (null where the bucket has no value).
+    * ``composition``: one row per bucket and stage: ``bucket_start``, ``stage``, ``mean_ms``
+      (the mean of that stage over requests arriving in the bucket; stages stack to mean e2e).
+    * ``cdf``: ``metric`` (ttft_ms, e2e_ms, tpot_ms), ``group`` (baseline or current),
+      ``value_ms``, ``quantile`` (0..1), about 100 points per metric and group.
+    * ``timeline``: the worst busy window's requests (at most a few hundred): ``lane`` (int,
+      ordered by arrival), ``request_id``, ``stage``, ``start``, ``end`` (ISO UTC), for a
+      swimlane of stages where the queue is seen building up.
+    * ``timeline_window``: ``{"start": iso, "end": iso}`` or None.
+    """
+
+    series: list[dict[str, Any]] = field(default_factory=list)
+    composition: list[dict[str, Any]] = field(default_factory=list)
+    cdf: list[dict[str, Any]] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    timeline_window: dict[str, str] | None = None
+
+
+@dataclass
+class Report:
+    """What ``stagelens report`` found.
+
+    * ``meta``: ``dataset``, ``baseline_dataset`` (or None), ``generated_at``, ``comparison``
+      (``busy-vs-quiet``, ``windows`` or ``datasets``), ``current`` and ``baseline`` (each a
+      description: windows as ``[{start, end}]`` and a request count), ``filters``, ``tail``
+      (e.g. ``p95``), ``threshold`` (relative regression threshold), ``bucket_s``.
+    * ``busy_periods``: ``[{start, end, peak_concurrency, mean_concurrency}]`` (ISO UTC).
+    * ``attribution``: one dict per comparison, with the keys of DESIGN.md §8: ``metric``,
+      ``statistic``, ``baseline``, ``current``, ``delta``, ``contributions`` (stage -> ms,
+      summing to delta), ``effects`` (stage -> {mix, rate}), ``driver``, ``regression``; plus
+      ``baseline_pctl``/``current_pctl`` (tail statistics), ``intervals`` (stage -> [lo, hi],
+      95 % bootstrap), ``delta_interval``, ``n_baseline``, ``n_current``, ``boundary`` (what the
+      metric measures, e.g. "first token - arrival at the server"), ``verdict`` (plain words).
+    * ``summary``: per group (baseline, current) and metric: count, mean, p50, p90, p95, p99.
+    * ``warnings``: plain sentences (mixed vantages, composite stages, Little's-law failures).
+    * ``quarantine``: ``{"rows": n, "by_reason": {...}}``.
+    """
+
+    meta: dict[str, Any]
+    busy_periods: list[dict[str, Any]]
+    attribution: list[dict[str, Any]]
+    summary: dict[str, Any]
+    warnings: list[str]
+    quarantine: dict[str, Any]
+    charts: ChartData = field(default_factory=ChartData)
+
+    @property
+    def regression(self) -> bool:
+        return any(a["regression"] for a in self.attribution)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "meta": self.meta,
+            "busy_periods": self.busy_periods,
+            "attribution": self.attribution,
+            "summary": self.summary,
+            "warnings": self.warnings,
+            "quarantine": self.quarantine,
+            "regression": self.regression,
+        }
