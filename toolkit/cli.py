@@ -204,6 +204,65 @@ def _render(tbl, format: str, max_rows: int) -> None:  # type: ignore[no-untyped
             typer.echo(str(df))
 
 
+@app.command("report")
+def report_cmd(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory (the current side).")],
+    baseline: Annotated[Path | None, typer.Option(help="Compare with this dataset (e.g. last night's).")] = None,
+    window: Annotated[str | None, typer.Option(help="Current window START/END, ISO-8601 UTC.")] = None,
+    baseline_window: Annotated[str | None, typer.Option(help="Baseline window START/END.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write the self-contained HTML report here.")] = None,
+    md: Annotated[Path | None, typer.Option(help="Write the Markdown summary here (- for stdout).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report JSON here (- for stdout).")] = None,
+    fail_on_regression: Annotated[bool, typer.Option(help="Exit 3 when a significant regression is found.")] = False,
+    threshold: Annotated[float, typer.Option(help="Relative change that counts as a regression.")] = 0.10,
+    tail: Annotated[float, typer.Option(help="Tail percentile for the tail statistic, e.g. 95 or 99.")] = 95.0,
+    model: Annotated[str | None, typer.Option(help="Only this model.")] = None,
+    service: Annotated[str | None, typer.Option(help="Only this service.")] = None,
+    replica: Annotated[str | None, typer.Option(help="Only this replica.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+    bucket_s: Annotated[float | None, typer.Option(help="Load bucket width in seconds (default: adapts to the data).")] = None,
+) -> None:
+    """Which stage made latency worse: busy periods vs quiet time, two windows, or two datasets.
+
+    Example: stagelens report ds/ --html report.html --fail-on-regression
+    """
+    from toolkit.report.build import build_report
+    from toolkit.report.render import RENDERERS
+
+    if not 50 <= tail < 100:
+        raise fail("--tail is a percentile between 50 and 100, e.g. 95", EXIT_USAGE)
+    quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
+    progress = None if quiet or not sys.stderr.isatty() else (lambda msg: typer.echo(f"… {msg}", err=True))
+    try:
+        report = build_report(
+            dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
+            filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
+            tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=progress,
+        )
+    except DatasetError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except ValueError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    outputs = {"html": html, "md": md, "json": json_out}
+    for kind, target in outputs.items():
+        if target is None:
+            continue
+        text = RENDERERS[kind](report)
+        if str(target) == "-":
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        else:
+            target.write_text(text, encoding="utf-8")
+    if not quiet:
+        typer.echo(report.meta["headline"])
+        for kind, target in outputs.items():
+            if target is not None:
+                typer.echo(f"{kind}: {target}")
+        if not any(outputs.values()):
+            typer.echo(RENDERERS["md"](report))
+    if fail_on_regression and report.regression:
+        raise typer.Exit(EXIT_REGRESSION)
+
+
 @app.command("demo")
 def demo_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="Where to write the dataset (default: a temp dir).")] = None,

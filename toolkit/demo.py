@@ -11,6 +11,7 @@ from toolkit.ingest import import_traces
 from toolkit.sources import is_data_file
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+DEMO_SERVICE = "chat-assistant"  # the vLLM service whose burst the sample traces record
 
 
 def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> Path:
@@ -34,5 +35,14 @@ def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> Path:
     echo("\nper source (TTFT = first token - arrival, e2e = end - arrival, at each row's vantage):")
     for row in summary.to_pylist():
         echo("  " + ", ".join(f"{k}={v}" for k, v in row.items()))
-    echo(f"\nnext: stagelens sql {target} \"SELECT * FROM requests LIMIT 5\"")
+    from toolkit.report.build import build_report
+    from toolkit.report.render import RENDERERS
+
+    report = build_report(target, filters={"service": DEMO_SERVICE})
+    out_dir = target.parent
+    for kind in ("html", "md", "json"):
+        (out_dir / f"report.{kind}").write_text(RENDERERS[kind](report), encoding="utf-8")
+    echo(f"\n{report.meta['headline']}")
+    echo(f"\nreport: {out_dir / 'report.html'}  (also report.md, report.json)")
+    echo(f"next: stagelens sql {target} \"SELECT * FROM stages LIMIT 5\"")
     return target

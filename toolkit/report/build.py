@@ -1,0 +1,375 @@
+"""``build_report``: dataset in, ``Report`` out (busy periods, attribution, verdicts, chart data).
+
+Comparisons (DESIGN.md §6): busy periods vs quiet time in one dataset (default); a time window vs
+another (``window`` / ``baseline_window``); or one dataset vs another (``baseline_dataset``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from toolkit import queries
+from toolkit.attribution import METRICS, Group, compare
+from toolkit.report.model import ChartData, Report
+
+FILTER_COLUMNS = ("model", "service", "replica", "tenant")
+TIMELINE_MAX = 160
+HINTS = {
+    "queue": "capacity, admission control or batching policy (max concurrent sequences), or the burst itself",
+    "preprocess": "templating and tokenization on the API server, or the hop into the engine",
+    "postprocess": "detokenization and streaming back",
+    "tool": "the tools the agent calls",
+    "orchestration": "the agent framework between calls",
+    "uplink": "the network or client between the caller and the service",
+    "gateway": "the gateway in front of the model server",
+    "delivery": "the stream back to the client (network, proxies buffering the stream)",
+}
+RATE_HINTS = {
+    "prefill": ("prompt length: customers sent longer prompts (mix), the system is not slower",
+                "prefill got slower per token: prefix-cache hit rate, chunked prefill, contention on the GPU"),
+    "decode": ("reply length: longer outputs (mix), not slower decoding",
+               "each token got slower: batch size, preemptions, KV-cache pressure or hardware"),
+    "decode+postprocess": ("reply length: longer outputs (mix)",
+                           "each token got slower (decode and postprocess are one stage in this source)"),
+    "tool": ("more tool calls per turn (mix)", "each tool call got slower"),
+}
+LABELS = {"ttft_ms": "TTFT", "e2e_ms": "e2e latency", "tpot_ms": "time per output token", "turn_ms": "turn time"}
+
+
+@dataclass
+class Selection:
+    """Rows of the current or baseline side: a connection and a condition over a time column."""
+
+    con: duckdb.DuckDBPyConnection
+    cond: str  # uses {t} for the view's time column
+    params: dict
+    description: dict
+
+    def group(self, time_col: str, extra: str = "true") -> Group:
+        where = f"({self.cond.format(t=time_col)}) AND ({extra})"
+        used = set(re.findall(r"\$(\w+)", where))  # DuckDB refuses parameters a statement does not use
+        return Group(self.con, where, {k: v for k, v in self.params.items() if k in used})
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return None if ts is None else ts.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+
+
+def _parse_window(text: str) -> tuple[datetime, datetime]:
+    try:
+        a, b = text.split("/")
+        start, end = (datetime.fromisoformat(x.strip().replace("Z", "+00:00")) for x in (a, b))
+    except ValueError:
+        raise ValueError(f"window {text!r} is not START/END in ISO-8601 (e.g. 2026-11-29T14:00/2026-11-29T15:00)") from None
+    start, end = (d.astimezone(UTC).replace(tzinfo=None) if d.tzinfo else d for d in (start, end))
+    if end <= start:
+        raise ValueError(f"window {text!r} ends before it starts")
+    return start, end
+
+
+def _filter_sql(filters: dict[str, str]) -> tuple[str, dict]:
+    conds, params = ["counted"], {}
+    for col, val in filters.items():
+        if col not in FILTER_COLUMNS:
+            raise ValueError(f"cannot filter on {col!r}; use one of {', '.join(FILTER_COLUMNS)}")
+        conds.append(f"{col} = $f_{col}")
+        params[f"f_{col}"] = val
+    return " AND ".join(conds), params
+
+
+def build_report(
+    dataset: str | Path,
+    baseline_dataset: str | Path | None = None,
+    window: str | None = None,
+    baseline_window: str | None = None,
+    filters: dict[str, str] | None = None,
+    tail: float = 0.95,
+    threshold: float = 0.10,
+    bucket_s: float | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Report:
+    """Compare current and baseline requests and say which stage drove the change."""
+    say = progress or (lambda _msg: None)
+    filters = {k: v for k, v in (filters or {}).items() if v is not None}
+    params = {"bucket_s": bucket_s} if bucket_s else None
+    con = queries.connect(dataset, params)
+    filt, fparams = _filter_sql(filters)
+    tail_name = f"p{round(tail * 100):d}"
+    warnings: list[str] = []
+
+    say("finding busy periods")
+    busy = [
+        {"start": _iso(s), "end": _iso(e), "peak_concurrency": int(p), "mean_concurrency": round(float(m), 2)}
+        for s, e, p, m in con.execute(
+            "SELECT ts_start, ts_end, peak_in_flight, mean_in_flight FROM busy_periods ORDER BY ts_start"
+        ).fetchall()
+    ]
+    bucket = con.execute("SELECT min(bucket_s) FROM load").fetchone()[0]
+
+    if baseline_dataset is not None:
+        con_b = queries.connect(baseline_dataset, params)
+        kind = "datasets"
+        cur = Selection(con, "true", {}, {"dataset": str(dataset)})
+        base = Selection(con_b, "true", {}, {"dataset": str(baseline_dataset)})
+    elif window or baseline_window:
+        if not (window and baseline_window):
+            raise ValueError("--window and --baseline-window go together")
+        kind = "windows"
+        (cs, ce), (bs, be) = _parse_window(window), _parse_window(baseline_window)
+        cur = Selection(con, "{t} >= $w_start AND {t} < $w_end", {"w_start": cs, "w_end": ce},
+                        {"windows": [{"start": _iso(cs), "end": _iso(ce)}]})
+        base = Selection(con, "{t} >= $w_start AND {t} < $w_end", {"w_start": bs, "w_end": be},
+                         {"windows": [{"start": _iso(bs), "end": _iso(be)}]})
+    else:
+        kind = "busy-vs-quiet"
+        # distinct column names: inside EXISTS an unqualified ts_start would bind to the period's own
+        con.execute("CREATE OR REPLACE TEMP TABLE _busy AS SELECT ts_start AS busy_start, ts_end AS busy_end FROM busy_periods")
+        inside = "EXISTS (SELECT 1 FROM _busy b WHERE {t} >= b.busy_start AND {t} < b.busy_end)"
+        cur = Selection(con, inside, {}, {"windows": [{"start": b["start"], "end": b["end"]} for b in busy]})
+        base = Selection(con, "NOT " + inside, {}, {"windows": "everything outside the busy periods"})
+
+    for sel in (cur, base):
+        sel.params = {**sel.params, **fparams}
+        n, vantages, formats = sel.con.execute(
+            f"SELECT count(*), list(DISTINCT vantage ORDER BY vantage), list(DISTINCT source_format ORDER BY source_format) "
+            f"FROM stages WHERE ({sel.cond.format(t='ts_arrival')}) AND {filt}", sel.params).fetchone()
+        sel.description |= {"requests": n, "vantages": vantages, "formats": formats}
+    if set(cur.description["vantages"]) != set(base.description["vantages"]) or len(cur.description["vantages"]) > 1:
+        warnings.append(
+            "Vantages are mixed (current: {}, baseline: {}): TTFT measured at a client includes network and "
+            "queueing that a server's does not; compare like with like (filter by source or service).".format(
+                ", ".join(cur.description["vantages"]) or "none", ", ".join(base.description["vantages"]) or "none"))
+
+    attribution: list[dict] = []
+    context = _context(kind, busy, cur, base)
+    if kind == "busy-vs-quiet" and not busy:
+        warnings.append("No busy period found: load stayed near its median, so there is nothing to compare "
+                        "(use --window/--baseline-window or --baseline).")
+    elif min(cur.description["requests"], base.description["requests"]) < 2:
+        warnings.append("One side has fewer than 2 requests: no attribution.")
+    else:
+        metrics = ["ttft_ms", "e2e_ms", "tpot_ms"]
+        if con.execute("SELECT count(*) FROM turns WHERE tool_calls > 0 OR model_calls > 1").fetchone()[0]:
+            metrics.append("turn_ms")
+        for metric in metrics:
+            spec = METRICS[metric]
+            extra = filt if spec.view == "stages" else "true"
+            g_cur, g_base = cur.group(spec.time_col, extra), base.group(spec.time_col, extra)
+            if min(_count(g, spec) for g in (g_cur, g_base)) < 2:
+                continue
+            for statistic in ("mean", tail_name):
+                say(f"attributing {statistic} {metric}")
+                entry = compare(g_base, g_cur, metric, statistic, tail=tail, threshold=threshold)
+                entry["verdict"] = verdict(entry, context, tail_name)
+                attribution.append(entry)
+        warnings += _composite_warnings(attribution)
+
+    say("summarising")
+    summary = {side: _summary(sel, filt) for side, sel in (("baseline", base), ("current", cur))}
+    quarantine = {"rows": 0, "by_reason": {}}
+    for code, n in con.execute("SELECT reason_code, count(*) FROM quarantine GROUP BY ALL ORDER BY 2 DESC").fetchall():
+        quarantine["by_reason"][code] = n
+        quarantine["rows"] += n
+    if quarantine["rows"]:
+        warnings.append(f"{quarantine['rows']} records were quarantined at import and are not in these figures.")
+    warnings += _consistency_warnings(con)
+
+    meta = {
+        "dataset": str(dataset),
+        "baseline_dataset": str(baseline_dataset) if baseline_dataset else None,
+        "generated_at": _iso(datetime.now(UTC)),
+        "comparison": kind,
+        "current": cur.description,
+        "baseline": base.description,
+        "filters": filters,
+        "tail": tail_name,
+        "threshold": threshold,
+        "bucket_s": bucket,
+        "headline": headline(attribution, context, threshold),
+    }
+    say("preparing charts")
+    charts = _charts(con, cur, base, busy, filt, fparams)
+    return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
+                  warnings=warnings, quarantine=quarantine, charts=charts)
+
+
+def _count(g: Group, spec) -> int:  # type: ignore[no-untyped-def]
+    return g.con.execute(f"SELECT count({spec.value}) FROM {spec.view} WHERE {g.where}", g.params).fetchone()[0]
+
+
+def _context(kind: str, busy: list[dict], cur: Selection, base: Selection) -> str:
+    def hm(iso: str) -> str:
+        return iso[11:16]
+
+    if kind == "busy-vs-quiet":
+        if not busy:
+            return "No busy period"
+        spans = ", ".join(f"{hm(b['start'])}–{hm(b['end'])}" for b in busy[:3]) + (" …" if len(busy) > 3 else "")
+        return f"Busy {spans} UTC vs quiet time"
+    if kind == "windows":
+        c, b = cur.description["windows"][0], base.description["windows"][0]
+        return f"{c['start'][:16].replace('T', ' ')}–{hm(c['end'])} UTC vs {b['start'][:16].replace('T', ' ')}–{hm(b['end'])}"
+    return f"{cur.description['dataset']} vs baseline {base.description['dataset']}"
+
+
+def _ms(x: float) -> str:
+    return f"{x / 1000:.2f} s" if abs(x) >= 1000 else f"{x:.0f} ms" if abs(x) >= 10 else f"{x:.2f} ms"
+
+
+def _signed(x: float) -> str:
+    return ("+" if x >= 0 else "−") + _ms(abs(x))
+
+
+def verdict(entry: dict, context: str, tail_name: str) -> str:
+    """One plain sentence: what changed, which stage explains it and where to look next."""
+    stat = "mean" if entry["statistic"] == "mean" else entry["statistic"]
+    label = LABELS.get(entry["metric"], entry["metric"])
+    head = (f"{context}: {stat} {label} {_signed(entry['delta'])} "
+            f"({_ms(entry['baseline'])} → {_ms(entry['current'])})")
+    driver = entry["driver"]
+    if driver is None:
+        return head + "; no stage changed significantly" + (
+            "." if not entry["regression"] else ", although the total did: the change is spread over stages.")
+    c = entry["contributions"][driver]
+    iv = entry["intervals"].get(driver)
+    pm = f" (±{_ms((iv[1] - iv[0]) / 2)})" if iv else ""
+    text = f"{head}; {driver} explains {_signed(c)}{pm}"
+    others = [s for s, v in entry["contributions"].items() if s != driver and abs(v) >= 0.1 * abs(c)]
+    if others:
+        text += ", then " + ", ".join(f"{s} {_signed(entry['contributions'][s])}" for s in others[:2])
+    eff = entry["effects"].get(driver)
+    if eff and driver in RATE_HINTS:
+        mix_hint, rate_hint = RATE_HINTS[driver]
+        text += (f" (mix {_signed(eff['mix'])}, rate {_signed(eff['rate'])})"
+                 f" → {mix_hint if abs(eff['mix']) > abs(eff['rate']) else rate_hint}.")
+    elif "+" in driver:
+        text += (f" → the source records no boundary inside {driver}, so it cannot say which of "
+                 f"{' or '.join(driver.split('+'))} grew.")
+    else:
+        text += f" → look at {HINTS.get(driver, driver)}."
+    unchanged = [s for s, e in entry["effects"].items()
+                 if s != driver and e.get("rate_interval") and e["rate_interval"][0] <= 0 <= e["rate_interval"][1]]
+    if unchanged:
+        text += " Time per token unchanged for " + ", ".join(unchanged) + "."
+    return text
+
+
+def headline(attribution: list[dict], context: str, threshold: float) -> str:
+    regressions = [a for a in attribution if a["regression"]]
+    if not attribution:
+        return f"{context}: nothing to compare."
+    if not regressions:
+        return f"{context}: no significant regression beyond {threshold:.0%}."
+    worst = max(regressions, key=lambda a: a["delta"] / a["baseline"] if a["baseline"] else 0)
+    ttft_tail = [a for a in regressions if a["metric"] == "ttft_ms" and a["statistic"] != "mean"]
+    return (ttft_tail or [worst])[0]["verdict"]
+
+
+def _composite_warnings(attribution: list[dict]) -> list[str]:
+    comps = sorted({s for a in attribution for s in a["contributions"] if "+" in s})
+    if not comps:
+        return []
+    return [f"Composite stages ({', '.join(comps)}): the source does not record the boundary inside them, "
+            "so their parts cannot be told apart."]
+
+
+def _consistency_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
+    try:
+        rows = con.sql("SELECT * FROM consistency").to_arrow_table().to_pylist()
+    except duckdb.Error:
+        return []
+    out = []
+    for r in rows[:5]:
+        text = r.get("message") or r.get("detail") or r.get("check")
+        if text:
+            out.append(str(text))
+    if len(rows) > 5:
+        out.append(f"… and {len(rows) - 5} more consistency findings (stagelens sql DATASET \"SELECT * FROM consistency\").")
+    return out
+
+
+def _summary(sel: Selection, filt: str) -> dict:
+    out = {}
+    for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        n, mean, q = sel.con.execute(
+            f"SELECT count({metric}), avg({metric}), quantile_cont({metric}, [0.5, 0.9, 0.95, 0.99]) FROM stages "
+            f"WHERE ({sel.cond.format(t='ts_arrival')}) AND {filt}", sel.params).fetchone()
+        out[metric] = {"count": n, "mean": _r(mean), **{k: _r(v) for k, v in zip(("p50", "p90", "p95", "p99"), q or [None] * 4, strict=True)}}
+    return out
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 3)
+
+
+def _charts(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selection, busy: list[dict], filt: str,
+            fparams: dict) -> ChartData:
+    series = con.sql(
+        f"""WITH b AS (SELECT min(bucket_s) AS bs FROM load),
+            q AS (SELECT CAST(floor(epoch_us(ts_arrival) / (b.bs * 1e6)) AS BIGINT) AS bucket_index,
+                         quantile_cont(ttft_ms, [0.5, 0.95]) AS ttft, quantile_cont(tpot_ms, [0.5, 0.95]) AS tpot,
+                         quantile_cont(e2e_ms, [0.5, 0.95]) AS e2e
+                  FROM stages, b WHERE {filt} GROUP BY ALL)
+            SELECT strftime(l.bucket_start, '%Y-%m-%dT%H:%M:%SZ') AS bucket_start, l.busy, l.arrivals_per_s,
+                   l.mean_in_flight, q.ttft[1] AS ttft_p50_ms, q.ttft[2] AS ttft_p95_ms, q.tpot[1] AS tpot_p50_ms,
+                   q.tpot[2] AS tpot_p95_ms, q.e2e[1] AS e2e_p50_ms, q.e2e[2] AS e2e_p95_ms
+            FROM load l LEFT JOIN q USING (bucket_index) ORDER BY l.bucket_start""", params=fparams
+    ).to_arrow_table().to_pylist()
+    composition = con.sql(
+        f"""WITH b AS (SELECT min(bucket_s) AS bs FROM load),
+            r AS (SELECT CAST(floor(epoch_us(ts_arrival) / (b.bs * 1e6)) AS BIGINT) AS bucket_index, b.bs, stage_ms
+                  FROM stages, b WHERE {filt}),
+            n AS (SELECT bucket_index, count(*) AS requests FROM r GROUP BY ALL),
+            e AS (SELECT bucket_index, bs, unnest(map_keys(stage_ms)) AS stage, unnest(map_values(stage_ms)) AS ms FROM r)
+            SELECT strftime(make_timestamp(CAST(bucket_index * bs * 1e6 AS BIGINT)), '%Y-%m-%dT%H:%M:%SZ') AS bucket_start,
+                   stage, sum(ms) / any_value(n.requests) AS mean_ms
+            FROM e JOIN n USING (bucket_index) GROUP BY bucket_index, bs, stage ORDER BY bucket_index, stage""",
+        params=fparams,
+    ).to_arrow_table().to_pylist()
+    ps = [round(i / 100, 2) for i in range(1, 100)]
+    cdf = []
+    for side, sel in (("baseline", base), ("current", cur)):
+        for metric in ("ttft_ms", "e2e_ms", "tpot_ms"):
+            q = sel.con.execute(f"SELECT quantile_cont({metric}, {ps}) FROM stages WHERE ({sel.cond.format(t='ts_arrival')}) AND {filt}",
+                                sel.params).fetchone()[0]
+            if q:
+                cdf += [{"metric": metric, "group": side, "value_ms": round(v, 3), "quantile": p} for p, v in zip(ps, q, strict=True)]
+    timeline, window = _timeline(con, busy, filt, fparams)
+    return ChartData(series=series, composition=composition, cdf=cdf, timeline=timeline, timeline_window=window)
+
+
+def _timeline(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams: dict) -> tuple[list[dict], dict | None]:
+    """Requests of the busiest period (or the slowest bucket), each split into its stages over time."""
+    if busy:
+        worst = max(busy, key=lambda b: b["peak_concurrency"])
+        start, end = worst["start"], worst["end"]
+    else:
+        row = con.execute("SELECT bucket_start, bucket_s FROM load ORDER BY mean_in_flight DESC LIMIT 1").fetchone()
+        if row is None:
+            return [], None
+        start = _iso(row[0])
+        end = _iso(datetime.fromtimestamp(row[0].replace(tzinfo=UTC).timestamp() + row[1], UTC))
+    rows = con.execute(
+        f"""WITH w AS (SELECT request_id, ts_arrival, stage_ms, row_number() OVER (ORDER BY ts_arrival) AS i,
+                              count(*) OVER () AS n
+                       FROM stages WHERE {filt} AND ts_arrival >= CAST($s AS TIMESTAMP) AND ts_arrival < CAST($e AS TIMESTAMP))
+            SELECT request_id, epoch_us(ts_arrival) AS a_us, map_keys(stage_ms) AS k, map_values(stage_ms) AS v
+            FROM w WHERE (i - 1) % greatest(1, CAST(ceil(n / {TIMELINE_MAX}) AS BIGINT)) = 0 ORDER BY ts_arrival""",
+        {**fparams, "s": start.rstrip("Z"), "e": end.rstrip("Z")},
+    ).fetchall()
+    out = []
+    for lane, (rid, a_us, keys, vals) in enumerate(rows):
+        t = a_us / 1e6
+        for stage, ms in zip(keys, vals, strict=True):
+            t2 = t + ms / 1e3
+            out.append({"lane": lane, "request_id": rid, "stage": stage,
+                        "start": datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                        "end": datetime.fromtimestamp(t2, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")})
+            t = t2
+    return out, {"start": start, "end": end}
