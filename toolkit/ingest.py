@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from toolkit import __version__, schema
 from toolkit.importers import REGISTRY, detect, get_importer
-from toolkit.importers._common import ImportOptions, checked_sql
+from toolkit.importers._common import SPAN_IDENTITY, ImportOptions, checked_sql
 from toolkit.seen import SeenSet, first_new
 from toolkit.sources import InputError, Source, expand, head, iter_lines
 from toolkit.store import Dataset, Staging
@@ -192,7 +192,10 @@ def import_traces(
     return ImportResult(dataset=str(out), import_id=import_id, files=results)
 
 
-def _identity(imp: ModuleType) -> str:
+def _identity(imp: ModuleType, table: str = "requests") -> str:
+    """Hash of a record's identity: format + request id (or trace/span id), per table."""
+    if table == "spans":
+        return f"hash(getvariable('source_format'), 'span', {getattr(imp, 'SPAN_IDENTITY', SPAN_IDENTITY)})"
     return f"hash(getvariable('source_format'), {imp.IDENTITY})"
 
 
@@ -241,6 +244,26 @@ class _BackgroundWriter:
             raise self._error
 
 
+TABLE_SQL = {"requests": "requests_sql", "spans": "spans_sql"}
+
+
+def _batches(src: Source, imp: ModuleType, con: duckdb.DuckDBPyConnection, batch_rows: int):  # type: ignore[no-untyped-def]
+    """Register each batch of input as the view ``lines``; yields the batch's last line number.
+
+    Document importers (``READS = "document"``, e.g. a Triton trace file, one JSON array) read
+    the file themselves through ``getvariable('source_path')`` in a single pass.
+    """
+    if getattr(imp, "READS", "lines") == "document":
+        con.execute("SET VARIABLE source_path = ?", [str(src.path)])
+        con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
+        yield 0
+        return
+    for lines in iter_lines(src, batch_rows):
+        con.register("lines", lines)
+        yield int(lines.column("ln")[-1].as_py())
+        con.unregister("lines")
+
+
 def _import_file(
     con: duckdb.DuckDBPyConnection,
     writer: _BackgroundWriter,
@@ -262,31 +285,30 @@ def _import_file(
         con.execute(f"SET VARIABLE {name} = ?", [value])
     reasons: Counter = Counter()
     last_ln = 0
-    sql = None
-    for lines in iter_lines(src, batch_rows):
-        con.register("lines", lines)
-        if sql is None:
-            cand = imp.requests_sql()
-            present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
-            sql = (f"SELECT *, CASE WHEN kind = 'record' AND _why IS NULL THEN {_identity(imp)} END AS _k "
-                   f"FROM ({checked_sql(imp, cand, present)})")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {sql}")
-        bad = 0
-        for kind, code, n in con.execute(
-            "SELECT kind, _why['code'], count(*) FROM _cand GROUP BY ALL"
-        ).fetchall():
-            if kind == "skip":
-                res.skipped += n
-            else:
-                res.read += n
-                if code:
-                    reasons[code] += n
-                    bad += n
-        if bad:
-            _write_quarantine(con, writer, keep_raw)
-        _write_requests(con, writer, seen, res)
-        last_ln = int(lines.column("ln")[-1].as_py())
-        con.unregister("lines")
+    tables = [t for t, fn in TABLE_SQL.items() if hasattr(imp, fn)]
+    compiled: dict[str, str] = {}
+    document = getattr(imp, "READS", "lines") == "document"
+    for last_ln in _batches(src, imp, con, batch_rows):
+        for table in tables:
+            if table not in compiled:
+                cand = getattr(imp, TABLE_SQL[table])()
+                present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
+                compiled[table] = (
+                    f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {_identity(imp, table)} END AS _k "
+                    f"FROM ({checked_sql(imp, cand, present, table)})")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {compiled[table]}")
+            bad = 0
+            for kind, code, n in con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
+                if kind == "skip":
+                    res.skipped += n
+                else:
+                    res.read += n
+                    if code:
+                        reasons[code] += n
+                        bad += n
+            if bad:
+                _write_quarantine(con, writer, keep_raw and not document)
+            _write_rows(con, writer, seen, res, table)
         if progress:
             progress(src.name, last_ln)
     if src.truncated:
@@ -294,7 +316,7 @@ def _import_file(
         res.truncated = True
         reasons["truncated"] += 1
         con.execute(
-            "CREATE OR REPLACE TEMP TABLE _cand AS SELECT ? AS ln, 'record' AS kind, "
+            "CREATE OR REPLACE TEMP TABLE _cand AS SELECT ? AS ln, 'record' AS row_kind, "
             "{'code': 'truncated', 'detail': 'compressed stream ends early; nothing after line ' || ? || ' "
             "could be read'} AS _why",
             [last_ln + 1, last_ln],
@@ -312,13 +334,13 @@ def _write_quarantine(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter,
                c.ln AS source_line, c._why['code'] AS reason_code, c._why['detail'] AS reason_detail,
                {raw} AS raw, CAST(getvariable('imported_at') AS TIMESTAMP) AS imported_at,
                strftime(CAST(getvariable('imported_at') AS TIMESTAMP), '%Y-%m-%d') AS _date
-            FROM _cand c {join} WHERE c.kind = 'record' AND c._why IS NOT NULL ORDER BY c.ln"""
+            FROM _cand c {join} WHERE c.row_kind = 'record' AND c._why IS NOT NULL ORDER BY c.ln"""
     ).to_arrow_table()
     writer.put("quarantine", tbl)
 
 
-def _write_requests(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet,
-                    res: FileResult) -> None:
+def _write_rows(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet, res: FileResult,
+               table: str) -> None:
     """Keep the first record of each identity (in line order) not seen before; count the rest."""
     ids = con.execute("SELECT ln, _k FROM _cand WHERE _k IS NOT NULL").fetchnumpy()
     keys = np.asarray(ids["_k"], dtype=np.uint64)
@@ -342,12 +364,13 @@ def _write_requests(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, s
                WHERE c._n = 1"""
         )
         con.unregister("_kept_keys")
-    writer.put("requests", con.sql(_OUTPUT_SQL).to_arrow_table())
+    writer.put(table, con.sql(_OUTPUT_SQL[table]).to_arrow_table())
 
 
-def _output_sql() -> str:
+def _output_sql(table: str) -> str:
+    t = schema.table(table)
     cols = []
-    for c in schema.table("requests").columns:
+    for c in t.columns:
         if c.type == "timestamp":
             cols.append(f"make_timestamp({c.name}) AS {c.name}")
         elif c.name in ("source_format", "source_file"):
@@ -356,8 +379,9 @@ def _output_sql() -> str:
             cols.append("ln AS source_line")
         else:
             cols.append(c.name)
-    return (f"SELECT {', '.join(cols)}, strftime(make_timestamp(ts_arrival), '%Y-%m-%d') AS _date "
+    return (f"SELECT {', '.join(cols)}, strftime(make_timestamp({t.partition_by}), '%Y-%m-%d') AS _date "
             "FROM _keep")
 
 
-_OUTPUT_SQL = _output_sql()
+_OUTPUT_SQL = {name: _output_sql(name) for name in TABLE_SQL}
+

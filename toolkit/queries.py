@@ -4,6 +4,12 @@
 (``requests``, ``spans``, ``quarantine``) and every view defined in ``queries/``. Queries only
 ever read fixed view names, never paths, so ``setup_sql(dataset)`` printed into any DuckDB
 gives an analyst the same views without stagelens.
+
+Parameters: a query file declares ``$name`` parameters in its header. Inside a view, DuckDB
+cannot bind ``$name``, so the body reads ``getvariable('name')`` instead and the setup DDL sets
+each variable (its default, or the ``--param`` value). Named non-view queries bind ``$name``
+directly. A parameter declared by several files must have one type and one default there
+(the lint test checks), because the variable is shared by the session.
 """
 
 from __future__ import annotations
@@ -20,6 +26,11 @@ from toolkit.store import Dataset
 
 QUERY_DIR = Path(__file__).resolve().parent.parent / "queries"
 BASE_TABLES = schema.TABLES
+HEADER_KEYS = ("name", "kind", "description", "percentiles", "requires", "params", "columns")
+"""Keys a query header may hold; any other ``--`` line in the header is a free-form note."""
+
+PARAM_RE = re.compile(r"\$([A-Za-z_]\w*)")
+"""A ``$name`` parameter reference in a query body."""
 
 
 @dataclass(frozen=True)
@@ -42,55 +53,72 @@ class QueryInfo:
     requires: tuple[str, ...] = field(default_factory=tuple)
     columns: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     percentiles: str | None = None
+    notes: str = ""
     body: str = ""
 
+    @property
+    def used_params(self) -> set[str]:
+        """``$names`` the body uses (outside comments and string literals)."""
+        return set(PARAM_RE.findall(_strip_comments_and_strings(self.body)))
 
-_HEADER_KEY = re.compile(r"^--\s*(\w[\w ]*):\s*(.*)$")
+
+_HEADER_KEY = re.compile(r"^--\s*(\w+):\s*(.*)$")
 _PARAM = re.compile(r"^--\s+\$(\w+)\s+(\w+)(?:\s*=\s*(\S+))?\s*(.*)$")
-_COLUMN = re.compile(r"^--\s+(\w+)\s*:\s*(.*)$")
+_COLUMN = re.compile(r"^--\s{2,}([\w*]+(?:\s*,\s*\w+)*)\s*:\s*(.*)$")
 
 
 def parse_query_file(path: Path) -> QueryInfo:
     """Read the ``--`` header block of a query file.
 
+    The header is the leading block of ``--`` lines; the body starts at the first other line.
     Header form::
 
-        -- name: stages
-        -- kind: view                      (or: query)
+        -- name: stages                    (the view or query name; default: the file stem)
+        -- kind: view                      (or: query, a named query run by --query)
         -- description: one line
-        -- percentiles: exact | approximate | none
-        -- requires: requests
+        -- percentiles: exact | approximate | none   (how its percentiles are computed)
+        -- requires: requests, _bounds     (views it reads)
         -- params:
         --   $bucket_s DOUBLE = 60  bucket width in seconds
         -- columns:
-        --   request_id: the request id
+        --   request_id: unit; meaning     (one line per output column: unit, then meaning)
+        --
+        -- Free-form notes (the rule, why a join exists) follow a bare ``--`` line.
     """
     text = path.read_text()
     info: dict = {"params": [], "columns": [], "requires": [], "description": "", "kind": "query"}
-    section = None
-    body_lines = []
-    in_header = True
-    for line in text.splitlines():
-        if in_header and line.startswith("--"):
-            if line.strip() in ("-- params:", "-- columns:"):
-                section = line.strip()[3:-1]
-                continue
-            if section == "params" and (m := _PARAM.match(line)):
-                info["params"].append(Param(m.group(1), m.group(2), m.group(3), m.group(4).strip()))
-                continue
-            if section == "columns" and (m := _COLUMN.match(line)) and line.startswith("--  "):
-                info["columns"].append((m.group(1), m.group(2).strip()))
-                continue
-            if m := _HEADER_KEY.match(line):
-                section = None
-                key, val = m.group(1).strip(), m.group(2).strip()
-                if key == "requires":
-                    info["requires"] = [v.strip() for v in val.split(",") if v.strip()]
-                else:
-                    info[key] = val
+    notes: list[str] = []
+    section: str | None = None
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines) and lines[i].startswith("--"):
+        line = lines[i]
+        i += 1
+        if line.strip() == "--":
+            section = "notes"
             continue
-        in_header = False
-        body_lines.append(line)
+        if section == "notes":
+            notes.append(line[2:].strip())
+            continue
+        if section == "params" and (m := _PARAM.match(line)):
+            default = m.group(3)
+            if default is not None and len(default) >= 2 and default[0] == default[-1] == "'":
+                default = default[1:-1].replace("''", "'")  # a SQL string literal: keep its value
+            info["params"].append(Param(m.group(1), m.group(2).upper(), default, m.group(4).strip()))
+            continue
+        if section == "columns" and (m := _COLUMN.match(line)):
+            for name in m.group(1).split(","):
+                info["columns"].append((name.strip(), m.group(2).strip()))
+            continue
+        if (m := _HEADER_KEY.match(line)) and m.group(1) in HEADER_KEYS:
+            key, val = m.group(1), m.group(2).strip()
+            section = key if key in ("params", "columns") else None
+            if key == "requires":
+                info["requires"] = [v.strip() for v in val.split(",") if v.strip()]
+            elif key not in ("params", "columns"):
+                info[key] = val
+            continue
+        notes.append(line[2:].strip())
     return QueryInfo(
         name=info.get("name", path.stem),
         path=path,
@@ -100,13 +128,28 @@ def parse_query_file(path: Path) -> QueryInfo:
         requires=tuple(info["requires"]),
         columns=tuple(info["columns"]),
         percentiles=info.get("percentiles"),
-        body="\n".join(body_lines).strip().rstrip(";"),
+        notes="\n".join(notes).strip(),
+        body="\n".join(lines[i:]).strip().rstrip(";").rstrip(),
     )
+
+
+def _strip_comments_and_strings(sql: str) -> str:
+    """The SQL text with ``--`` comments and '...' literals blanked, to find ``$names`` and paths."""
+    return re.sub(r"--[^\n]*|'(?:[^']|'')*'", " ", sql)
 
 
 def list_queries() -> list[QueryInfo]:
     """Every query file, in file-name order (a numeric prefix sets view dependency order)."""
     return [parse_query_file(p) for p in sorted(QUERY_DIR.glob("*.sql"))]
+
+
+def all_params() -> dict[str, Param]:
+    """Every declared parameter by name (the first declaration wins; the lint test checks they agree)."""
+    out: dict[str, Param] = {}
+    for q in list_queries():
+        for p in q.params:
+            out.setdefault(p.name, p)
+    return out
 
 
 def _table_source(ds: Dataset, name: str) -> str:
@@ -121,23 +164,29 @@ def _quote(s: str) -> str:
 
 
 def setup_sql(dataset: str | Path, params: dict[str, object] | None = None) -> str:
-    """DDL that recreates every view of the dataset in a plain DuckDB session."""
+    """DDL that recreates every view of the dataset in a plain DuckDB session.
+
+    ``params`` override the declared defaults of the views' variables (``--param name=value``).
+    """
     ds = Dataset.open(dataset)
     out = ["-- stagelens views over " + str(Path(dataset).resolve()), "SET TimeZone = 'UTC';"]
-    for q in list_queries():
-        for p in q.params:
-            if p.default is not None:
-                value = (params or {}).get(p.name, p.default)
-                out.append(f"SET VARIABLE {p.name} = CAST({_literal(value)} AS {p.type});")
+    declared = all_params()
+    for p in declared.values():
+        value = (params or {}).get(p.name, p.default)
+        if value is not None:
+            out.append(f"SET VARIABLE {p.name} = CAST({_literal(_coerce(value))} AS {p.type});")
     for name in BASE_TABLES:
         out.append(f"CREATE OR REPLACE VIEW {name} AS {_table_source(ds, name)};")
     for q in list_queries():
         if q.is_view:
+            out.append(f"-- {q.name}: {q.description}")
             out.append(f"CREATE OR REPLACE VIEW {q.name} AS\n{_bind_variables(q)};")
     return "\n".join(out) + "\n"
 
 
 def _literal(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
     return "'" + _quote(str(value)) + "'"
@@ -145,7 +194,15 @@ def _literal(value: object) -> str:
 
 def _bind_variables(q: QueryInfo) -> str:
     """Views cannot take ``$params``; inside a view they read session variables instead."""
-    return re.sub(r"\$(\w+)", lambda m: f"getvariable('{m.group(1)}')", q.body)
+    return PARAM_RE.sub(lambda m: f"getvariable('{m.group(1)}')", q.body)
+
+
+def check_params(params: dict[str, object] | None) -> None:
+    """Refuse a ``--param`` no query declares (a typo would silently keep the default)."""
+    unknown = set(params or {}) - set(all_params())
+    if unknown:
+        known = ", ".join(sorted(all_params()))
+        raise ValueError(f"unknown parameter(s): {', '.join(sorted(unknown))} (known: {known})")
 
 
 def connect(dataset: str | Path, params: dict[str, object] | None = None) -> duckdb.DuckDBPyConnection:
@@ -156,36 +213,50 @@ def connect(dataset: str | Path, params: dict[str, object] | None = None) -> duc
 
 
 def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = None) -> pa.Table:
-    """Run ad-hoc SQL against the dataset's views; ``$name`` parameters are bound from ``params``."""
-    con = connect(dataset, params)
-    used = set(re.findall(r"\$(\w+)", sql))
-    bound = {k: v for k, v in (params or {}).items() if k in used}
+    """Run ad-hoc SQL against the dataset's views; ``$name`` parameters are bound from ``params``.
+
+    Parameters that the SQL does not use set the views' variables instead (e.g. ``bucket_s``).
+    """
+    used = set(PARAM_RE.findall(_strip_comments_and_strings(sql)))
+    bound = {k: _coerce(v) for k, v in (params or {}).items() if k in used}
     missing = used - set(bound)
     if missing:
         raise ValueError(f"missing parameter(s): {', '.join(sorted(missing))} (give --param name=value)")
-    return con.execute(sql, bound).to_arrow_table() if bound else con.sql(sql).to_arrow_table()
+    check_params({k: v for k, v in (params or {}).items() if k not in used})
+    con = connect(dataset, {k: v for k, v in (params or {}).items() if k not in used})
+    return con.sql(sql, params=bound).to_arrow_table() if bound else con.sql(sql).to_arrow_table()
 
 
-def run_query(dataset: str | Path, name: str, params: dict[str, object] | None = None) -> pa.Table:
-    """Run the named query file with its defaults overridden by ``params``."""
+def get_query(name: str) -> QueryInfo:
+    """The query file named ``name`` (its ``-- name:``)."""
     by_name = {q.name: q for q in list_queries()}
     if name not in by_name:
         raise ValueError(f"no query named {name!r}; see `stagelens sql --list`")
-    q = by_name[name]
+    return by_name[name]
+
+
+def run_query(dataset: str | Path, name: str, params: dict[str, object] | None = None) -> pa.Table:
+    """Run the named query (or view) with its defaults overridden by ``params``."""
+    q = get_query(name)
+    check_params(params)
+    con = connect(dataset, params)
+    if q.is_view:
+        return con.sql(f"SELECT * FROM {q.name}").to_arrow_table()
     values: dict[str, object] = {p.name: p.default for p in q.params}
     values.update(params or {})
-    used = set(re.findall(r"\$(\w+)", q.body))
+    used = q.used_params
     bound = {k: _coerce(values[k]) for k in used if values.get(k) is not None}
     missing = used - set(bound)
     if missing:
         raise ValueError(f"query {name} needs parameter(s): {', '.join(sorted(missing))}")
-    con = connect(dataset, params)
-    return con.execute(q.body, bound).to_arrow_table()
+    return con.sql(q.body, params=bound).to_arrow_table()
 
 
 def _coerce(value: object) -> object:
-    """CLI values arrive as strings: numbers become numbers, the rest stays text."""
+    """CLI values arrive as strings: numbers and booleans become typed, the rest stays text."""
     if isinstance(value, str):
+        if value.lower() in ("true", "false"):
+            return value.lower() == "true"
         for cast in (int, float):
             try:
                 return cast(value)

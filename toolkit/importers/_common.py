@@ -2,10 +2,16 @@
 
 An importer is one module with a few constants and one function, ``requests_sql()``, returning a
 DuckDB SELECT over the view ``lines(ln BIGINT, line VARCHAR)`` (one batch of the input file).
-Each output row is a *candidate*:
+Optional: ``spans_sql()`` (the same, producing ``spans`` rows: tool calls and other non-model
+intervals), and ``READS = "document"`` for formats that are one JSON document rather than lines:
+such an importer reads ``read_json(getvariable('source_path'), compression =
+getvariable('source_compression'), ...)`` itself and numbers its records as ``ln``.
+When both functions exist, a line's 'skip' and 'unparseable' rows come from ``requests_sql``
+only, and ``requests_sql`` must not mark as 'skip' the records ``spans_sql`` imports, so every
+record is counted once. Each output row is a *candidate*:
 
 * ``ln``: the line the record came from;
-* ``kind``: ``'record'`` (counts as read) or ``'skip'`` (a line that holds no record: a blank
+* ``row_kind``: ``'record'`` (counts as read) or ``'skip'`` (a line that holds no record: a blank
   line, a ``request.received`` event, a start-up span — counted apart, never quarantined);
 * ``reason_code`` / ``reason_detail``: set by the importer when it already knows the record is bad;
 * the ``requests`` columns, with every ``ts_*`` as BIGINT microseconds since the Unix epoch
@@ -29,6 +35,8 @@ SKEW_TOLERANCE_US = 50_000
 # Plausible wall-clock range for timestamps in microseconds: 1970-01-01 .. 2200-01-01.
 TS_MAX_US = 7_258_118_400_000_000
 COMMON_COLUMNS = ("source_format", "source_file", "source_line")
+SPAN_IDENTITY = "coalesce(trace_id, '') || '/' || span_id"
+ORDER = {"requests": BOUNDARIES, "spans": ("ts_start", "ts_end")}
 
 
 @dataclass(frozen=True)
@@ -51,13 +59,14 @@ def derived_list(pairs: list[tuple[str, str]]) -> str:
     return f"list_filter([{items}], lambda x: x IS NOT NULL)"
 
 
-def checked_sql(importer: ModuleType, candidate_sql: str, present: set[str]) -> str:
+def checked_sql(importer: ModuleType, candidate_sql: str, present: set[str], table_name: str = "requests") -> str:
     """Wrap an importer's candidate SELECT with the shared checks.
 
-    Adds ``code`` and ``detail`` (the final quarantine reason, NULL for a good row); fills the
-    requests columns the importer did not produce with typed NULLs.
+    Adds ``_why`` (the quarantine reason as ``{code, detail}``, NULL for a good row); fills the
+    table's columns the importer did not produce with typed NULLs.
     """
-    table = schema.table("requests")
+    table = schema.table(table_name)
+    boundaries = ORDER[table_name]
     cols = []
     for c in table.columns:
         if c.name in COMMON_COLUMNS:
@@ -72,22 +81,22 @@ def checked_sql(importer: ModuleType, candidate_sql: str, present: set[str]) -> 
     for c in table.columns:
         if c.required and c.name not in COMMON_COLUMNS and c.name != "derived":
             whens.append(f"WHEN {c.name} IS NULL THEN {{'code': 'missing-field', 'detail': '{c.name} is missing'}}")
-    for b in BOUNDARIES:
+    for b in boundaries:
         whens.append(
             f"WHEN {b} < 0 OR {b} >= {TS_MAX_US} THEN "
             f"{{'code': 'bad-type', 'detail': '{b} is outside 1970..2200'}}"
         )
-    for i, later in enumerate(BOUNDARIES):
-        for earlier in reversed(BOUNDARIES[:i]):
+    for i, later in enumerate(boundaries):
+        for earlier in reversed(boundaries[:i]):
             whens.append(
                 f"WHEN {later} < {earlier} THEN "
                 f"{{'code': 'out-of-order', 'detail': '{later} is before {earlier}'}}"
             )
-    check = "CASE WHEN kind <> 'record' THEN NULL " \
+    check = "CASE WHEN row_kind <> 'record' THEN NULL " \
             "WHEN reason_code IS NOT NULL THEN {'code': reason_code, 'detail': reason_detail} " \
             + " ".join(whens) + " END"
     return (
-        f"SELECT ln, kind, {', '.join(cols)}, {check} AS _why "
+        f"SELECT ln, row_kind, {', '.join(cols)}, {check} AS _why "
         f"FROM ({candidate_sql}) AS candidates"
     )
 

@@ -94,7 +94,7 @@ WITH b AS (
                   CASE WHEN j['event'] IS NOT NULL AND j['event'] <> 'request.finished' THEN 'skip' ELSE 'record' END
              WHEN prefixed AND NOT starts_with(body, '{{') THEN 'skip'
              WHEN trim(body) = '' THEN 'skip'
-             ELSE 'record' END AS kind,
+             ELSE 'record' END AS row_kind,
         j IS NULL AS unparseable,
         coalesce({m('id')}, j['rid']) AS request_id,
         j['obj']['session_id'] AS session_id,
@@ -118,7 +118,7 @@ WITH b AS (
         CASE WHEN retractions = 0 THEN s - qt END AS q_raw
     FROM f
 )
-SELECT ln, kind,
+SELECT ln, row_kind,
     CASE WHEN unparseable THEN {{'code': 'unparseable', 'detail': 'line is not valid JSON'}}
          WHEN request_id IS NULL THEN {{'code': 'missing-field', 'detail': 'id (rid) is missing'}}
          {bad_type}

@@ -107,7 +107,7 @@ WITH p AS (
     SELECT ln, rattrs, unnest(ss['spans']) AS sp FROM s1
 ), f AS (
     SELECT ln,
-        CASE WHEN sp['name'] = 'llm_request' THEN 'record' ELSE 'skip' END AS kind,
+        CASE WHEN sp['name'] = 'llm_request' THEN 'record' ELSE 'skip' END AS row_kind,
         {_hex_id("sp['traceId']")} AS trace_id,
         {_hex_id("sp['spanId']")} AS span_id,
         {_hex_id("sp['parentSpanId']")} AS parent_span_id,
@@ -141,7 +141,7 @@ WITH p AS (
         greatest(a - q_raw, a - s_raw, s_raw - f_at, l_raw - e_at, 0) AS shift  -- NULL terms are skipped
     FROM d
 )
-SELECT ln, kind,
+SELECT ln, row_kind,
     CASE WHEN span_id IS NULL THEN {{'code': 'missing-field', 'detail': 'spanId is missing'}}
          WHEN a IS NULL THEN {{'code': 'missing-field', 'detail': 'startTimeUnixNano is missing or not an integer'}}
          {bad_type}
@@ -177,9 +177,9 @@ SELECT ln, kind,
 FROM x
 UNION ALL BY NAME
 -- lines that are not records: blank, or holding no span at all (skipped); or not JSON (quarantined)
-SELECT ln, CASE WHEN j IS NULL AND trim(line) <> '' THEN 'record' ELSE 'skip' END AS kind,
-    CASE WHEN kind = 'record' THEN 'unparseable' END AS reason_code,
-    CASE WHEN kind = 'record' THEN 'line is not valid JSON' END AS reason_detail
+SELECT ln, CASE WHEN j IS NULL AND trim(line) <> '' THEN 'record' ELSE 'skip' END AS row_kind,
+    CASE WHEN row_kind = 'record' THEN 'unparseable' END AS reason_code,
+    CASE WHEN row_kind = 'record' THEN 'line is not valid JSON' END AS reason_detail
 FROM p
 WHERE j IS NULL
    OR coalesce(len(flatten(list_transform(j['resourceSpans'],

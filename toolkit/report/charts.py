@@ -1,0 +1,326 @@
+"""The report's charts: Altair specs built from ``Report.charts`` / ``Report.attribution``, rendered to
+inline SVG by vl-convert (no JavaScript in the page, nothing fetched: ``allowed_base_urls=[]``).
+
+Every builder returns an Altair chart, or ``None`` when it has nothing to draw. ``to_svg`` turns a
+chart into an ``<svg>`` element safe to paste into HTML: Vega's SVG renderer escapes text and
+attribute values (checked by the tests); we drop the ``xmlns`` URLs (not needed inline in HTML5),
+give element ids a per-chart prefix (several SVGs share one document) and refuse anything active.
+
+Stage colours are fixed by name (``stage_colour``) so a stage has the same colour in every chart.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+import altair as alt
+import vl_convert
+
+from toolkit.report.render_common import comparison_title, epoch_ms, metric_label, num
+
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+WIDTH = 820
+BUSY_FILL = "#f59f00"
+INK = "#212529"
+MUTED = "#868e96"
+SIDE_COLOURS = {"baseline": "#74a9cf", "current": "#d9480f"}
+
+STAGE_ORDER = ["uplink", "gateway", "preprocess", "queue", "prefill", "decode", "postprocess", "delivery",
+               "tool", "orchestration"]
+STAGE_COLOURS = {
+    "uplink": "#8c6d31", "gateway": "#bcbd22", "preprocess": "#9467bd", "queue": "#d62728",
+    "prefill": "#1f77b4", "decode": "#2ca02c", "postprocess": "#8c564b", "delivery": "#e7ba52",
+    "tool": "#ff7f0e", "orchestration": "#7f7f7f",
+    # composites seen in practice (TGI, client logs)
+    "prefill+decode": "#17becf", "decode+postprocess": "#74c476", "preprocess+queue+prefill": "#c5b0d5",
+    "queue+prefill": "#e377c2", "preprocess+queue": "#f7b6d2",
+}
+COMPOSITE_PALETTE = ["#9edae5", "#aec7e8", "#98df8a", "#c49c94", "#dbdb8d", "#ff9896", "#ffbb78", "#c7c7c7"]
+FALLBACK_COLOUR = "#adb5bd"
+
+
+def stage_colour(stage: Any) -> str:
+    """Fixed colour per stage name; other composites of known stages get a stable pastel; anything
+    else (a name not in DESIGN.md §3) the neutral fallback."""
+    s = str(stage)
+    if s in STAGE_COLOURS:
+        return STAGE_COLOURS[s]
+    parts = s.split("+")
+    if len(parts) > 1 and all(p in STAGE_ORDER for p in parts):
+        return COMPOSITE_PALETTE[zlib.crc32(s.encode()) % len(COMPOSITE_PALETTE)]
+    return FALLBACK_COLOUR
+
+
+def stage_rank(stage: Any) -> float:
+    """Pipeline order (composites right after their first part; unknown names last)."""
+    parts = str(stage).split("+")
+    if all(p in STAGE_ORDER for p in parts):
+        return STAGE_ORDER.index(parts[0]) + (0.5 if len(parts) > 1 else 0.0) + 0.01 * len(parts)
+    return 100.0
+
+
+def ordered_stages(stages: Iterable[Any]) -> list[str]:
+    return sorted({str(s) for s in stages}, key=lambda s: (stage_rank(s), s))
+
+
+def stage_scale(stages: Iterable[Any]) -> alt.Scale:
+    dom = ordered_stages(stages)
+    return alt.Scale(domain=dom, range=[stage_colour(s) for s in dom])
+
+
+def _utc_x(field: str, title: str | None = None, fmt: str = "%H:%M", **kw: Any) -> alt.X:
+    return alt.X(field, type="temporal", scale=alt.Scale(type="utc", **kw), title=title,
+                 axis=alt.Axis(format=fmt, labelFlush=True, tickCount=10, grid=False))
+
+
+def _busy_layer(busy_periods: list[dict[str, Any]], lo: float | None = None,
+                hi: float | None = None) -> alt.Chart | None:
+    rows = []
+    for b in busy_periods:
+        s, e = epoch_ms(b.get("start")), epoch_ms(b.get("end"))
+        if s is None or e is None:
+            continue
+        if lo is not None and hi is not None:  # clip to the drawn range so the scale is not stretched
+            s, e = max(s, lo), min(e, hi)
+            if e <= s:
+                continue
+        rows.append({"start": s, "end": e})
+    if not rows:
+        return None
+    return alt.Chart(alt.Data(values=rows)).mark_rect(color=BUSY_FILL, opacity=0.13).encode(
+        x=alt.X("start:T", scale=alt.Scale(type="utc")), x2="end:T")
+
+
+def _configure(chart: Any) -> Any:
+    return chart.configure(font=FONT, background="white", padding=8).configure_view(
+        stroke=None).configure_axis(labelColor="#495057", titleColor="#495057", domainColor="#adb5bd",
+                                    tickColor="#adb5bd", gridColor="#eef0f2", labelFontSize=11,
+                                    titleFontSize=11, titleFontWeight="normal").configure_legend(
+        labelFontSize=11, titleFontSize=11, symbolType="square", orient="top", titleOrient="left", titlePadding=10,
+        columnPadding=14)
+
+
+# ---------------------------------------------------------------------------------------- builders
+
+
+def latency_chart(series: list[dict[str, Any]], busy_periods: list[dict[str, Any]]) -> Any | None:
+    """TTFT, TPOT (ITL where given) and e2e p50/p95 per bucket (one panel each), busy periods shaded."""
+    times = [t for t in (epoch_ms(r.get("bucket_start")) for r in series) if t is not None]
+    if not times:
+        return None
+    lo, hi = min(times), max(times)
+    panels = []
+    for key in ("ttft", "tpot", "itl", "e2e"):
+        rows = []
+        for r in series:
+            t = epoch_ms(r.get("bucket_start"))
+            for stat in ("p50", "p95"):
+                v = num(r.get(f"{key}_{stat}_ms"))
+                if t is not None and v is not None:
+                    rows.append({"t": t, "stat": stat, "ms": v})
+        if not rows:
+            continue
+        line = alt.Chart(alt.Data(values=rows)).mark_line(strokeWidth=1.6, interpolate="monotone").encode(
+            x=_utc_x("t", domain=[lo, hi]),
+            y=alt.Y("ms:Q", title=f"{metric_label(key + '_ms')} (ms)", axis=alt.Axis(tickCount=4)),
+            color=alt.Color("stat:N", title=None, legend=alt.Legend(symbolType="stroke"),
+                            scale=alt.Scale(domain=["p50", "p95"], range=["#74a9cf", "#08519c"])),
+            strokeDash=alt.StrokeDash("stat:N", title=None,
+                                      scale=alt.Scale(domain=["p50", "p95"], range=[[4, 2], [1, 0]])),
+        )
+        busy = _busy_layer(busy_periods, lo, hi)
+        layer = alt.layer(busy, line) if busy is not None else line
+        panels.append(layer.properties(width=WIDTH, height=120))
+    if not panels:
+        return None
+    return _configure(alt.vconcat(*panels, spacing=10).resolve_scale(x="shared"))
+
+
+def composition_chart(composition: list[dict[str, Any]], busy_periods: list[dict[str, Any]],
+                      bucket_s: float | None) -> Any | None:
+    """Mean ms per stage per bucket, stacked in pipeline order (stacks to mean e2e)."""
+    by_t: dict[float, list[tuple[str, float]]] = {}
+    for r in composition:
+        t, v = epoch_ms(r.get("bucket_start")), num(r.get("mean_ms"))
+        if t is None or v is None or v <= 0:
+            continue
+        by_t.setdefault(t, []).append((str(r.get("stage")), v))
+    if not by_t:
+        return None
+    ts = sorted(by_t)
+    step = float(bucket_s) * 1000 if num(bucket_s) else (min(b - a for a, b in zip(ts, ts[1:], strict=False))
+                                                         if len(ts) > 1 else 60_000.0)
+    rows = []
+    for t in ts:
+        y = 0.0
+        for stage, v in sorted(by_t[t], key=lambda sv: (stage_rank(sv[0]), sv[0])):
+            rows.append({"t": t, "t2": t + step * 0.92, "stage": stage, "y0": y, "y1": y + v, "ms": v})
+            y += v
+    stages = {r["stage"] for r in rows}
+    bars = alt.Chart(alt.Data(values=rows)).mark_rect().encode(
+        x=_utc_x("t", domain=[ts[0], ts[-1] + step]), x2="t2:T",
+        y=alt.Y("y0:Q", title="mean ms per request"), y2="y1:Q",
+        color=alt.Color("stage:N", title="stage", scale=stage_scale(stages)),
+    )
+    busy = _busy_layer(busy_periods, ts[0], ts[-1] + step)
+    layer = alt.layer(busy, bars) if busy is not None else bars
+    return _configure(layer.properties(width=WIDTH, height=240))
+
+
+def waterfall_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Baseline bar, one bar per stage contribution (largest magnitude first), current bar."""
+    base, cur = num(entry.get("baseline")), num(entry.get("current"))
+    contribs = {str(k): num(v) for k, v in (entry.get("contributions") or {}).items()}
+    contribs = {k: v for k, v in contribs.items() if v is not None}
+    if base is None or cur is None:
+        return []
+    intervals = entry.get("intervals") or {}
+    rows = [{"label": "baseline", "y0": 0.0, "y1": base, "value": base, "colour": "#495057",
+             "text": f"{base:,.0f}" if abs(base) >= 100 else f"{base:,.1f}", "kind": "total"}]
+    y = base
+    for stage, c in sorted(contribs.items(), key=lambda kv: -abs(kv[1])):
+        label = stage if stage not in ("baseline", "current") else stage + " "
+        row: dict[str, Any] = {"label": label, "y0": y, "y1": y + c, "value": c, "colour": stage_colour(stage),
+                               "text": (f"{c:+,.0f}" if abs(c) >= 100 else f"{c:+,.1f}"),
+                               "kind": "up" if c >= 0 else "down"}
+        iv = intervals.get(stage)
+        if isinstance(iv, (list, tuple)) and len(iv) == 2 and num(iv[0]) is not None and num(iv[1]) is not None:
+            row["lo"], row["hi"] = y + float(iv[0]), y + float(iv[1])
+        rows.append(row)
+        y += c
+    rows.append({"label": "current", "y0": 0.0, "y1": cur, "value": cur, "colour": "#495057",
+                 "text": f"{cur:,.0f}" if abs(cur) >= 100 else f"{cur:,.1f}", "kind": "total"})
+    return rows
+
+
+def waterfall_chart(entry: dict[str, Any] | None) -> Any | None:
+    """Baseline → one bar per stage contribution (95 % interval whiskers) → current."""
+    if not entry:
+        return None
+    rows = waterfall_rows(entry)
+    if not rows:
+        return None
+    order = [r["label"] for r in rows]
+    base = alt.Chart(alt.Data(values=rows)).encode(
+        x=alt.X("label:N", sort=order, title=None,
+                axis=alt.Axis(labelAngle=0, labelFontSize=12, labelColor=INK, ticks=False, domain=True)))
+    bars = base.mark_bar(size=min(90, WIDTH // (len(rows) + 1) - 14), cornerRadius=2).encode(
+        y=alt.Y("y0:Q", title=f"{comparison_title(entry)} (ms)", scale=alt.Scale(zero=True)),
+        y2="y1:Q", color=alt.Color("colour:N", scale=None))
+    whisk = [r for r in rows if "lo" in r]
+    layers: list[Any] = [bars]
+    if whisk:
+        wb = alt.Chart(alt.Data(values=whisk)).encode(x=alt.X("label:N", sort=order))
+        layers += [wb.mark_rule(color=INK, strokeWidth=1.3).encode(y="lo:Q", y2="hi:Q"),
+                   wb.mark_tick(color=INK, thickness=1.3, size=12).encode(y="lo:Q"),
+                   wb.mark_tick(color=INK, thickness=1.3, size=12).encode(y="hi:Q")]
+    for kind, dy, field in (("total", -8, "y1"), ("up", -8, "top"), ("down", 14, "bottom")):
+        sub = [dict(r, top=max(r["y1"], r.get("hi", r["y1"])), bottom=min(r["y1"], r.get("lo", r["y1"])))
+               for r in rows if r["kind"] == kind]
+        if sub:
+            layers.append(alt.Chart(alt.Data(values=sub)).mark_text(
+                dy=dy, fontSize=12, fontWeight="bold" if kind == "total" else "normal", color=INK).encode(
+                x=alt.X("label:N", sort=order), y=f"{field}:Q", text="text:N"))
+    return _configure(alt.layer(*layers).properties(width=WIDTH, height=300))
+
+
+def load_chart(series: list[dict[str, Any]]) -> Any | None:
+    """Mean in-flight requests vs TTFT p95, one point per bucket; busy buckets highlighted."""
+    rows = [{"inflight": num(r.get("mean_inflight")), "ttft": num(r.get("ttft_p95_ms")),
+             "state": "busy" if r.get("busy") else "quiet"} for r in series]
+    rows = [r for r in rows if r["inflight"] is not None and r["ttft"] is not None]
+    if not rows:
+        return None
+    pts = alt.Chart(alt.Data(values=rows)).mark_circle(size=46, opacity=0.75).encode(
+        x=alt.X("inflight:Q", title="mean requests in flight (per bucket)"),
+        y=alt.Y("ttft:Q", title="TTFT p95 (ms)"),
+        color=alt.Color("state:N", title=None,
+                        scale=alt.Scale(domain=["quiet", "busy"], range=[MUTED, BUSY_FILL])))
+    return _configure(pts.properties(width=WIDTH, height=240))
+
+
+def cdf_chart(cdf: list[dict[str, Any]], labels: dict[str, str]) -> Any | None:
+    """Empirical CDFs of TTFT and e2e, baseline vs current (a dotted line at the 95th percentile)."""
+    panels = []
+    for metric in ("ttft_ms", "e2e_ms"):
+        rows = [{"v": num(r.get("value_ms")), "q": num(r.get("quantile")),
+                 "group": labels.get(str(r.get("group")), str(r.get("group")))}
+                for r in cdf if r.get("metric") == metric]
+        rows = [r for r in rows if r["v"] is not None and r["q"] is not None]
+        if not rows:
+            continue
+        dom = [labels.get("baseline", "baseline"), labels.get("current", "current")]
+        line = alt.Chart(alt.Data(values=rows)).mark_line(strokeWidth=2, interpolate="step-after").encode(
+            x=alt.X("v:Q", title=f"{metric_label(metric)} (ms)", axis=alt.Axis(tickCount=5)),
+            y=alt.Y("q:Q", title="share of requests" if not panels else None,
+                    axis=alt.Axis(format="%", tickCount=5), scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("group:N", title=None, legend=alt.Legend(symbolType="stroke"),
+                            scale=alt.Scale(domain=dom, range=[SIDE_COLOURS["baseline"], SIDE_COLOURS["current"]])),
+            order="q:Q")
+        p95 = alt.Chart(alt.Data(values=[{"q": 0.95}])).mark_rule(color=MUTED, strokeDash=[2, 3]).encode(y="q:Q")
+        panels.append(alt.layer(p95, line).properties(width=370, height=240))
+    if not panels:
+        return None
+    return _configure(alt.hconcat(*panels, spacing=14))
+
+
+def timeline_chart(timeline: list[dict[str, Any]], window: dict[str, Any] | None) -> Any | None:
+    """Swimlane of the worst busy window: one row per request (by arrival), bars coloured by stage."""
+    rows = []
+    for r in timeline:
+        s, e = epoch_ms(r.get("start")), epoch_ms(r.get("end"))
+        lane = num(r.get("lane"))
+        if s is None or e is None or lane is None or e < s:
+            continue
+        rows.append({"lane": int(lane), "s": s, "e": max(e, s + 1), "stage": str(r.get("stage")),
+                     "request": str(r.get("request_id"))})
+    if not rows:
+        return None
+    lanes = len({r["lane"] for r in rows})
+    lo = min(r["s"] for r in rows)
+    hi = max(r["e"] for r in rows)
+    if window:
+        lo = min(lo, epoch_ms(window.get("start")) or lo)
+        hi = max(hi, epoch_ms(window.get("end")) or hi)
+    stages = {r["stage"] for r in rows}
+    bars = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        x=_utc_x("s", fmt="%H:%M:%S", domain=[lo, hi]), x2="e:T",
+        y=alt.Y("lane:O", title="requests, by arrival ↓",
+                axis=alt.Axis(labels=False, ticks=False, domain=False),
+                scale=alt.Scale(paddingInner=0.2)),
+        color=alt.Color("stage:N", title="stage", scale=stage_scale(stages)),
+        tooltip=[alt.Tooltip("request:N", title="request"), alt.Tooltip("stage:N")])
+    return _configure(bars.properties(width=WIDTH, height=max(160, min(720, lanes * 4))))
+
+
+# ------------------------------------------------------------------------------------------ to SVG
+
+_ID = re.compile(r'\bid="([^"]+)"')
+# Data can only reach the SVG as escaped text (vega escapes ``<``, ``&`` and quotes), so a literal tag,
+# a literal ``on…="`` attribute or a non-fragment link can only come from the renderer itself.
+_FORBIDDEN = re.compile(r"<\s*/?\s*(script|foreignObject|iframe|object|embed|image|use|style)\b"
+                        r"|\son\w+\s*=\s*[\"']|\b(?:xlink:)?(?:href|src)\s*=\s*[\"'](?!#)", re.IGNORECASE)
+
+
+def inline_svg(svg: str, uid: str, label: str = "") -> str:
+    """Make vl-convert's SVG safe and unique inside one HTML document."""
+    svg = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)
+    for old in set(_ID.findall(svg)):
+        new = f"{uid}-{old}"
+        svg = svg.replace(f'id="{old}"', f'id="{new}"').replace(f"url(#{old})", f"url(#{new})")
+        svg = svg.replace(f'href="#{old}"', f'href="#{new}"')
+    bad = _FORBIDDEN.search(svg)
+    if bad:
+        raise ValueError(f"refusing to inline chart {uid}: it contains {bad.group(0)!r}")
+    from html import escape
+
+    return svg.replace("<svg ", f'<svg role="img" aria-label="{escape(label)}" ', 1)
+
+
+def to_svg(chart: Any, uid: str, label: str = "") -> str:
+    spec = chart.to_dict()
+    svg = vl_convert.vegalite_to_svg(spec, allowed_base_urls=[])
+    return inline_svg(svg, uid, label)

@@ -1,0 +1,202 @@
+"""Helpers shared by the Markdown and HTML renderers: number formats, labels, the headline comparison.
+
+Nothing here escapes: each renderer escapes for its own output (``html.escape`` / Markdown
+backslashes). Everything here tolerates missing keys and ``None`` values, because a report from a
+small or partial dataset may lack any of them.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from toolkit.report.model import Report
+
+METRIC_LABELS = {
+    "ttft_ms": "TTFT",
+    "tpot_ms": "TPOT",
+    "itl_ms": "ITL",
+    "e2e_ms": "e2e",
+    "turn_ms": "turn time",
+}
+METRIC_ORDER = ["ttft_ms", "e2e_ms", "tpot_ms", "itl_ms", "turn_ms"]
+
+
+def metric_label(metric: Any) -> str:
+    return METRIC_LABELS.get(str(metric), str(metric))
+
+
+def num(x: Any) -> float | None:
+    """A finite float, or None (for None, NaN, inf and non-numbers)."""
+    if isinstance(x, bool) or x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def fmt_ms(x: Any, unit: bool = True) -> str:
+    """Milliseconds for a reader: ``1,234 ms``, ``12.3 ms``, ``0.42 ms``; ``–`` when missing."""
+    v = num(x)
+    if v is None:
+        return "–"
+    a = abs(v)
+    s = f"{v:,.0f}" if a >= 100 else f"{v:,.1f}" if a >= 1 else f"{v:.2f}"
+    return f"{s} ms" if unit else s
+
+
+def fmt_signed_ms(x: Any, unit: bool = True) -> str:
+    v = num(x)
+    if v is None:
+        return "–"
+    s = fmt_ms(v, unit)
+    return s if v < 0 else "+" + s
+
+
+def fmt_pct(delta: Any, base: Any) -> str:
+    d, b = num(delta), num(base)
+    if d is None or b is None or b == 0:
+        return ""
+    return f"{d / b * 100:+.0f}%"
+
+
+def fmt_num(x: Any, digits: int = 1) -> str:
+    v = num(x)
+    if v is None:
+        return "–"
+    if float(v).is_integer() and abs(v) >= 10:
+        return f"{v:,.0f}"
+    return f"{v:,.{digits}f}"
+
+
+def fmt_interval(iv: Any) -> str:
+    if not isinstance(iv, (list, tuple)) or len(iv) != 2:
+        return "–"
+    lo, hi = num(iv[0]), num(iv[1])
+    if lo is None or hi is None:
+        return "–"
+    return f"[{fmt_signed_ms(lo, False)}, {fmt_signed_ms(hi, False)}]"
+
+
+def parse_time(s: Any) -> datetime | None:
+    """An ISO-8601 string (``Z`` or offset; naive means UTC), a datetime, or epoch seconds."""
+    if s is None:
+        return None
+    if isinstance(s, datetime):
+        dt = s
+    elif isinstance(s, (int, float)) and not isinstance(s, bool):
+        return datetime.fromtimestamp(float(s), tz=UTC)
+    else:
+        try:
+            dt = datetime.fromisoformat(str(s).strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def epoch_ms(s: Any) -> float | None:
+    dt = parse_time(s)
+    return None if dt is None else dt.timestamp() * 1000.0
+
+
+def fmt_time(s: Any, with_date: bool = False) -> str:
+    dt = parse_time(s)
+    if dt is None:
+        return "–" if s is None else str(s)
+    t = dt.strftime("%H:%M:%S").removesuffix(":00")
+    return f"{dt:%Y-%m-%d} {t} UTC" if with_date else t
+
+
+def fmt_span(start: Any, end: Any) -> str:
+    """``2026-11-29 14:05–14:40 UTC`` (date once when both ends share it)."""
+    a, b = parse_time(start), parse_time(end)
+    if a is None or b is None:
+        return f"{start} – {end}"
+
+    def hm(d: datetime) -> str:
+        return d.strftime("%H:%M:%S").removesuffix(":00")
+
+    if a.date() == b.date():
+        return f"{a:%Y-%m-%d} {hm(a)}–{hm(b)} UTC"
+    return f"{a:%Y-%m-%d} {hm(a)} – {b:%Y-%m-%d} {hm(b)} UTC"
+
+
+def fmt_duration(start: Any, end: Any) -> str:
+    a, b = parse_time(start), parse_time(end)
+    if a is None or b is None:
+        return "–"
+    s = (b - a).total_seconds()
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def _sort_key(a: dict[str, Any], tail: str) -> tuple[int, int]:
+    m = str(a.get("metric"))
+    mi = METRIC_ORDER.index(m) if m in METRIC_ORDER else len(METRIC_ORDER)
+    si = 0 if a.get("statistic") == tail else 1 if a.get("statistic") == "mean" else 2
+    return (mi, si)
+
+
+def ordered_attribution(report: Report) -> list[dict[str, Any]]:
+    """Comparisons in reading order: TTFT, e2e, TPOT, …; the tail statistic before the mean."""
+    tail = str(report.meta.get("tail") or "p95")
+    return sorted(report.attribution, key=lambda a: _sort_key(a, tail))
+
+
+def relative_delta(a: dict[str, Any]) -> float:
+    d, b = num(a.get("delta")), num(a.get("baseline"))
+    if d is None:
+        return -math.inf
+    return d / b if b else d
+
+
+def headline(report: Report) -> dict[str, Any] | None:
+    """The comparison to lead with: the regression with the largest relative change (a named
+    driver first); with no regression, the tail TTFT (else the first comparison in reading order)."""
+    if not report.attribution:
+        return None
+    regs = [a for a in report.attribution if a.get("regression")]
+    if regs:
+        return max(regs, key=lambda a: (a.get("driver") is not None, relative_delta(a)))
+    return ordered_attribution(report)[0]
+
+
+def verdicts(report: Report) -> list[str]:
+    """Distinct verdict sentences, the headline's first, then other regressions', then the rest."""
+    h = headline(report)
+    first = [h] if h else []
+    rest = [a for a in ordered_attribution(report) if a is not h]
+    rest.sort(key=lambda a: not a.get("regression"))
+    out: list[str] = []
+    for a in first + rest:
+        v = a.get("verdict")
+        if v and str(v) not in out:
+            out.append(str(v))
+    return out
+
+
+def comparison_title(a: dict[str, Any]) -> str:
+    """``p95 TTFT``."""
+    return f"{a.get('statistic', '')} {metric_label(a.get('metric'))}".strip()
+
+
+def group_labels(report: Report) -> dict[str, str]:
+    """How to name the two sides: busy/quiet for the default comparison."""
+    if report.meta.get("comparison") == "busy-vs-quiet":
+        return {"baseline": "quiet (baseline)", "current": "busy (current)"}
+    return {"baseline": "baseline", "current": "current"}
+
+
+def side_count(report: Report, side: str) -> Any:
+    d = report.meta.get(side)
+    if isinstance(d, dict):
+        for k in ("requests", "n_requests", "count", "n"):
+            if k in d:
+                return d[k]
+    return None

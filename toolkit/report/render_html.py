@@ -1,0 +1,373 @@
+"""The HTML view of a report: one self-contained file that opens offline.
+
+No ``<script>`` at all, no external URL, no web font: inline CSS (system font stack) and charts as
+inline SVG (``charts.to_svg``). A Content-Security-Policy ``<meta>`` (``default-src 'none'``) makes
+the browser refuse any fetch or script even if one slipped in. Every value from the report goes
+through ``html.escape``; chart text is escaped by Vega's SVG renderer (checked by the tests).
+
+Reading order (a reader after an incident): the verdict in large type with the headline numbers,
+caveats, the contribution waterfall, latency over time, stage composition, the replay of the worst
+busy window, load vs TTFT and the CDFs, then the tables (attribution with intervals and mix/rate,
+summary, busy periods, quarantine, how the report was made).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+from toolkit.report import charts as ch
+from toolkit.report.model import ChartData, Report
+from toolkit.report.render_common import (
+    comparison_title,
+    fmt_duration,
+    fmt_interval,
+    fmt_ms,
+    fmt_num,
+    fmt_pct,
+    fmt_signed_ms,
+    fmt_span,
+    fmt_time,
+    group_labels,
+    headline,
+    metric_label,
+    num,
+    ordered_attribution,
+    parse_time,
+    side_count,
+    verdicts,
+)
+
+
+def e(x: Any) -> str:
+    return html.escape("" if x is None else str(x), quote=True)
+
+
+CSS = """
+:root{--ink:#212529;--muted:#6c757d;--line:#dee2e6;--bg:#f8f9fa;--bad:#c92a2a;--good:#2b8a3e;--warn:#e67700}
+*{box-sizing:border-box}
+body{margin:0;background:var(--bg);color:var(--ink);
+ font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
+main{max-width:920px;margin:0 auto;padding:24px 16px 48px}
+header.top{display:flex;justify-content:space-between;gap:16px;color:var(--muted);font-size:13px;
+ border-bottom:1px solid var(--line);padding-bottom:8px;margin-bottom:20px}
+header.top b{color:var(--ink);letter-spacing:.02em}
+.verdict{background:#fff;border:1px solid var(--line);border-left:6px solid var(--good);border-radius:6px;
+ padding:18px 22px;margin-bottom:18px}
+.verdict.bad{border-left-color:var(--bad)}
+.badge{display:inline-block;font-size:12px;font-weight:700;letter-spacing:.06em;text-transform:uppercase;
+ color:#fff;background:var(--good);border-radius:3px;padding:2px 8px}
+.bad .badge{background:var(--bad)}
+.verdict h1{font-size:25px;line-height:1.3;margin:10px 0 14px;font-weight:650}
+.kpis{display:grid;grid-template-columns:repeat(4,1fr);gap:10px;margin:6px 0 4px}
+.kpi{background:var(--bg);border-radius:5px;padding:8px 12px}
+.kpi .k{font-size:12px;color:var(--muted);text-transform:uppercase;letter-spacing:.04em}
+.kpi .v{font-size:20px;font-weight:650;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.kpi .s{font-size:12px;color:var(--muted)}
+.more{margin:12px 0 0;padding-left:18px;color:#343a40;font-size:14px}
+.caveats{background:#fff9db;border:1px solid #ffe066;border-radius:6px;padding:10px 16px;margin-bottom:18px;
+ font-size:14px}
+.caveats ul{margin:4px 0 0;padding-left:18px}
+section{background:#fff;border:1px solid var(--line);border-radius:6px;padding:16px 20px;margin-bottom:18px}
+h2{font-size:18px;margin:0 0 4px}
+h3{font-size:15px;margin:16px 0 6px}
+p.cap{margin:0 0 10px;color:var(--muted);font-size:13px}
+figure{margin:0;overflow-x:auto}
+.tw{overflow-x:auto}
+figure svg{max-width:100%;height:auto;display:block}
+.nochart{color:var(--muted);font-style:italic}
+table{border-collapse:collapse;width:100%;font-size:13px;font-variant-numeric:tabular-nums}
+th,td{text-align:left;padding:5px 7px;border-bottom:1px solid var(--line);vertical-align:top}
+th{font-weight:600;color:#495057;background:var(--bg)}
+td.n,th.n{text-align:right;white-space:nowrap}
+td.nw{white-space:nowrap}
+tr.reg td{background:#fff5f5}
+.yes{color:var(--bad);font-weight:700}
+.sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px;vertical-align:-1px}
+.small{font-size:12px;color:var(--muted)}
+details{margin:6px 0;border:1px solid var(--line);border-radius:5px;padding:4px 10px}
+summary{cursor:pointer;font-weight:600;font-size:14px;padding:4px 0}
+dl.meta{display:grid;grid-template-columns:180px 1fr;gap:4px 12px;font-size:13px;margin:0}
+dl.meta dt{color:var(--muted)}
+dl.meta dd{margin:0;word-break:break-word}
+footer{color:var(--muted);font-size:12px;text-align:center}
+@media (max-width:760px){.kpis{grid-template-columns:repeat(2,1fr)}.verdict h1{font-size:20px}}
+@media print{body{background:#fff}section,.verdict{break-inside:avoid}}
+"""
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+
+
+# ------------------------------------------------------------------------------------------ pieces
+
+
+def _figure(uid: str, label: str, build: Callable[[], Any]) -> str:
+    """A chart as inline SVG, or a quiet note when there is nothing to draw (or drawing failed)."""
+    try:
+        chart = build()
+        if chart is None:
+            return '<p class="nochart">No data for this chart.</p>'
+        return f"<figure>{ch.to_svg(chart, uid, label)}</figure>"
+    except Exception as exc:  # a chart must never cost the reader the rest of the report
+        return f'<p class="nochart">Chart not drawn ({e(type(exc).__name__)}: {e(str(exc)[:200])}).</p>'
+
+
+def _stage(name: Any) -> str:
+    return f'<span class="sw" style="background:{ch.stage_colour(name)}"></span>{e(name)}'
+
+
+def _kpi(key: str, value: str, sub: str = "") -> str:
+    return (f'<div class="kpi"><div class="k">{e(key)}</div><div class="v" title="{e(value)}">{e(value)}</div>'
+            f'<div class="s">{e(sub)}</div></div>')
+
+
+def _verdict(report: Report) -> str:
+    h = headline(report)
+    bad = report.regression
+    vs = verdicts(report)
+    title = vs[0] if vs else ("No comparison could be made." if h is None else comparison_title(h))
+    out = [f'<div class="verdict{" bad" if bad else ""}">',
+           f'<span class="badge">{"Regression" if bad else "No regression"}</span>', f"<h1>{e(title)}</h1>"]
+    if h is not None:
+        pct = fmt_pct(h.get("delta"), h.get("baseline"))
+        kp = [_kpi(comparison_title(h), f"{fmt_ms(h.get('baseline'), False)} → {fmt_ms(h.get('current'))}",
+                   f"n = {fmt_num(h.get('n_baseline'), 0)} → {fmt_num(h.get('n_current'), 0)}"),
+              _kpi("change", f"{fmt_signed_ms(h.get('delta'))}" + (f" ({pct})" if pct else ""),
+                   "95% CI " + fmt_interval(h.get("delta_interval"))),
+              _kpi("driver", str(h.get("driver") or "none"),
+                   (f"{fmt_signed_ms((h.get('contributions') or {}).get(h['driver']))} of the change"
+                    if h.get("driver") else "no stage clearly responsible"))]
+        bps = report.busy_periods
+        if bps:
+            peak = max((num(b.get("peak_concurrency")) or 0 for b in bps), default=0)
+            kp.append(_kpi("busy periods", str(len(bps)), f"peak {fmt_num(peak, 0)} in flight"))
+        else:
+            kp.append(_kpi("busy periods", "none", ""))
+        out.append('<div class="kpis">' + "".join(kp) + "</div>")
+    if len(vs) > 1:
+        out.append('<ul class="more">' + "".join(f"<li>{e(v)}</li>" for v in vs[1:5]) + "</ul>")
+    out.append("</div>")
+    return "\n".join(out)
+
+
+def _caveats(report: Report) -> str:
+    if not report.warnings:
+        return ""
+    items = "".join(f"<li>{e(w)}</li>" for w in report.warnings)
+    return f'<div class="caveats"><b>Read with care</b><ul>{items}</ul></div>'
+
+
+def _section(title: str, caption: str, body: str, sid: str) -> str:
+    cap = f'<p class="cap">{caption}</p>' if caption else ""
+    return f'<section id="{sid}"><h2>{e(title)}</h2>{cap}{body}</section>'
+
+
+def _attribution_table(report: Report) -> str:
+    entries = ordered_attribution(report)
+    if not entries:
+        return '<p class="nochart">No comparison.</p>'
+    rows = []
+    for a in entries:
+        pctl = ""
+        if a.get("baseline_pctl") is not None or a.get("current_pctl") is not None:
+            pctl = f"{fmt_ms(a.get('baseline_pctl'), False)} → {fmt_ms(a.get('current_pctl'), False)}"
+        rows.append(
+            f'<tr class="{"reg" if a.get("regression") else ""}"><td title="{e(a.get("boundary") or "")}">'
+            f'{e(metric_label(a.get("metric")))}</td><td>{e(a.get("statistic"))}</td>'
+            f'<td class="n">{e(fmt_ms(a.get("baseline"), False))} → {e(fmt_ms(a.get("current"), False))}</td>'
+            f'<td class="n">{e(fmt_signed_ms(a.get("delta"), False))} <span class="small">'
+            f'{e(fmt_pct(a.get("delta"), a.get("baseline")))}</span><div class="small">'
+            f'{e(fmt_interval(a.get("delta_interval")))}</div></td><td class="n">{e(pctl) or "–"}</td>'
+            f'<td class="nw">{_stage(a["driver"]) if a.get("driver") else "–"}</td>'
+            f'<td>{"<span class=yes>yes</span>" if a.get("regression") else "no"}</td>'
+            f'<td class="n">{e(fmt_num(a.get("n_baseline"), 0))} / {e(fmt_num(a.get("n_current"), 0))}</td></tr>')
+    head = ('<tr><th>metric</th><th>stat</th><th class="n">baseline → current ms</th>'
+            '<th class="n">delta ms [95% CI]</th><th class="n">percentile ms</th><th>driver</th>'
+            '<th>regression</th><th class="n">requests b / c</th></tr>')
+    details = [_contributions(a, open_=(a is headline(report))) for a in entries]
+    note = ("For a tail statistic, baseline/current/delta are the means of requests at or above that "
+            "percentile (so stage contributions add up); the plain percentiles are beside them.")
+    return (f'<div class="tw"><table>' f"{head}{''.join(rows)}</table></div><p class=\"small\">{e(note)}</p>"
+            f"<h3>Contributions by stage</h3>{''.join(details)}")
+
+
+def _contributions(a: dict[str, Any], open_: bool) -> str:
+    contribs = a.get("contributions") or {}
+    intervals = a.get("intervals") or {}
+    effects = a.get("effects") or {}
+    stages = ch.ordered_stages(list(contribs) + list(effects))
+    delta = num(a.get("delta"))
+    rows = []
+    for s in stages:
+        c = num(contribs.get(s))
+        eff = effects.get(s) if isinstance(effects.get(s), dict) else {}
+        share = f"{c / delta * 100:.0f}%" if c is not None and delta else "–"
+        rows.append(
+            f"<tr><td>{_stage(s)}{' <b>(driver)</b>' if s == a.get('driver') else ''}</td>"
+            f'<td class="n">{e(fmt_signed_ms(c, False))}</td><td class="n">{e(fmt_interval(intervals.get(s)))}</td>'
+            f'<td class="n">{e(share)}</td><td class="n">{e(fmt_signed_ms(eff.get("mix"), False))}</td>'
+            f'<td class="n">{e(fmt_signed_ms(eff.get("rate"), False))}</td></tr>')
+    head = ('<tr><th>stage</th><th class="n">contribution ms</th><th class="n">95% interval</th>'
+            '<th class="n">share of delta</th><th class="n">mix ms</th><th class="n">rate ms</th></tr>')
+    title = (f"{comparison_title(a)}: {fmt_signed_ms(a.get('delta'))}"
+             f"{' — regression' if a.get('regression') else ''}")
+    verdict = f'<p class="small">{e(a.get("verdict"))}</p>' if a.get("verdict") else ""
+    if a.get("boundary"):
+        verdict += f'<p class="small">{e(metric_label(a.get("metric")))} measures: {e(a["boundary"])}</p>'
+    return (f"<details{' open' if open_ else ''}><summary>{e(title)}</summary>{verdict}"
+            f'<div class="tw"><table>' f"{head}{''.join(rows)}</table></div></details>")
+
+
+def _summary_table(report: Report) -> str:
+    s = report.summary or {}
+    if s and not ({"baseline", "current"} & set(s)):  # metric -> group -> stats: turn it around
+        flipped: dict[str, dict[str, Any]] = {}
+        for metric, groups in s.items():
+            for g, st in (groups or {}).items() if isinstance(groups, dict) else ():
+                flipped.setdefault(g, {})[metric] = st
+        s = flipped
+    labels = group_labels(report)
+    rows = []
+    metrics: list[str] = []
+    for g in s.values():
+        if isinstance(g, dict):
+            metrics += [m for m in g if m not in metrics]
+    for m in sorted(metrics, key=lambda m: ["ttft_ms", "e2e_ms", "tpot_ms", "itl_ms", "turn_ms"].index(m)
+                    if m in ("ttft_ms", "e2e_ms", "tpot_ms", "itl_ms", "turn_ms") else 99):
+        for g, by_metric in s.items():
+            st = by_metric.get(m) if isinstance(by_metric, dict) else None
+            if not isinstance(st, dict):
+                continue
+            cells = "".join(f'<td class="n">{e(fmt_ms(st.get(k), False))}</td>'
+                            for k in ("mean", "p50", "p90", "p95", "p99"))
+            rows.append(f"<tr><td>{e(metric_label(m))}</td><td>{e(labels.get(g, g))}</td>"
+                        f'<td class="n">{e(fmt_num(st.get("count"), 0))}</td>{cells}</tr>')
+    if not rows:
+        return '<p class="nochart">No summary.</p>'
+    head = ('<tr><th>metric</th><th>group</th><th class="n">count</th><th class="n">mean</th><th class="n">p50</th>'
+            '<th class="n">p90</th><th class="n">p95</th><th class="n">p99</th></tr>')
+    return f'<div class="tw"><table>' f"{head}{''.join(rows)}</table></div><p class=\"small\">Milliseconds.</p>"
+
+
+def _busy_table(report: Report) -> str:
+    bps = report.busy_periods
+    if not bps:
+        return '<p class="nochart">No busy period found.</p>'
+    rows = "".join(
+        f"<tr><td>{e(fmt_span(b.get('start'), b.get('end')))}</td>"
+        f'<td class="n">{e(fmt_duration(b.get("start"), b.get("end")))}</td>'
+        f'<td class="n">{e(fmt_num(b.get("peak_concurrency"), 0))}</td>'
+        f'<td class="n">{e(fmt_num(b.get("mean_concurrency")))}</td></tr>' for b in bps[:200])
+    more = f'<p class="small">… and {len(bps) - 200} more (see the JSON).</p>' if len(bps) > 200 else ""
+    return ('<div class="tw"><table><tr><th>window</th><th class="n">duration</th><th class="n">peak in flight</th>'
+            f'<th class="n">mean in flight</th></tr>{rows}</table></div>{more}')
+
+
+def _quarantine(report: Report) -> str:
+    q = report.quarantine or {}
+    n = q.get("rows") or 0
+    by = q.get("by_reason") or {}
+    if not n and not by:
+        return "<p>No input row was quarantined.</p>"
+    rows = "".join(f'<tr><td>{e(k)}</td><td class="n">{e(fmt_num(v, 0))}</td></tr>'
+                   for k, v in sorted(by.items(), key=lambda kv: -(num(kv[1]) or 0)))
+    return (f"<p>{e(fmt_num(n, 0))} input rows were quarantined (kept aside, not in any number above).</p>"
+            f'<div class="tw"><table><tr><th>reason</th><th class="n">rows</th></tr>{rows}</table></div>')
+
+
+def _val(v: Any) -> str:
+    """A meta value as escaped text: windows as time spans, dicts as key = value lines."""
+    if v is None:
+        return "–"
+    if isinstance(v, dict):
+        if set(v) >= {"start", "end"} and len(v) <= 3:
+            return e(fmt_span(v["start"], v["end"]))
+        return "<br>".join(f"{e(k)} = {_val(x)}" for k, x in v.items()) or "–"
+    if isinstance(v, (list, tuple)):
+        return "<br>".join(_val(x) for x in v[:20]) + (f"<br>… {len(v) - 20} more" if len(v) > 20 else "") \
+            if v else "–"
+    return e(v)
+
+
+def _meta(report: Report) -> str:
+    m = dict(report.meta)
+    names = {"dataset": "dataset", "baseline_dataset": "baseline dataset", "comparison": "comparison",
+             "current": "current", "baseline": "baseline", "filters": "filters", "tail": "tail statistic",
+             "threshold": "regression threshold", "bucket_s": "bucket (s)", "generated_at": "generated at"}
+    if num(m.get("threshold")) is not None and num(m["threshold"]) < 1:
+        m["threshold"] = f"{num(m['threshold']) * 100:g}% (relative)"
+    keys = [k for k in names if k in m] + [k for k in m if k not in names]
+    items = "".join(f"<dt>{e(names.get(k, k))}</dt><dd>{_val(m[k])}</dd>" for k in keys)
+    return f'<dl class="meta">{items}</dl>'
+
+
+# ------------------------------------------------------------------------------------------- page
+
+
+def render_html(report: Report) -> str:
+    m, c = report.meta or {}, report.charts or ChartData()
+    h = headline(report)
+    labels = group_labels(report)
+    gen = parse_time(m.get("generated_at"))
+    window = c.timeline_window or {}
+    tl_cap = ("Each row is one request of the worst busy window"
+              + (f" ({e(fmt_span(window.get('start'), window.get('end')))})" if window else "")
+              + ", in order of arrival; each bar is a stage. A growing red (queue) segment is the queue "
+                "building up: requests wait longer before prefill starts.")
+    wf_cap = ("From the baseline to the current value, one bar per stage: how many milliseconds each stage "
+              "added (up) or saved (down); the bars add up exactly to the change. Whiskers: 95% bootstrap "
+              "intervals. " + ("For a tail statistic these are means over requests at or above the "
+                               "percentile." if h and h.get("statistic") != "mean" else ""))
+    parts = [
+        _section(f"What changed: {comparison_title(h)}" if h else "What changed", wf_cap,
+                 _figure("wf", "contribution waterfall", lambda: ch.waterfall_chart(h)), "waterfall"),
+        _section("Latency over time", "p50 (dashed) and p95 (solid) per "
+                 f"{e(fmt_num(m.get('bucket_s'), 0)) if m.get('bucket_s') else ''}-second bucket; "
+                 "busy periods shaded.",
+                 _figure("lat", "latency percentiles over time",
+                         lambda: ch.latency_chart(c.series, report.busy_periods)), "latency"),
+        _section("Where the time went", "Mean milliseconds per stage for requests arriving in each bucket "
+                 "(stacked, they make the mean e2e); busy periods shaded.",
+                 _figure("comp", "stage composition over time",
+                         lambda: ch.composition_chart(c.composition, report.busy_periods, m.get("bucket_s"))),
+                 "composition"),
+        _section("Replay of the worst busy window", tl_cap,
+                 _figure("tl", "replay timeline", lambda: ch.timeline_chart(c.timeline, c.timeline_window)),
+                 "timeline"),
+        _section("Load vs TTFT", "One point per bucket: mean requests in flight against TTFT p95. "
+                 "Busy buckets in orange.",
+                 _figure("load", "load vs TTFT", lambda: ch.load_chart(c.series)), "load"),
+        _section("Distributions", f"Cumulative share of requests below each latency, "
+                 f"{e(labels['baseline'])} vs {e(labels['current'])}; dotted line: 95th percentile.",
+                 _figure("cdf", "latency CDFs", lambda: ch.cdf_chart(c.cdf, labels)), "cdf"),
+        _section("Attribution", "Every comparison; rows in red are regressions (relative change above "
+                 "the threshold). Mix vs rate: how much of a stage's change comes from the work "
+                 "(tokens, calls) and how much from the time per unit.", _attribution_table(report),
+                 "attribution"),
+        _section("Summary", "", _summary_table(report), "summary"),
+        _section("Busy periods", "", _busy_table(report), "busy"),
+        _section("Quarantine", "", _quarantine(report), "quarantine"),
+        _section("About this report", "", _meta(report), "meta"),
+    ]
+    title = f"stagelens report — {m.get('dataset', '')}"
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        f"<title>{e(title)}</title>",
+        f"<style>{CSS}</style></head><body><main>",
+        f'<header class="top"><span><b>stagelens</b> · {e(m.get("dataset", ""))}'
+        + (f" vs {e(m['baseline_dataset'])}" if m.get("baseline_dataset") else "")
+        + f' · {e(m.get("comparison", ""))}</span>'
+        f'<span>{e(fmt_time(gen, with_date=True) if gen else m.get("generated_at", ""))}'
+        f" · {e(fmt_num(side_count(report, 'current'), 0))} vs {e(fmt_num(side_count(report, 'baseline'), 0))} requests"
+        "</span></header>",
+        _verdict(report),
+        _caveats(report),
+        *parts,
+        "<footer>Generated by stagelens. Self-contained: no scripts, nothing loaded from the network.</footer>",
+        "</main></body></html>",
+        "",
+    ])

@@ -1,0 +1,125 @@
+"""The Markdown view of a report: short enough for an alert, a ticket or a chat message.
+
+At most ``MAX_LINES`` lines: a title with the outcome and the headline change, the verdict, one
+line of context, a table of the comparisons (regressions first, at most ``MAX_ROWS``), the busy
+periods on one line (at most 5) and the first warnings. Every value that can come from the logs
+(model, service, dataset, stage and metric names, warnings) goes through ``md_escape``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from toolkit.report.model import Report
+from toolkit.report.render_common import (
+    comparison_title,
+    fmt_ms,
+    fmt_pct,
+    fmt_signed_ms,
+    fmt_span,
+    headline,
+    metric_label,
+    ordered_attribution,
+    side_count,
+    verdicts,
+)
+
+MAX_LINES = 25
+MAX_ROWS = 8
+MAX_BUSY = 5
+MAX_WARNINGS = 3
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#!|~&])")
+_MD_LEADING = re.compile(r"^(\d+)([.)])|^([-+=])")
+
+
+def md_escape(value: Any, limit: int = 300) -> str:
+    """Plain text that stays plain in CommonMark (and GitHub, GitLab, Slack-ish renderers): one
+    line, Markdown punctuation backslash-escaped (``|`` too, so it cannot split a table cell)."""
+    s = " ".join(str(value).split())
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    # a value can start a line (the verdict): keep it from becoming a list item or a heading rule
+    return _MD_LEADING.sub(lambda m: f"{m.group(1)}\\{m.group(2)}" if m.group(1) else f"\\{m.group(3)}", s)
+
+
+def _title(report: Report, h: dict[str, Any] | None) -> str:
+    if h is None:
+        return "## stagelens: no comparison (not enough data)"
+    status = "REGRESSION" if report.regression else "no regression"
+    change = (f"{md_escape(comparison_title(h))} {fmt_ms(h.get('baseline'))} → {fmt_ms(h.get('current'))} "
+              f"({fmt_pct(h.get('delta'), h.get('baseline')) or fmt_signed_ms(h.get('delta'))})")
+    driver = h.get("driver")
+    tail = f", driver: **{md_escape(driver)}**" if driver else ", no clear driver"
+    return f"## stagelens: {status} — {change}{tail}"
+
+
+def _context(report: Report) -> str:
+    m = report.meta
+    parts = [f"dataset {md_escape(m.get('dataset', '?'), 120)}"]
+    if m.get("baseline_dataset"):
+        parts.append(f"vs {md_escape(m['baseline_dataset'], 120)}")
+    if m.get("comparison"):
+        parts.append(md_escape(m["comparison"]))
+    filters = m.get("filters") or {}
+    if isinstance(filters, dict):
+        parts += [f"{md_escape(k)}={md_escape(v, 80)}" for k, v in filters.items() if v not in (None, "", [])]
+    nb, nc = side_count(report, "baseline"), side_count(report, "current")
+    if nb is not None or nc is not None:
+        parts.append(f"{md_escape(nc if nc is not None else '?')} current vs "
+                     f"{md_escape(nb if nb is not None else '?')} baseline requests")
+    return "_" + " · ".join(parts) + "_"
+
+
+def _table(report: Report) -> list[str]:
+    entries = ordered_attribution(report)
+    entries.sort(key=lambda a: not a.get("regression"))  # stable: regressions first, reading order kept
+    shown = entries[:MAX_ROWS]
+    lines = ["| metric | stat | baseline → current | delta | driver | regression |",
+             "|---|---|---|---|---|---|"]
+    for a in shown:
+        delta = fmt_signed_ms(a.get("delta"))
+        pct = fmt_pct(a.get("delta"), a.get("baseline"))
+        lines.append(
+            f"| {md_escape(metric_label(a.get('metric')))} | {md_escape(a.get('statistic'))} | "
+            f"{fmt_ms(a.get('baseline'))} → {fmt_ms(a.get('current'))} | {delta}{f' ({pct})' if pct else ''} | "
+            f"{md_escape(a.get('driver')) if a.get('driver') else '–'} | "
+            f"{'**yes**' if a.get('regression') else 'no'} |")
+    if len(entries) > len(shown):
+        lines.append(f"| … {len(entries) - len(shown)} more in the full report | | | | | |")
+    return lines
+
+
+def _busy(report: Report) -> str:
+    bps = report.busy_periods
+    if not bps:
+        return "**Busy periods:** none found."
+    worst = sorted(bps, key=lambda b: -(b.get("peak_concurrency") or 0))[:MAX_BUSY]
+    worst.sort(key=lambda b: str(b.get("start")))
+    items = [f"{md_escape(fmt_span(b.get('start'), b.get('end')))} (peak {md_escape(b.get('peak_concurrency'))})"
+             for b in worst]
+    more = f"; +{len(bps) - len(worst)} more" if len(bps) > len(worst) else ""
+    return f"**Busy periods ({len(bps)}):** " + "; ".join(items) + more
+
+
+def render_markdown(report: Report) -> str:
+    h = headline(report)
+    lines = [_title(report, h)]
+    vs = verdicts(report)
+    if vs:
+        lines.append(md_escape(vs[0], 600))
+    lines += ["", _context(report), ""]
+    if report.attribution:
+        lines += _table(report) + [""]
+    lines.append(_busy(report))
+    q = report.quarantine or {}
+    if q.get("rows"):
+        lines[-1] += f" · **Quarantined rows:** {md_escape(q['rows'])}"
+    if report.warnings:
+        lines.append("")
+        room = max(1, min(MAX_WARNINGS, MAX_LINES - len(lines) - 2))
+        lines += [f"- ⚠ {md_escape(w, 240)}" for w in report.warnings[:room]]
+        if len(report.warnings) > room:
+            lines.append(f"- … {len(report.warnings) - room} more warnings in the full report")
+    return "\n".join(lines[:MAX_LINES]) + "\n"
