@@ -263,6 +263,42 @@ def report_cmd(
         raise typer.Exit(EXIT_REGRESSION)
 
 
+@app.command("compare")
+def compare_cmd(
+    dataset_a: Annotated[Path, typer.Argument(help="Dataset of side A.")],
+    dataset_b: Annotated[Path | None, typer.Argument(help="Dataset of side B (default: the same, with --b).")] = None,
+    a: Annotated[str | None, typer.Option("--a", help="Filter for side A, e.g. \"model = 'x'\".")] = None,
+    b: Annotated[str | None, typer.Option("--b", help="Filter for side B.")] = None,
+    output_tokens: Annotated[int | None, typer.Option(help="Reply length to compare (default: the median).")] = None,
+    ttft_slo_ms: Annotated[float | None, typer.Option(help="TTFT objective for goodput, ms.")] = None,
+    tpot_slo_ms: Annotated[float | None, typer.Option(help="TPOT objective for goodput, ms per token.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    md: Annotated[Path | None, typer.Option(help="Write Markdown here.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page with the chart here.")] = None,
+) -> None:
+    """Who begins sooner, who finishes sooner, and for which reply lengths.
+
+    Example: stagelens compare tonight/ lastnight/ --output-tokens 300
+    """
+    from toolkit.compare import FilterError, compare_datasets
+    from toolkit.report.compare_page import render_html, render_md
+
+    if dataset_b is None and not (a or b):
+        raise fail("give two datasets, or filters --a/--b on one", EXIT_USAGE)
+    try:
+        result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms)
+    except (FilterError, DatasetError) as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    if md:
+        md.write_text(render_md(result), encoding="utf-8")
+    if html:
+        html.write_text(render_html(result), encoding="utf-8")
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        typer.echo(render_md(result), nl=False)
+
+
 @app.command("demo")
 def demo_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="Where to write the dataset (default: a temp dir).")] = None,

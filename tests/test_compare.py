@@ -1,0 +1,119 @@
+"""``stagelens compare`` (issue #8): who begins sooner, who finishes sooner, where they cross.
+
+Service A: 2 s to the first token, then 50 tokens/s (TPOT 20 ms). Service B: 0.5 s, then 20
+tokens/s (TPOT 50 ms). A reply of N tokens completes at ttft + (N - 1) x TPOT:
+A(100) = 2000 + 99 x 20 = 3980 ms (the mission's "about 4 s"), B(100) = 500 + 99 x 50 = 5450 ms
+("about 5.5 s"). They finish together where 2000 + (N - 1) 20 = 500 + (N - 1) 50, i.e. N - 1 = 50:
+N = 51 output tokens (50 tokens after the first; the mission's "50 tokens" counts those).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.helpers import make_dataset, ms
+from toolkit.cli import app
+from toolkit.compare import FilterError, compare_datasets, compile_filter
+
+
+def _service(tmp_path: Path, name: str, ttft: float, tpot: float, model: str = "m", vantage: str = "server",
+             n: int = 40, start_ms: float = 0.0) -> list[dict]:
+    rows = []
+    for i in range(n):
+        out = 50 + 10 * i  # replies of 50..440 tokens
+        a = start_ms + 1000.0 * i
+        rows.append({"request_id": f"{name}{i}", "model": model, "vantage": vantage,
+                     "ts_arrival": ms(a), "ts_first_token": ms(a + ttft),
+                     "ts_last_token": ms(a + ttft + (out - 1) * tpot), "ts_end": ms(a + ttft + (out - 1) * tpot),
+                     "output_tokens": out, "input_tokens": 100})
+    return rows
+
+
+@pytest.fixture
+def ab(tmp_path: Path) -> tuple[Path, Path]:
+    a = make_dataset(tmp_path, _service(tmp_path, "a", 2000, 20), name="a")
+    b = make_dataset(tmp_path, _service(tmp_path, "b", 500, 50), name="b")
+    return a, b
+
+
+def test_mission_example(ab: tuple[Path, Path]) -> None:
+    r = compare_datasets(*ab, output_tokens=100)
+    assert r["a"]["ttft_ms"] == {"median": 2000.0, "p95": 2000.0}
+    assert r["b"]["tpot_ms"] == {"median": 50.0, "p95": 50.0}
+    assert r["a"]["completion_ms"]["median"] == pytest.approx(3980.0)
+    assert r["b"]["completion_ms"]["median"] == pytest.approx(5450.0)
+    assert round(r["a"]["completion_ms"]["median"] / 1000, 1) == 4.0
+    assert round(r["b"]["completion_ms"]["median"] / 1000, 1) == 5.5
+    assert r["begins_sooner"] == "b" and r["finishes_sooner"] == "a"
+    assert r["crossover_output_tokens"] == pytest.approx(51.0, abs=0.01)
+    assert r["crossover_output_tokens_p95"] == pytest.approx(51.0, abs=0.01)
+    curve_b = {c["output_tokens"]: c["median"] for c in r["curve"] if c["side"] == "b"}
+    assert curve_b[1] == pytest.approx(500.0)
+    assert "A" in r["summary"] and "51" in r["summary"]
+
+
+def test_short_replies_favour_b(ab: tuple[Path, Path]) -> None:
+    r = compare_datasets(*ab, output_tokens=20)
+    # A(20) = 2000 + 19 x 20 = 2380; B(20) = 500 + 19 x 50 = 1450
+    assert (r["a"]["completion_ms"]["median"], r["b"]["completion_ms"]["median"]) == (2380.0, 1450.0)
+    assert r["finishes_sooner"] == "b"
+
+
+def test_no_crossover_when_one_side_dominates(tmp_path: Path) -> None:
+    fast = make_dataset(tmp_path, _service(tmp_path, "f", 500, 20), name="fast")
+    slow = make_dataset(tmp_path, _service(tmp_path, "s", 2000, 50), name="slow")
+    r = compare_datasets(fast, slow, output_tokens=100)
+    assert r["begins_sooner"] == "a" and r["finishes_sooner"] == "a"
+    assert r["crossover_output_tokens"] is None and r["crossover_output_tokens_p95"] is None
+    assert "Neither overtakes" in r["summary"]
+
+
+def test_two_filters_on_one_dataset_and_goodput(tmp_path: Path) -> None:
+    rows = _service(tmp_path, "a", 2000, 20, model="big") + _service(tmp_path, "b", 500, 50, model="small")
+    ds = make_dataset(tmp_path, rows)
+    r = compare_datasets(ds, None, "model = 'big'", "model = 'small'", output_tokens=100,
+                         ttft_slo_ms=1000, tpot_slo_ms=60)
+    assert r["finishes_sooner"] == "a" and r["begins_sooner"] == "b"
+    # every B request meets TTFT <= 1 s and TPOT <= 60 ms; no A request meets TTFT <= 1 s
+    assert r["goodput"]["a"]["good"] == 0 and r["goodput"]["b"]["good"] == 40
+    assert r["goodput"]["b"]["share"] == 1.0 and r["more_within_objectives"] == "b"
+
+
+def test_vantage_mismatch_is_warned(tmp_path: Path) -> None:
+    a = make_dataset(tmp_path, _service(tmp_path, "a", 2000, 20, vantage="client"), name="a")
+    b = make_dataset(tmp_path, _service(tmp_path, "b", 500, 50), name="b")
+    r = compare_datasets(a, b)
+    assert any("different places" in w for w in r["warnings"])
+    assert "client's send" in r["a"]["boundary"] and "server's arrival" in r["b"]["boundary"]
+
+
+@pytest.mark.parametrize("text", ["model = 'x'; DROP TABLE requests", "1 = 1 OR model = 'x'",
+                                  "read_parquet('/etc/passwd') IS NULL", "model = (SELECT 1)", "prompt = 'x'"])
+def test_filters_refuse_anything_but_simple_predicates(text: str) -> None:
+    with pytest.raises(FilterError):
+        compile_filter(text)
+
+
+def test_filters_bind_values_not_text() -> None:
+    sql, values = compile_filter("model = 'it''s' AND (output_tokens >= 10 OR tenant IN ('t1', 't2'))")
+    assert "it" not in sql and sql.count("?") == 4
+    assert values == ["it's", 10.0, "t1", "t2"]
+
+
+def test_cli_json_html_md(ab: tuple[Path, Path], tmp_path: Path) -> None:
+    html, md = tmp_path / "c.html", tmp_path / "c.md"
+    res = CliRunner().invoke(app, ["compare", str(ab[0]), str(ab[1]), "--output-tokens", "100", "--json",
+                                   "--html", str(html), "--md", str(md)])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    for key in ("a", "b", "begins_sooner", "finishes_sooner", "crossover_output_tokens"):
+        assert key in out
+    for side in ("a", "b"):
+        assert set(out[side]["ttft_ms"]) == {"median", "p95"} and set(out[side]["completion_ms"]) == {"median", "p95"}
+    page = html.read_text()
+    assert "<svg" in page and "<script" not in page and "http://" not in page.replace("http://www.w3.org", "")
+    assert "finishes sooner" in md.read_text()
