@@ -57,6 +57,10 @@ def import_cmd(
     keep_raw: Annotated[bool, typer.Option("--keep-raw", help="Keep quarantined lines' raw text (may hold prompts).")] = False,
     max_bad_fraction: Annotated[float, typer.Option(help="Exit 4 when more than this share of records is quarantined.")] = 0.5,
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
+    mapping: Annotated[Path | None, typer.Option("--mapping", help="TOML mapping file for --format mapping (your own log's columns; implies --format mapping).")] = None,
+    clock_origin: Annotated[str | None, typer.Option(
+        "--clock-origin", help="Wall-clock time of the monotonic clock's zero (ISO-8601, or epoch seconds), to anchor "
+        "Triton / TensorRT-LLM steady-clock times; without it they stay relative (flagged).")] = None,
 ) -> None:
     """Import request logs and traces into a dataset.
 
@@ -64,10 +68,26 @@ def import_cmd(
     """
     from toolkit.ingest import import_traces
 
+    if mapping is not None:
+        from toolkit.importers.mapping import MappingError, load
+
+        if format == "auto":
+            format = "mapping"
+        elif format != "mapping":
+            raise fail(f"--mapping goes with --format mapping, not {format!r}", EXIT_USAGE)
+        try:
+            load(mapping)
+        except MappingError as e:
+            raise fail(str(e), EXIT_USAGE) from None
+    elif format == "mapping":
+        raise fail("--format mapping needs --mapping FILE.toml (see docs/mapping.md)", EXIT_USAGE)
+    origin_us = _parse_clock_origin(clock_origin) if clock_origin is not None else None
     progress = None if as_json or not sys.stderr.isatty() else _progress_printer()
     try:
         result = import_traces(
-            paths, out, fmt=format, options=ImportOptions(service=service, model=model),
+            paths, out, fmt=format, options=ImportOptions(service=service, model=model,
+                                                          mapping=str(mapping) if mapping else None,
+                                                          clock_origin_us=origin_us),
             keep_raw=keep_raw, progress=progress,
         )
     except (InputError, UnknownFormat) as e:
@@ -89,7 +109,7 @@ def import_cmd(
             typer.echo(
                 f"{f.path} [{f.format}]: read {f.read}, imported {f.imported}, quarantined {f.quarantined}"
                 + (f" ({reasons})" if reasons else "")
-                + f", duplicates {f.duplicates}, skipped lines {f.skipped}"
+                + f", duplicates {f.duplicates}; skipped {f.skipped} (no request: blank lines, other events, start-up spans)"
             )
         typer.echo(
             f"total: read {summary['read']} = imported {summary['imported']} + quarantined "
@@ -102,6 +122,24 @@ def import_cmd(
             f"{result.bad_fraction:.0%} of records were quarantined (over --max-bad-fraction "
             f"{max_bad_fraction:.0%}); wrong --format?", EXIT_INPUT,
         )
+
+
+def _parse_clock_origin(value: str) -> int:
+    """``--clock-origin``: epoch seconds, or an ISO-8601 time (UTC when it has no offset) -> epoch µs."""
+    from datetime import UTC, datetime
+
+    try:
+        return round(float(value) * 1_000_000)
+    except ValueError:
+        pass
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise fail(f"--clock-origin takes an ISO-8601 time or epoch seconds, got {value!r}", EXIT_USAGE) from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    delta = t - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def _progress_printer():  # type: ignore[no-untyped-def]
@@ -161,8 +199,10 @@ def sql_cmd(
 
     if list_:
         for q in queries.list_queries():
+            if q.name.startswith("_"):
+                continue  # helper views: see --print-setup
             ps = " ".join(f"${p.name}={p.default}" for p in q.params)
-            typer.echo(f"{q.name:<22} {'view ' if q.is_view else 'query'} {q.description}" + (f"  [{ps}]" if ps else ""))
+            typer.echo(f"{q.name:<18} {'view ' if q.is_view else 'query'} {q.description}" + (f"  [{ps}]" if ps else ""))
         return
     if dataset is None:
         raise fail("sql needs a DATASET (or --list)", EXIT_USAGE)
@@ -183,7 +223,20 @@ def sql_cmd(
         raise fail(str(e), EXIT_USAGE) from None
     except (duckdb.Error, ValueError) as e:
         raise fail(str(e).splitlines()[0], EXIT_USAGE) from None
-    _render(tbl, format, max_rows)
+    for warning in queries.mixed_vantage_warnings(dataset, query or queries.get_query(named or "").body, tbl):
+        typer.echo(f"stagelens: warning: {warning}", err=True)
+    _render(_maps_as_json(tbl) if format == "csv" else tbl, format, max_rows)
+
+
+def _maps_as_json(tbl):  # type: ignore[no-untyped-def]
+    """CSV has no map type: write MAP columns (stage_ms) as JSON objects."""
+    import pyarrow as pa
+
+    for i, f in enumerate(tbl.schema):
+        if pa.types.is_map(f.type):
+            col = [None if v is None else json.dumps(dict(v)) for v in tbl.column(i).to_pylist()]
+            tbl = tbl.set_column(i, pa.field(f.name, pa.string()), pa.array(col, pa.string()))
+    return tbl
 
 
 def _render(tbl, format: str, max_rows: int) -> None:  # type: ignore[no-untyped-def]
@@ -297,6 +350,92 @@ def compare_cmd(
         typer.echo(json.dumps(result, indent=2))
     else:
         typer.echo(render_md(result), nl=False)
+
+
+@app.command("collect")
+def collect_cmd(
+    listen: Annotated[str, typer.Option(help="HOST:PORT to listen on (loopback unless told otherwise).")] = "127.0.0.1:4318",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write OTLP JSON lines here (Collector file-exporter form).")] = None,
+    dataset: Annotated[Path | None, typer.Option(help="Import into this dataset, in batches.")] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="Importer for --dataset (auto: otlp if available, else vllm-otlp).")] = "auto",
+    rotate_mb: Annotated[float | None, typer.Option(help="Rotate --out when it would exceed this many MiB.")] = None,
+    max_backups: Annotated[int | None, typer.Option(help="Rotated files to keep (default: all).")] = None,
+    batch_lines: Annotated[int, typer.Option(help="Import into --dataset every N export requests ...")] = 1000,
+    flush_interval: Annotated[float, typer.Option(help="... or every this many seconds.")] = 10.0,
+) -> None:
+    """Receive OTLP/HTTP traces (POST /v1/traces) from an engine; stop with SIGTERM or Ctrl-C.
+
+    Example: stagelens collect --listen 127.0.0.1:4318 --out spans.jsonl
+    (then start vLLM with --otlp-traces-endpoint http://127.0.0.1:4318/v1/traces and
+    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf)
+    """
+    import os
+
+    from toolkit.collect import serve
+
+    if out is None and dataset is None:
+        raise fail("collect needs --out FILE.jsonl or --dataset DIR", EXIT_USAGE)
+    if format != "auto" and format not in REGISTRY:
+        raise fail(f"unknown format {format!r}; known formats: {', '.join(REGISTRY)}", EXIT_USAGE)
+
+    def ready(col) -> None:  # type: ignore[no-untyped-def]
+        typer.echo(f"stagelens collect: listening on {col.url} (pid {os.getpid()})", err=True)
+
+    try:
+        summary = serve(listen, out, dataset, ready=ready, fmt=format, rotate_mb=rotate_mb,
+                        max_backups=max_backups, batch_lines=batch_lines, flush_interval_s=flush_interval)
+    except ValueError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except OSError as e:
+        raise fail(f"cannot listen on {listen} or write the output: {e.strerror or e}", EXIT_USAGE) from None
+    typer.echo(f"stagelens collect: stopped: {json.dumps(summary)}", err=True)
+
+
+@app.command("replay")
+def replay_cmd(
+    source: Annotated[Path, typer.Argument(help="A stagelens dataset, or a workload trace (Mooncake, Azure, BurstGPT).")],
+    endpoint: Annotated[str, typer.Option(help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset to import the client records into.")],
+    speed: Annotated[float, typer.Option(help="Time compression: 2 sends the pattern twice as fast.")] = 1.0,
+    duration: Annotated[float | None, typer.Option(help="Replay only the first S seconds (after --speed).")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help="Cap on requests in flight (arrivals wait for a slot: not open-loop then).")] = None,
+    window: Annotated[str | None, typer.Option(help="From a dataset: only arrivals in START/END (ISO-8601 UTC).")] = None,
+    api: Annotated[str, typer.Option(help="chat (/v1/chat/completions) or completions (/v1/completions).")] = "chat",
+    model: Annotated[str | None, typer.Option(help="Model name to request (default: the server's first).")] = None,
+    trace_format: Annotated[str, typer.Option("--trace-format", help="auto, dataset, mooncake, azure or burstgpt.")] = "auto",
+    timeout: Annotated[float, typer.Option(help="Per-request timeout, seconds (recorded as status timeout).")] = 120.0,
+    records: Annotated[Path | None, typer.Option(help="Also keep the client records here (JSON lines; default: inside --out).")] = None,
+    max_requests: Annotated[int | None, typer.Option(help="Send at most N requests.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic prompts.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Re-send an arrival pattern to an OpenAI-compatible endpoint and record what the client saw.
+
+    Example: stagelens replay incident/ --window 2026-11-30T01:00/2026-11-30T01:10 --endpoint http://staging:8000 --out staging/
+    """
+    from toolkit.replay import ReplayError, replay
+
+    try:
+        summary = replay(
+            source, endpoint, out, speed=speed, duration_s=duration, max_concurrency=max_concurrency,
+            window=window, api=api, model=model, trace_format=trace_format, timeout_s=timeout,
+            records_path=records, max_requests=max_requests, seed=seed,
+            progress=None if as_json or not sys.stderr.isatty() else (lambda m: typer.echo(m, err=True)),
+        )
+    except ReplayError as e:
+        raise fail(str(e), EXIT_INPUT) from None
+    except (InputError, DatasetError, ValueError) as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        lag = summary["lag_ms"]
+        typer.echo(
+            f"sent {summary['sent']} requests in {summary['wall_s']:.1f} s: ok {summary['by_status'].get('ok', 0)}, "
+            f"error {summary['by_status'].get('error', 0)}, timeout {summary['by_status'].get('timeout', 0)}; "
+            f"behind schedule p50 {lag['p50']:.1f} ms, p99 {lag['p99']:.1f} ms, max {lag['max']:.1f} ms "
+            f"({summary['late_over_100ms']} sent over 100 ms late)  ->  {out}"
+        )
 
 
 @app.command("demo")

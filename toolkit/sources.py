@@ -55,6 +55,7 @@ class Source:
     size: int
     compression: str | None
     truncated: bool = False
+    spooled: bool = False  # a temporary copy of stdin: deleted after the import
     _sha256: str | None = field(default=None, repr=False)
 
     @property
@@ -119,7 +120,9 @@ def _spool_stdin(spool_dir: Path | None) -> Source:
     fd, tmp = tempfile.mkstemp(prefix="stdin-", suffix=".spool", dir=spool_dir)
     with os.fdopen(fd, "wb") as out:
         shutil.copyfileobj(sys.stdin.buffer, out, 16 << 20)
-    return _source("<stdin>", Path(tmp))
+    src = _source("<stdin>", Path(tmp))
+    src.spooled = True
+    return src
 
 
 class _LineSafeReader(io.RawIOBase):
@@ -243,28 +246,53 @@ def iter_lines(src: Source, batch_rows: int = 250_000) -> Iterator[pa.Table]:
             yield tbl
         return
     except NeedsExactPath:
-        log.info("%s: invalid UTF-8 or a control byte after line %d; reading on with the exact reader",
+        log.info("%s: invalid UTF-8, a bare CR or a 0x01 byte after line %d; reading on with the exact reader",
                  src.name, done)
     yield from _iter_lines_exact(src, batch_rows, skip=done)
 
 
+class _CheckedReader(io.RawIOBase):
+    """Hands bytes to pyarrow's CSV reader while watching for what it would split wrongly.
+
+    pyarrow ends a row at a bare CR and treats 0x01 (our "no delimiter") as a column break; both
+    are rare (JSON escapes them inside strings), so each block is checked with two C-speed byte
+    counts and, on a hit, ``suspect`` is set: the caller stops taking pyarrow's rows and the exact
+    reader resumes at the first line not yet yielded.
+    """
+
+    def __init__(self, inner: io.RawIOBase | io.BufferedIOBase) -> None:
+        self._inner = inner
+        self.suspect = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._inner.read(size if size and size > 0 else 1 << 20)
+        if data and not self.suspect and (b"\x01" in data or data.count(b"\r") != data.count(b"\r\n")):
+            self.suspect = True
+        return data
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    @property
+    def truncated(self) -> bool:
+        return bool(getattr(self._inner, "truncated", False))
+
+
 def _iter_lines_fast(src: Source, batch_rows: int) -> Iterator[pa.Table]:
-    bad_rows = 0
-
-    def on_invalid(_row: object) -> str:
-        nonlocal bad_rows
-        bad_rows += 1
-        return "skip"
-
-    reader_obj = _open_decompressed(src) if src.compression else None
-    stream = pa.PythonFile(reader_obj, mode="r") if reader_obj else pa.input_stream(str(src.path))
+    inner = _open_decompressed(src) if src.compression else src.path.open("rb", buffering=0)
+    reader = _CheckedReader(inner)
     try:
         csv = pacsv.open_csv(
-            stream,
+            pa.PythonFile(reader, mode="r"),
             read_options=pacsv.ReadOptions(column_names=["line"], block_size=8 << 20, use_threads=True),
             parse_options=pacsv.ParseOptions(
                 delimiter="\x01", quote_char=False, escape_char=False, double_quote=False,
-                newlines_in_values=False, ignore_empty_lines=False, invalid_row_handler=on_invalid,
+                newlines_in_values=False, ignore_empty_lines=False,
             ),
             convert_options=pacsv.ConvertOptions(
                 column_types={"line": pa.string()}, strings_can_be_null=False,
@@ -275,7 +303,7 @@ def _iter_lines_fast(src: Source, batch_rows: int) -> Iterator[pa.Table]:
         pending: list[pa.RecordBatch] = []
         rows = nbytes = 0
         for batch in csv:
-            if bad_rows:
+            if reader.suspect:
                 break
             pending.append(batch)
             rows += batch.num_rows
@@ -284,14 +312,16 @@ def _iter_lines_fast(src: Source, batch_rows: int) -> Iterator[pa.Table]:
                 yield _numbered(pending, line0)
                 line0 += rows
                 pending, rows, nbytes = [], 0, 0
-        if pending and not bad_rows:
-            yield _numbered(pending, line0)
-        if bad_rows:
+        if reader.suspect:
             raise NeedsExactPath(src.name)
+        if pending:
+            yield _numbered(pending, line0)
     except pa.ArrowInvalid as e:
         if "Empty CSV" not in str(e):
-            raise NeedsExactPath(src.name) from None
-    src.truncated = bool(reader_obj and reader_obj.truncated)
+            raise NeedsExactPath(src.name) from None  # invalid UTF-8 or an unsplittable line
+    finally:
+        inner.close()
+    src.truncated = reader.truncated
 
 
 def _numbered(batches: list[pa.RecordBatch], line0: int) -> pa.Table:

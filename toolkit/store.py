@@ -189,7 +189,11 @@ class Staging:
         self._writers.clear()
 
     def discard(self) -> None:
+        """Drop an unfinished import. Once COMMIT is written the import happened: the journal
+        stays for ``Dataset.recover`` to finish, whatever failed after it."""
         self.close_writers()
+        if (self.dir / "COMMIT").exists():
+            return
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def commit(self, manifest_entry: dict) -> list[str]:

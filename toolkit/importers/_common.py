@@ -46,6 +46,7 @@ class ImportOptions:
     service: str | None = None
     model: str | None = None
     clock_origin_us: int | None = None
+    mapping: str | None = None  # the TOML mapping file of the `mapping` importer
 
 
 def us(seconds_expr: str) -> str:
@@ -81,6 +82,9 @@ def checked_sql(importer: ModuleType, candidate_sql: str, present: set[str], tab
     for c in table.columns:
         if c.required and c.name not in COMMON_COLUMNS and c.name != "derived":
             whens.append(f"WHEN {c.name} IS NULL THEN {{'code': 'missing-field', 'detail': '{c.name} is missing'}}")
+    identity = getattr(importer, "SPAN_IDENTITY", SPAN_IDENTITY) if table_name == "spans" else importer.IDENTITY
+    whens.append(f"WHEN ({identity}) IS NULL THEN {{'code': 'missing-field', "
+                 f"'detail': 'the record has no identity ({identity.replace(chr(39), chr(39) * 2)})'}}")
     for b in boundaries:
         whens.append(
             f"WHEN {b} < 0 OR {b} >= {TS_MAX_US} THEN "

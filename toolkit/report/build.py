@@ -19,7 +19,8 @@ from toolkit.attribution import METRICS, Group, compare
 from toolkit.report.model import ChartData, Report
 
 FILTER_COLUMNS = ("model", "service", "replica", "tenant")
-TIMELINE_MAX = 160
+TIMELINE_MAX = 200
+TIMELINE_WINDOW_S = 180
 HINTS = {
     "queue": "capacity, admission control or batching policy (max concurrent sequences), or the burst itself",
     "preprocess": "templating and tokenization on the API server, or the hop into the engine",
@@ -137,7 +138,8 @@ def build_report(
     for sel in (cur, base):
         sel.params = {**sel.params, **fparams}
         n, vantages, formats = sel.con.execute(
-            f"SELECT count(*), list(DISTINCT vantage ORDER BY vantage), list(DISTINCT source_format ORDER BY source_format) "
+            f"SELECT count(*), coalesce(list(DISTINCT vantage ORDER BY vantage), []), "
+            f"coalesce(list(DISTINCT source_format ORDER BY source_format), []) "
             f"FROM stages WHERE ({sel.cond.format(t='ts_arrival')}) AND {filt}", sel.params).fetchone()
         sel.description |= {"requests": n, "vantages": vantages, "formats": formats}
     if set(cur.description["vantages"]) != set(base.description["vantages"]) or len(cur.description["vantages"]) > 1:
@@ -155,7 +157,10 @@ def build_report(
         warnings.append("One side has fewer than 2 requests: no attribution.")
     else:
         metrics = ["ttft_ms", "e2e_ms", "tpot_ms"]
-        if con.execute("SELECT count(*) FROM turns WHERE tool_calls > 0 OR model_calls > 1").fetchone()[0]:
+        # turns are a headline only for agent traffic: tool calls, or many multi-call traces
+        tools, multi, traces = con.execute(
+            "SELECT count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM turns").fetchone()
+        if tools or (traces and multi >= 0.1 * traces):
             metrics.append("turn_ms")
         for metric in metrics:
             spec = METRICS[metric]
@@ -284,13 +289,14 @@ def _consistency_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
         rows = con.sql("SELECT * FROM consistency").to_arrow_table().to_pylist()
     except duckdb.Error:
         return []
-    out = []
-    for r in rows[:5]:
+    seen: dict[str, int] = {}
+    for r in rows:
         text = r.get("message") or r.get("detail") or r.get("check")
         if text:
-            out.append(str(text))
-    if len(rows) > 5:
-        out.append(f"… and {len(rows) - 5} more consistency findings (stagelens sql DATASET \"SELECT * FROM consistency\").")
+            seen[str(text)] = seen.get(str(text), 0) + 1
+    out = [t if n == 1 else f"{t} ({n} findings)" for t, n in list(seen.items())[:5]]
+    if len(seen) > 5:
+        out.append(f"… and {len(seen) - 5} more kinds of consistency finding (SELECT * FROM consistency).")
     return out
 
 
@@ -345,31 +351,38 @@ def _charts(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selection, bus
 
 
 def _timeline(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams: dict) -> tuple[list[dict], dict | None]:
-    """Requests of the busiest period (or the slowest bucket), each split into its stages over time."""
+    """Every request of a few minutes around the worst moment, split into its stages over time.
+
+    The window is TIMELINE_WINDOW_S centred on the bucket with the highest mean in-flight (inside
+    the busiest period when there is one), so a reader sees the queue build up request by request.
+    """
+    where = ""
     if busy:
         worst = max(busy, key=lambda b: b["peak_concurrency"])
-        start, end = worst["start"], worst["end"]
-    else:
-        row = con.execute("SELECT bucket_start, bucket_s FROM load ORDER BY mean_in_flight DESC LIMIT 1").fetchone()
-        if row is None:
-            return [], None
-        start = _iso(row[0])
-        end = _iso(datetime.fromtimestamp(row[0].replace(tzinfo=UTC).timestamp() + row[1], UTC))
+        where = f"WHERE bucket_start >= TIMESTAMP '{worst['start'][:19]}' AND bucket_start < TIMESTAMP '{worst['end'][:19]}'"
+    row = con.execute(f"SELECT bucket_start, bucket_s FROM load {where} ORDER BY mean_in_flight DESC LIMIT 1").fetchone()
+    if row is None:
+        return [], None
+    centre = row[0].replace(tzinfo=UTC).timestamp() + row[1] / 2
+    start = datetime.fromtimestamp(centre - TIMELINE_WINDOW_S / 2, UTC)
+    end = datetime.fromtimestamp(centre + TIMELINE_WINDOW_S / 2, UTC)
     rows = con.execute(
         f"""WITH w AS (SELECT request_id, ts_arrival, stage_ms, row_number() OVER (ORDER BY ts_arrival) AS i,
                               count(*) OVER () AS n
-                       FROM stages WHERE {filt} AND ts_arrival >= CAST($s AS TIMESTAMP) AND ts_arrival < CAST($e AS TIMESTAMP))
+                       FROM stages WHERE {filt} AND ts_arrival >= $s AND ts_arrival < $e)
             SELECT request_id, epoch_us(ts_arrival) AS a_us, map_keys(stage_ms) AS k, map_values(stage_ms) AS v
             FROM w WHERE (i - 1) % greatest(1, CAST(ceil(n / {TIMELINE_MAX}) AS BIGINT)) = 0 ORDER BY ts_arrival""",
-        {**fparams, "s": start.rstrip("Z"), "e": end.rstrip("Z")},
+        {**fparams, "s": start.replace(tzinfo=None), "e": end.replace(tzinfo=None)},
     ).fetchall()
     out = []
     for lane, (rid, a_us, keys, vals) in enumerate(rows):
         t = a_us / 1e6
         for stage, ms in zip(keys, vals, strict=True):
             t2 = t + ms / 1e3
-            out.append({"lane": lane, "request_id": rid, "stage": stage,
-                        "start": datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-                        "end": datetime.fromtimestamp(t2, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")})
+            out.append({"lane": lane, "request_id": rid, "stage": stage, "start": _iso_ms(t), "end": _iso_ms(t2)})
             t = t2
-    return out, {"start": start, "end": end}
+    return out, {"start": _iso(start), "end": _iso(end)}
+
+
+def _iso_ms(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -21,7 +21,9 @@ import vl_convert
 
 from toolkit.report.render_common import comparison_title, epoch_ms, metric_label, num
 
-FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+# Chart text is laid out by vl-convert and drawn by the browser: use faces with the same metrics
+# everywhere (Helvetica / Arial / Liberation Sans) so legend labels measured here fit there.
+FONT = "Helvetica, Arial, 'Liberation Sans', 'Nimbus Sans', sans-serif"
 WIDTH = 820
 BUSY_FILL = "#f59f00"
 INK = "#212529"
@@ -100,7 +102,7 @@ def _configure(chart: Any) -> Any:
                                     tickColor="#adb5bd", gridColor="#eef0f2", labelFontSize=11,
                                     titleFontSize=11, titleFontWeight="normal").configure_legend(
         labelFontSize=11, titleFontSize=11, symbolType="square", orient="top", titleOrient="left", titlePadding=10,
-        columnPadding=14)
+        columnPadding=18)
 
 
 # ---------------------------------------------------------------------------------------- builders
@@ -229,7 +231,8 @@ def waterfall_chart(entry: dict[str, Any] | None) -> Any | None:
 
 def load_chart(series: list[dict[str, Any]]) -> Any | None:
     """Mean in-flight requests vs TTFT p95, one point per bucket; busy buckets highlighted."""
-    rows = [{"inflight": num(r.get("mean_inflight")), "ttft": num(r.get("ttft_p95_ms")),
+    # ``mean_inflight`` is the documented key (model.py); ``mean_in_flight`` is accepted too
+    rows = [{"inflight": num(r.get("mean_inflight", r.get("mean_in_flight"))), "ttft": num(r.get("ttft_p95_ms")),
              "state": "busy" if r.get("busy") else "quiet"} for r in series]
     rows = [r for r in rows if r["inflight"] is not None and r["ttft"] is not None]
     if not rows:
@@ -268,7 +271,10 @@ def cdf_chart(cdf: list[dict[str, Any]], labels: dict[str, str]) -> Any | None:
 
 
 def timeline_chart(timeline: list[dict[str, Any]], window: dict[str, Any] | None) -> Any | None:
-    """Swimlane of the worst busy window: one row per request (by arrival), bars coloured by stage."""
+    """Swimlane of the worst busy window: one row per request (by arrival), bars coloured by stage.
+
+    ``window`` is the busy window the rows come from (the HTML caption names it); the time axis
+    follows the rows themselves."""
     rows = []
     for r in timeline:
         s, e = epoch_ms(r.get("start")), epoch_ms(r.get("end"))
@@ -280,11 +286,9 @@ def timeline_chart(timeline: list[dict[str, Any]], window: dict[str, Any] | None
     if not rows:
         return None
     lanes = len({r["lane"] for r in rows})
+    # the requests' own extent, not the window's: a long busy period would squeeze the bars to slivers
     lo = min(r["s"] for r in rows)
     hi = max(r["e"] for r in rows)
-    if window:
-        lo = min(lo, epoch_ms(window.get("start")) or lo)
-        hi = max(hi, epoch_ms(window.get("end")) or hi)
     stages = {r["stage"] for r in rows}
     bars = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
         x=_utc_x("s", fmt="%H:%M:%S", domain=[lo, hi]), x2="e:T",

@@ -15,7 +15,7 @@ class ChartData:
     """Tables for the charts, each a list of plain dicts (JSON-able, easy to hand to Altair).
 
     * ``series``: one row per time bucket: ``bucket_start`` (ISO UTC), ``busy`` (bool),
-      ``arrivals_per_s``, ``mean_inflight``, ``ttft_p50_ms``, ``ttft_p95_ms``, ``tpot_p50_ms``,
+      ``arrivals_per_s``, ``mean_in_flight``, ``ttft_p50_ms``, ``ttft_p95_ms``, ``tpot_p50_ms``,
       ``tpot_p95_ms``, ``e2e_p50_ms``, ``e2e_p95_ms`` (null where the bucket has no value).
     * ``composition``: one row per bucket and stage: ``bucket_start``, ``stage``, ``mean_ms``
       (the mean of that stage over requests arriving in the bucket; stages stack to mean e2e).

@@ -14,12 +14,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.report.model import Report
-from toolkit.report.render_html import render_html
 from toolkit.report.render_md import render_markdown
 
 
 def render_json(report: Report) -> str:
     return json.dumps(report.to_json(), indent=2, default=str) + "\n"
+
+
+def render_html(report: Report) -> str:
+    """The self-contained HTML page (imports Altair and vl-convert only when called: ~0.25 s)."""
+    from toolkit.report.render_html import render_html as _render_html
+
+    return _render_html(report)
 
 
 RENDERERS: dict[str, Callable[[Report], str]] = {

@@ -1,0 +1,206 @@
+"""Shared builders for the import tests: records of both formats, running an import, reading a dataset.
+
+Exposed as the session fixture ``kit`` (usable from Hypothesis tests too): ``kit.sglang(...)``,
+``kit.span(...)``, ``kit.run(...)``, ``kit.rows(...)``. Times are integer microseconds since the
+epoch; the builders write them as float seconds the way the engines do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from toolkit import schema
+from toolkit.ingest import import_traces
+
+MARKER = "PROMPT-MARKER-q7Zx9w"  # stands for customer prompt text; must never leave the raw log
+DROP = object()  # field value meaning "leave the key out"
+T0_US = 1_795_993_812_501_733  # 2026-11-29T23:10:12.501733Z
+TABLES = ("requests", "spans", "quarantine")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def sec(us: int) -> float:
+    return us / 1e6
+
+
+def sglang(rid: str | None, a_us: int = T0_US, **fields: object) -> dict:
+    """An ``--export-metrics-to-file`` record (good by default). ``field=DROP`` removes a key.
+
+    Default timeline (µs after arrival): queued 10_851, scheduled 121_722, first token 372_387,
+    end 3_460_585.
+    """
+    rec: dict = {
+        "request_parameters": json.dumps({"text": f"<|im_start|>user\n{MARKER} my card is 4111<|im_end|>",
+                                          "sampling_params": {"temperature": 0.7}, "rid": rid, "stream": True}),
+        "id": rid, "finish_reason": {"type": "stop", "matched": 151645}, "prompt_tokens": 2210,
+        "num_retractions": 0, "forward_entry_time": sec(a_us + 121_722),
+        "prefill_finished_time": sec(a_us + 372_387), "queue_time": 0.110871, "completion_tokens": 300,
+        "cached_tokens": 1536, "e2e_latency": 3.460585, "request_received_ts": sec(a_us),
+        "first_token_latency": 0.372387, "request_finished_ts": sec(a_us + 3_460_585),
+    }
+    for k, v in fields.items():
+        if v is DROP:
+            rec.pop(k, None)
+        else:
+            rec[k] = v
+    if rid is None:
+        rec.pop("id")
+    return rec
+
+
+def sglang_log(rid: str, event: str = "request.finished", **fields: object) -> str:
+    """A ``--log-requests-format json`` line, with its ``[date] `` prefix."""
+    obj = {"rid": rid, "session_id": None, "text": f"{MARKER} hello", "received_time": 918273.551204}
+    body: dict = {"timestamp": "2026-11-29T23:10:15.962901", "event": event, "rid": rid, "obj": obj}
+    if event == "request.finished":
+        meta = sglang(rid, **fields)
+        meta.pop("request_parameters")
+        body["out"] = {"meta_info": meta}
+    return "[2026-11-29 23:10:15] " + json.dumps(body)
+
+
+def _attr(key: str, v: object) -> dict:
+    if isinstance(v, str):
+        return {"key": key, "value": {"stringValue": v}}
+    if isinstance(v, int) and not isinstance(v, bool):
+        return {"key": key, "value": {"intValue": str(v)}}
+    return {"key": key, "value": {"doubleValue": v}}
+
+
+LATENCY_KEYS = {
+    "ttft": "gen_ai.latency.time_to_first_token", "e2e": "gen_ai.latency.e2e",
+    "queue": "gen_ai.latency.time_in_queue", "prefill": "gen_ai.latency.time_in_model_prefill",
+    "decode": "gen_ai.latency.time_in_model_decode",
+}
+
+
+def span(span_id: str, request_id: object = "chatcmpl-a2f8f75c9c7194c5",
+         trace_id: object = "56fa6a59c40896e248a8a7b7154a1c6c", start_ns: object = T0_US * 1000 + 632,
+         end_ns: object = DROP, **lat: object) -> dict:
+    """A v1 ``llm_request`` span (real-vllm-cpu.md §4.5, span 1). Latencies in seconds; DROP removes one.
+
+    Defaults (µs): ttft 454_163, e2e 1_055_414, queue 415_015, prefill 36_852, decode 601_343.
+    """
+    lat = {"ttft": 0.454163, "e2e": 1.055414, "queue": 0.415015, "prefill": 0.036852,
+           "decode": 0.601343, **lat}
+    attrs = [_attr(LATENCY_KEYS[k], v) for k, v in lat.items() if v is not DROP]
+    attrs += [_attr("gen_ai.usage.prompt_tokens", 193), _attr("gen_ai.usage.completion_tokens", 96)]
+    if request_id is not DROP:
+        attrs.append(_attr("gen_ai.request.id", request_id))
+    sp: dict = {"traceId": trace_id, "spanId": span_id, "parentSpanId": "f90856ee08274e10", "flags": 768,
+                "name": "llm_request", "kind": 2, "startTimeUnixNano": str(start_ns),
+                "endTimeUnixNano": str(end_ns), "attributes": attrs, "status": {}}
+    for k, v in (("traceId", trace_id), ("startTimeUnixNano", start_ns), ("endTimeUnixNano", end_ns)):
+        if v is DROP:
+            sp.pop(k)
+    return sp
+
+
+def startup_span(name: str, span_id: str = "1111222233334444") -> dict:
+    return {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": span_id, "name": name, "kind": 1,
+            "startTimeUnixNano": str(T0_US * 1000 - 10**10), "endTimeUnixNano": str(T0_US * 1000 - 10**9),
+            "attributes": [_attr("code.function", "load_model"), _attr("code.lineno", "118")], "status": {}}
+
+
+def otlp(*spans: dict, service: str = "vllm-cpu-tiny") -> dict:
+    res = {"attributes": [_attr("service.name", service), _attr("service.instance.id", "b52dd076"),
+                          _attr("vllm.process_id", "31052")]}
+    return {"resourceSpans": [{"resource": res, "scopeSpans": [{"scope": {"name": "vllm.tracing.otel"},
+                                                                  "spans": list(spans)}]}]}
+
+
+def line(obj: object) -> str:
+    return obj if isinstance(obj, str) else json.dumps(obj)
+
+
+def write(path: Path, items: list, newline: bool = True) -> Path:
+    """Write records (dicts) or raw lines (str) as JSON lines."""
+    text = "\n".join(line(i) for i in items) + ("\n" if newline and items else "")
+    path.write_bytes(text.encode())
+    return path
+
+
+def reconcile(summary: dict) -> None:
+    """DESIGN §2.3: read = imported + quarantined + duplicates, for the total, each format and each file."""
+    parts = [summary, *summary["by_format"].values(), *summary["files"]]
+    for p in parts:
+        assert p["read"] == p["imported"] + p["quarantined"] + p["duplicates"], p
+    assert sum(summary["by_reason"].values()) == summary["quarantined"], summary
+    for f in summary["files"]:
+        assert sum(f["by_reason"].values()) == f["quarantined"], f
+
+
+def run(paths: list, ds: Path, fmt: str = "auto", **kw: object) -> dict:
+    """``import_traces`` then ``to_json()``, checked to reconcile."""
+    kw.setdefault("lock_timeout_s", 10.0)
+    summary = import_traces([str(p) for p in paths], ds, fmt=fmt, **kw).to_json()
+    reconcile(summary)
+    return summary
+
+
+def rows(ds: Path, table: str) -> list[dict]:
+    """Every row of a table (staging excluded), timestamps as integer µs, sorted by file and line."""
+    files = sorted((Path(ds) / table).glob("date=*/*.parquet"))
+    if not files:
+        return []
+    tbl = pa.concat_tables([pq.ParquetFile(f).read() for f in files])
+    cols = [tbl.column(n).cast(pa.int64()) if pa.types.is_timestamp(tbl.schema.field(n).type)
+            else tbl.column(n) for n in tbl.column_names]
+    out = pa.Table.from_arrays(cols, names=tbl.column_names).to_pylist()
+    return sorted(out, key=lambda r: (r.get("source_file") or "", r.get("source_line") or 0))
+
+
+def visible_files(ds: Path) -> dict[str, str]:
+    """Dataset-relative path -> sha256 of every file a reader sees (everything but _staging and the lock)."""
+    out = {}
+    for p in sorted(Path(ds).rglob("*")):
+        rel = p.relative_to(ds).as_posix()
+        if p.is_file() and not rel.startswith("_staging") and rel != ".lock":
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def parquet_strings(ds: Path) -> list[str]:
+    """Every string value (lists flattened) in every Parquet file under ``ds``, staging included."""
+    out: list[str] = []
+    for f in Path(ds).rglob("*.parquet"):
+        for col in pq.ParquetFile(f).read().columns:
+            t = col.type
+            while pa.types.is_list(t) or pa.types.is_large_list(t):
+                col, t = col.combine_chunks().flatten(), t.value_type
+            if pa.types.is_string(t) or pa.types.is_large_string(t):
+                out += [v for v in col.to_pylist() if v is not None]
+    return out
+
+
+def subprocess_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+class Kit(SimpleNamespace):
+    def __repr__(self) -> str:  # keeps Hypothesis' failure reports readable
+        return "kit"
+
+
+_KIT = Kit(
+    MARKER=MARKER, DROP=DROP, T0_US=T0_US, TABLES=TABLES, REPO=REPO, LATENCY_KEYS=LATENCY_KEYS,
+    sec=sec, sglang=sglang, sglang_log=sglang_log, span=span, startup_span=startup_span, otlp=otlp,
+    line=line, write=write, reconcile=reconcile, run=run, rows=rows, visible_files=visible_files,
+    parquet_strings=parquet_strings, subprocess_env=subprocess_env,
+    REASON_CODES=frozenset(schema.reason_codes()),
+)
+
+
+@pytest.fixture(scope="session")
+def kit() -> SimpleNamespace:
+    return _KIT

@@ -1,0 +1,107 @@
+"""Shared test helpers: build a tiny dataset directory from Python rows.
+
+``make_dataset(tmp_path, requests_rows, spans_rows)`` writes Parquet files with the exact schema of
+``schemas/`` in the dataset layout (``requests/date=YYYY-MM-DD/part-x.parquet`` plus a manifest), so
+tests exercise the same view definitions as a real import. Rows are dicts; missing columns are null,
+and the required bookkeeping columns get harmless defaults.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from toolkit import schema
+
+EPOCH = datetime(1970, 1, 1)
+T0 = datetime(2026, 11, 30, 12, 0, 0)
+"""A fixed, zone-less UTC instant that fixtures count from."""
+
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "requests": {"source_format": "test", "vantage": "server", "derived": [], "clock": "wall",
+                 "source_file": "fixture.jsonl"},
+    "spans": {"kind": "tool", "source_format": "test", "source_file": "fixture.jsonl"},
+    "quarantine": {"source_format": "test", "source_file": "fixture.jsonl", "source_line": 1,
+                   "reason_code": "unparseable"},
+}
+_DATE_COLUMN = {"requests": "ts_arrival", "spans": "ts_start", "quarantine": "imported_at"}
+
+
+def ms(offset_ms: float | None) -> datetime | None:
+    """``T0 + offset_ms`` (None stays None): fixtures read as millisecond offsets from T0."""
+    if offset_ms is None:
+        return None
+    return T0 + timedelta(microseconds=round(offset_ms * 1000))
+
+
+def _table(name: str, rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """Rows to an Arrow table with the schema's exact types, filling defaults."""
+    sch = schema.table(name).arrow_schema()
+    rows = [{**_DEFAULTS[name], **{k: v for k, v in r.items()}} for r in rows]
+    for i, r in enumerate(rows):
+        r.setdefault("source_line", i + 1)
+        if name == "spans":
+            r.setdefault("span_id", f"s{i}")
+    cols = {f.name: pa.array([r.get(f.name) for r in rows], type=f.type) for f in sch}
+    return pa.table(cols, schema=sch)
+
+
+def write_table(root: Path, name: str, table: pa.Table, part: str = "x") -> None:
+    """Write ``table`` into ``root/name/date=.../part-<part>.parquet``, one file per UTC date."""
+    if table.num_rows == 0:
+        return
+    col = table.column(_DATE_COLUMN[name])
+    import pyarrow.compute as pc
+
+    dates = pc.strftime(col, format="%Y-%m-%d")
+    for d in sorted(set(dates.to_pylist())):
+        mask = pc.equal(dates, d)
+        out = root / name / f"date={d}"
+        out.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table.filter(mask), out / f"part-{part}.parquet")
+
+
+def make_dataset(
+    tmp_path: Path,
+    requests_rows: Iterable[Mapping[str, Any]] = (),
+    spans_rows: Iterable[Mapping[str, Any]] = (),
+    quarantine_rows: Iterable[Mapping[str, Any]] = (),
+    name: str = "ds",
+) -> Path:
+    """A dataset directory holding the given rows; returns its path."""
+    root = Path(tmp_path) / name
+    root.mkdir(parents=True, exist_ok=True)
+    for table, rows in (("requests", requests_rows), ("spans", spans_rows), ("quarantine", quarantine_rows)):
+        rows = list(rows)
+        if table == "quarantine":
+            rows = [{"imported_at": datetime.now(UTC).replace(tzinfo=None), **r} for r in rows]
+        write_table(root, table, _table(table, rows))
+    (root / "manifest.json").write_text(json.dumps({"schema_version": schema.version(), "imports": []}))
+    return root
+
+
+def make_dataset_from_arrow(tmp_path: Path, requests: pa.Table, name: str = "ds") -> Path:
+    """A dataset from an Arrow table of requests (columns missing from it are null)."""
+    sch = schema.table("requests").arrow_schema()
+    n = requests.num_rows
+    cols = []
+    for f in sch:
+        if f.name in requests.column_names:
+            cols.append(requests.column(f.name).cast(f.type))
+        elif f.name == "source_line":
+            cols.append(pa.array(range(1, n + 1), type=f.type))
+        elif f.name in _DEFAULTS["requests"]:
+            cols.append(pa.array([_DEFAULTS["requests"][f.name]] * n, type=f.type))
+        else:
+            cols.append(pa.nulls(n, type=f.type))
+    root = Path(tmp_path) / name
+    root.mkdir(parents=True, exist_ok=True)
+    write_table(root, "requests", pa.table(cols, schema=sch))
+    (root / "manifest.json").write_text(json.dumps({"schema_version": schema.version(), "imports": []}))
+    return root

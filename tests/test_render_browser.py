@@ -1,0 +1,135 @@
+"""The HTML report in a real headless browser (Chromium from the OS packages).
+
+What is checked, on the hostile fixture report (``<script>alert(1)</script>`` as model, request id,
+stage, warning and quarantine reason):
+
+* **the charts draw**: the screenshot is a large, detailed PNG, and much larger than a screenshot of
+  the same page (same layout) with the charts hidden — so the SVGs paint pixels, not just sit in
+  the DOM;
+* **the DOM** Chromium built (``--dump-dom``, after parsing and running whatever would run) has the
+  six ``<svg>`` charts, no ``<script>`` element, and the hostile strings as escaped text;
+* **nothing is fetched from the network**: Chromium writes a NetLog (``--log-net-log``) and no
+  request in it was initiated by the page (Chromium's own background requests — update checks,
+  accounts — are marked ``initiator: not an origin`` and are ignored; every host resolves to
+  NOTFOUND anyway through ``--host-resolver-rules``). A control page with an ``<img>`` and a
+  stylesheet on the network shows that the check does see page fetches.
+
+Set ``STAGELENS_SCREENSHOT=path.png`` to keep the screenshot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures_report import make_report
+from toolkit.report.render_html import render_html
+
+CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
+                 if p and os.path.exists(p)), None)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install -y chromium)"),
+]
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars", "--host-resolver-rules=MAP * ~NOTFOUND"]
+N_CHARTS = 6
+
+
+def chromium(tmp: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+    profile = tmp / f"profile-{name}"
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def page_requests(netlog: Path) -> list[str]:
+    """URLs of network requests the page (not the browser itself) started."""
+    text = netlog.read_text(encoding="utf-8")
+    try:
+        log = json.loads(text)
+    except json.JSONDecodeError:  # a log cut short on exit: close it
+        log = json.loads(text.rstrip().rstrip(",") + "]}")
+    names = {v: k for k, v in log["constants"]["logEventTypes"].items()}
+    urls = []
+    for ev in log["events"]:
+        p = ev.get("params") or {}
+        if names.get(ev["type"]) == "URL_REQUEST_START_JOB" and "url" in p:
+            if p.get("initiator") != "not an origin" or "file://" in str(p.get("network_isolation_key")):
+                urls.append(p["url"])
+    return urls
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("browser")
+    page = tmp / "report.html"
+    html = render_html(make_report(hostile=True))
+    page.write_text(html, encoding="utf-8")
+    bare = tmp / "bare.html"  # the same page and layout with the charts not painted
+    bare.write_text(html.replace("</style>", "figure svg{visibility:hidden}</style>", 1), encoding="utf-8")
+    out: dict = {"tmp": tmp}
+    for name, src in (("report", page), ("bare", bare)):
+        shot = tmp / f"{name}.png"
+        res = chromium(tmp, name, f"--screenshot={shot}", "--window-size=1200,3000",
+                       f"--log-net-log={tmp / f'{name}.netlog.json'}", src.as_uri())
+        assert shot.exists(), res.stderr[-2000:]
+        out[f"{name}_png"] = shot
+    dom = chromium(tmp, "dom", "--dump-dom", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    out["dom"] = dom.stdout
+    keep = os.environ.get("STAGELENS_SCREENSHOT")
+    if keep:
+        shutil.copyfile(out["report_png"], keep)
+    return out
+
+
+def test_charts_draw_in_the_screenshot(run: dict) -> None:
+    shot, bare = run["report_png"], run["bare_png"]
+    assert png_size(shot) == (1200, 3000)
+    size, bare_size = shot.stat().st_size, bare.stat().st_size
+    assert size > 150_000, size  # a page of text alone compresses far smaller
+    assert size > 1.25 * bare_size and size - bare_size > 60_000, (size, bare_size)  # charts painted pixels
+
+
+def test_dom_has_the_charts_and_no_script(run: dict) -> None:
+    dom = run["dom"]
+    assert dom.lower().count("<svg") == N_CHARTS
+    assert "<script" not in dom.lower()
+    assert "<h1>p95 TTFT rose from 312 ms to 1,918 ms" in dom
+
+
+def test_hostile_strings_are_text_in_the_dom(run: dict) -> None:
+    dom = run["dom"]
+    # serialised text nodes and attributes: escaped, so they were parsed as text, not as elements
+    assert dom.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 3
+    assert "<b>bold</b>" not in dom
+
+
+def test_the_page_fetches_nothing(run: dict) -> None:
+    tmp: Path = run["tmp"]
+    for name in ("report", "bare"):
+        assert page_requests(tmp / f"{name}.netlog.json") == []
+
+
+def test_the_network_check_sees_page_fetches(run: dict) -> None:
+    tmp: Path = run["tmp"]
+    control = tmp / "control.html"
+    control.write_text('<!DOCTYPE html><html><body><img src="http://example.invalid/x.png">'
+                       '<link rel="stylesheet" href="https://fonts.example.invalid/a.css"></body></html>')
+    chromium(tmp, "control", "--dump-dom", f"--log-net-log={tmp / 'control.netlog.json'}", control.as_uri())
+    urls = page_requests(tmp / "control.netlog.json")
+    assert "http://example.invalid/x.png" in urls
+    assert "https://fonts.example.invalid/a.css" in urls

@@ -1,0 +1,1 @@
+"""Reports: the report object (model), its builder (build) and renderers (render)."""
