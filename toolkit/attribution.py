@@ -2,25 +2,31 @@
 
 Method (DESIGN.md §6, PEERS-AND-METHODS.md Part B.3):
 
-* Every row's metric is the sum of its stages (``stage_ms``), so for the **mean** the change of
-  the metric is exactly the sum of the changes of each stage's mean. For a **tail** statistic
-  (p95) the same holds among the requests at or above each group's own p95: ``baseline``,
-  ``current`` and ``delta`` are those tail means, and the plain percentiles sit beside them.
+* Every row's metric is the sum of its stages, so for the **mean** the change of the metric is
+  exactly the sum of the changes of each stage's mean. For a **tail** statistic (p95) the same
+  holds among the requests at or above each group's own p95: ``baseline``, ``current`` and
+  ``delta`` are those tail means, and the plain percentiles sit beside them.
 * **Mix vs rate**: a token-driven stage's mean is (mean tokens) x (time per token), with time per
   token = sum(stage) / sum(tokens). Its change splits exactly (two-factor Shapley) into
   ``mix = dT·(R0+R1)/2`` and ``rate = dR·(T0+T1)/2``: "longer prompts" versus "slower prefill".
 * **Uncertainty**: a Poisson bootstrap (each request gets a Poisson(1) weight per replicate),
   vectorized as matrix products over at most ``BOOT_ROWS`` sampled requests per group; the spread
   is rescaled by sqrt(sample / group size) (m-out-of-n) and centred on the full-data estimate.
-  The tail threshold is recomputed in every replicate (weighted suffix sums), so its own
-  uncertainty is included.
+  The tail threshold is recomputed in every replicate (weighted suffix sums).
 * **Driver**: the stage with the largest positive contribution whose 95 % interval excludes zero
   and which is at least ``MIN_SHARE`` of the regression threshold (so noise in a big sample does
   not name a driver when nothing changed); or none.
+
+Speed: per-request stage values are computed from the boundary columns of ``_bounds`` by SQL
+generated here (a stage map per row costs ~20 us; arithmetic on boundaries almost nothing), and
+all metrics of one view share three passes per group: point estimates, tail means, a sample.
+The composite-stage rule is DESIGN.md §3, the same as ``queries/10_bounds.sql`` (a property test
+checks they agree).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import duckdb
@@ -29,8 +35,26 @@ import numpy as np
 BOOT_REPLICATES = 200
 BOOT_ROWS = 40_000
 MIN_SHARE = 0.25
-PRE_FIRST_TOKEN = {"preprocess", "queue", "prefill", "uplink", "gateway"}
 SEED = 20261130
+FINE = ("preprocess", "queue", "prefill", "decode", "postprocess")
+BOUNDS = ("a_us", "q_us", "s_us", "f_us", "l_us", "e_us")  # stage i runs from BOUNDS[i] to BOUNDS[i + 1]
+PRE_FIRST_TOKEN = {"preprocess", "queue", "prefill", "uplink", "gateway"}
+
+
+def stage_keys(known: tuple[bool, bool, bool, bool]) -> list[str]:
+    """The stages (fine or composite) of a row whose queued/scheduled/first/last boundaries are ``known``."""
+    flags = (True, *known, True)
+    idx = [i for i, k in enumerate(flags) if k]
+    return ["+".join(FINE[i:j]) for i, j in zip(idx, idx[1:], strict=False)]
+
+
+def boundary_stage_sql(key: str) -> str:
+    """SQL (over ``_bounds``): ms the row spends in stage ``key``, 0 when the row has no such stage."""
+    parts = key.split("+")
+    i, j = FINE.index(parts[0]), FINE.index(parts[-1])
+    start, end, inner = BOUNDS[i], BOUNDS[j + 1], BOUNDS[i + 1 : j + 1]
+    cond = " AND ".join([f"{start} IS NOT NULL", f"{end} IS NOT NULL", *(f"{b} IS NULL" for b in inner)])
+    return f"CASE WHEN {cond} THEN ({end} - {start}) / 1e3 ELSE 0 END"
 
 
 @dataclass(frozen=True)
@@ -41,37 +65,46 @@ class MetricSpec:
     view: str
     value: str
     boundary: str
+    require: str = "true"  # rows the decomposition is defined for
     time_col: str = "ts_arrival"
-    stage_map: str = "stage_ms"
-    stage_filter: frozenset[str] | None = None  # keep only stages made of these fine stages
+    stage_map: str | None = None  # views without boundaries: a MAP column of stage -> ms
+    stage_filter: frozenset[str] | None = None  # keep only stages made of these
     effects: dict[str, str] = field(default_factory=dict)  # stage -> SQL token count
+    stage_sql: Callable[[str], str] | None = None  # stage -> SQL, for boundary views
+
+    def expr(self, key: str) -> str:
+        if self.stage_sql is not None:
+            return self.stage_sql(key)
+        return f"coalesce({self.stage_map}['{key}'], 0)"
 
 
-def _input_tokens() -> str:
-    return "CAST(input_tokens AS DOUBLE)"
-
-
-def _decode_tokens() -> str:
-    return "CAST(greatest(output_tokens - 1, 0) AS DOUBLE)"
-
+_TPOT = "(coalesce(l_us, e_us) - f_us) / 1e3 / nullif(output_tokens - 1, 0)"
+_IN = "CAST(input_tokens AS DOUBLE)"
+_OUT = "CAST(greatest(output_tokens - 1, 0) AS DOUBLE)"
 
 METRICS: dict[str, MetricSpec] = {
     "ttft_ms": MetricSpec(
-        "ttft_ms", "stages", "ttft_ms", "first token - arrival, at the row's vantage",
-        stage_filter=frozenset(PRE_FIRST_TOKEN),
-        effects={"prefill": _input_tokens()},
+        "ttft_ms", "_bounds", "(f_us - a_us) / 1e3", "first token - arrival, at the row's vantage",
+        require="f_us IS NOT NULL", stage_filter=frozenset(PRE_FIRST_TOKEN), effects={"prefill": _IN},
+        stage_sql=boundary_stage_sql,
     ),
     "e2e_ms": MetricSpec(
-        "e2e_ms", "stages", "e2e_ms", "end - arrival, at the row's vantage",
-        effects={"prefill": _input_tokens(), "decode": _decode_tokens(), "decode+postprocess": _decode_tokens()},
+        "e2e_ms", "_bounds", "(e_us - a_us) / 1e3", "end - arrival, at the row's vantage",
+        effects={"prefill": _IN, "decode": _OUT, "decode+postprocess": _OUT}, stage_sql=boundary_stage_sql,
     ),
     "tpot_ms": MetricSpec(
-        "tpot_ms", "stages", "tpot_ms", "decode time / (output tokens - 1), first token excluded",
-        stage_map="map([tpot_basis], [tpot_ms])",
+        "tpot_ms", "_bounds", _TPOT, "decode time / (output tokens - 1), first token excluded",
+        require="f_us IS NOT NULL AND output_tokens > 1",
+        stage_sql=lambda k: f"CASE WHEN (l_us IS NOT NULL) = {'true' if k == 'decode' else 'false'} THEN {_TPOT} ELSE 0 END",
+    ),
+    "client_ttft_ms": MetricSpec(
+        "client_ttft_ms", "calls", "client_ttft_ms",
+        "client first content - client send, split by the join into uplink, gateway, server stages and delivery",
+        stage_map="ttft_stage_ms", require="ttft_stage_ms IS NOT NULL",
     ),
     "turn_ms": MetricSpec(
         "turn_ms", "turns", "turn_ms", "last end - first start of a trace (user turn / agent run)",
-        time_col="ts_start", effects={"tool": "CAST(tool_calls AS DOUBLE)"},
+        time_col="ts_start", stage_map="stage_ms", effects={"tool": "CAST(tool_calls AS DOUBLE)"},
     ),
 }
 
@@ -92,19 +125,38 @@ class GroupStats:
     mean: float
     stage_mean: dict[str, float]
     tokens: dict[str, tuple[float, float, bool]]  # stage -> (mean tokens, time per token, complete)
-    sample: dict[str, np.ndarray]  # m, S (n x k), T (n x e), TS (n x e)
+    sample: dict[str, np.ndarray]  # m, S (n x k), T (n x e)
 
 
-def stage_names(groups: list[Group], spec: MetricSpec) -> list[str]:
-    """Every stage key that appears in the metric's stage map in any group."""
+_PATTERNS: dict[tuple[int, str, str], list[tuple[bool, ...]]] = {}
+
+
+def _patterns(g: Group, view: str) -> list[tuple[bool, ...]]:  # view: the actual table or view
+    """Which boundaries rows of the group have (queued, scheduled, first, last): one pass, cached."""
+    key = (id(g.con), view, g.where + repr(sorted(g.params.items(), key=str)))
+    if key not in _PATTERNS:
+        _PATTERNS[key] = [tuple(r) for r in g.con.execute(
+            f"SELECT DISTINCT q_us IS NOT NULL, s_us IS NOT NULL, f_us IS NOT NULL, l_us IS NOT NULL "
+            f"FROM {view} WHERE {g.where}", g.params).fetchall()]
+    return _PATTERNS[key]
+
+
+def stage_names(groups: list[Group], spec: MetricSpec, views: dict[str, str] | None = None) -> list[str]:
+    """Every stage that appears for the metric's rows in any group."""
     names: set[str] = set()
+    view = (views or {}).get(spec.view, spec.view)
     for g in groups:
-        rows = g.con.execute(
-            f"SELECT DISTINCT unnest(map_keys({spec.stage_map})) FROM {spec.view} "
-            f"WHERE ({g.where}) AND {spec.value} IS NOT NULL",
-            g.params,
-        ).fetchall()
-        names.update(r[0] for r in rows if r[0] is not None)
+        if spec.stage_sql is boundary_stage_sql:
+            for p in _patterns(g, view):
+                if spec.require != "f_us IS NOT NULL" or p[2]:
+                    names.update(stage_keys(p))
+        elif spec.stage_sql is not None:  # TPOT: its one stage is decode, or decode+postprocess
+            names.update("decode" if p[3] else "decode+postprocess" for p in _patterns(g, view) if p[2])
+        else:
+            rows = g.con.execute(
+                f"SELECT DISTINCT unnest(map_keys({spec.stage_map})) FROM {view} "
+                f"WHERE ({g.where}) AND {spec.value} IS NOT NULL AND {spec.require}", g.params).fetchall()
+            names.update(r[0] for r in rows if r[0] is not None)
     if spec.stage_filter is not None:
         names = {n for n in names if set(n.split("+")) <= spec.stage_filter}
     return sorted(names, key=_stage_order)
@@ -121,105 +173,122 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _lit(name: str) -> str:
-    return "'" + name.replace("'", "''") + "'"
+def family_stats(g: Group, specs: list[MetricSpec], stages: dict[str, list[str]], tail: float, seed: int,
+                 view: str | None = None) -> dict[str, tuple[GroupStats, GroupStats]]:
+    """Mean and tail statistics of several metrics of one view, in three passes over the group.
 
+    Pass 1: count, mean, the tail percentile, stage means and token sums of each metric; pass 2:
+    the same among rows at or above each metric's percentile; pass 3: a reservoir sample of the
+    rows for the bootstrap. Each metric uses the rows where its value is defined.
+    """
+    view = view or specs[0].view
+    cols = []
+    for i, sp in enumerate(specs):
+        m = f"m{i}"
+        cols.append(f"CASE WHEN {sp.require} THEN CAST({sp.value} AS DOUBLE) END AS {m}")
+        for j, st in enumerate(stages[sp.name]):
+            cols.append(f"CAST({sp.expr(st)} AS DOUBLE) AS s{i}_{j}")
+        for j, st in enumerate(s for s in stages[sp.name] if s in sp.effects):
+            cols.append(f"{sp.effects[st]} AS t{i}_{j}")
+    inner = f"SELECT {', '.join(cols)} FROM {view} WHERE {g.where}"
 
-def group_stats(g: Group, spec: MetricSpec, stages: list[str], tail: float, seed: int) -> tuple[GroupStats, GroupStats]:
-    """Point estimates over the whole group (SQL) and a bootstrap sample; (mean, tail) pair."""
-    s_cols = ", ".join(f"coalesce({spec.stage_map}[{_lit(s)}], 0) AS {_q('s_' + s)}" for s in stages)
-    eff = [s for s in stages if s in spec.effects]
-    t_cols = "".join(f", {spec.effects[s]} AS {_q('t_' + s)}" for s in eff)
-    base = (f"SELECT CAST({spec.value} AS DOUBLE) AS m{', ' + s_cols if s_cols else ''}{t_cols} "
-            f"FROM {spec.view} WHERE ({g.where}) AND {spec.value} IS NOT NULL")
-    aggs = ", ".join(
-        ["count(*) AS n", "avg(m) AS mean"]
-        + [f"avg({_q('s_' + s)})" for s in stages]
-        + [f"avg({_q('t_' + s)}), sum({_q('s_' + s)}) FILTER (WHERE {_q('t_' + s)} IS NOT NULL), "
-           f"sum({_q('t_' + s)}), count({_q('t_' + s)})" for s in eff]
-    )
-    g.con.execute(f"CREATE OR REPLACE TEMP TABLE _attr_g AS {base}", g.params)
-    pctl = g.con.execute(f"SELECT quantile_cont(m, {tail}) FROM _attr_g").fetchone()[0]
-    out = []
-    for cond in ("true", "m >= $thr"):
-        params = {"thr": pctl} if cond != "true" else {}
-        row = g.con.execute(f"SELECT {aggs} FROM _attr_g WHERE {cond}", params).fetchone()
-        n, mean = int(row[0]), row[1]
-        stage_mean = {s: float(row[2 + i] or 0.0) for i, s in enumerate(stages)}
-        tokens = {}
-        k = 2 + len(stages)
-        for s in eff:
-            t_mean, s_sum, t_sum, t_count = row[k : k + 4]
-            k += 4
-            complete = n > 0 and t_count == n
-            rate = (s_sum / t_sum) if (t_sum and s_sum is not None) else float("nan")
-            tokens[s] = (float(t_mean) if t_mean is not None else float("nan"), rate, complete)
-        sample_sql = f"SELECT * FROM _attr_g WHERE {cond}"
-        if n > BOOT_ROWS:
-            sample_sql = f"SELECT * FROM ({sample_sql}) USING SAMPLE reservoir({BOOT_ROWS} ROWS) REPEATABLE ({seed})"
-        arr = g.con.execute(sample_sql, params).fetchnumpy() if n else {}
-        m = np.asarray(arr.get("m", []), dtype=float)
-        sample = {
-            "m": m,
-            "S": np.column_stack([np.asarray(arr["s_" + s], dtype=float) for s in stages]) if len(m) and stages
-            else np.zeros((len(m), len(stages))),
-            "T": np.column_stack([np.nan_to_num(np.asarray(arr["t_" + s], dtype=float)) for s in eff]) if len(m) and eff
-            else np.zeros((len(m), len(eff))),
+    def agg_list(cond: Callable[[int], str]) -> list[str]:
+        out = []
+        for i, sp in enumerate(specs):
+            c = cond(i)
+            out += [f"count(m{i}) FILTER (WHERE {c})", f"avg(m{i}) FILTER (WHERE {c})"]
+            out += [f"avg(s{i}_{j}) FILTER (WHERE {c})" for j in range(len(stages[sp.name]))]
+            for j, st in enumerate(s for s in stages[sp.name] if s in sp.effects):
+                k = stages[sp.name].index(st)
+                out += [f"avg(t{i}_{j}) FILTER (WHERE {c})",
+                        f"sum(s{i}_{k}) FILTER (WHERE {c} AND t{i}_{j} IS NOT NULL)",
+                        f"sum(t{i}_{j}) FILTER (WHERE {c})", f"count(t{i}_{j}) FILTER (WHERE {c})"]
+        return out
+
+    pctl_aggs = [f"quantile_cont(m{i}, {tail})" for i in range(len(specs))]
+    row = g.con.execute(f"SELECT {', '.join(agg_list(lambda i: f'm{i} IS NOT NULL') + pctl_aggs)} FROM ({inner})",
+                        g.params).fetchone()
+    pctls = list(row[-len(specs):])
+    thr = {f"thr{i}": (p if p is not None else float("inf")) for i, p in enumerate(pctls)}
+    row_tail = g.con.execute(
+        f"SELECT {', '.join(agg_list(lambda i: f'm{i} >= $thr{i}'))} FROM ({inner})", {**g.params, **thr}
+    ).fetchone()
+    sample = g.con.execute(
+        f"SELECT * FROM ({inner}) USING SAMPLE reservoir({BOOT_ROWS} ROWS) REPEATABLE ({seed})", g.params
+    ).fetchnumpy()
+
+    n_sample = len(sample.get("m0", []))
+    W_full = _boot_weights(n_sample, seed)  # shared by every metric of the family
+    out: dict[str, tuple[GroupStats, GroupStats]] = {}
+    pos = 0
+    pos_tail = 0
+    for i, sp in enumerate(specs):
+        st_names = stages[sp.name]
+        eff = [s for s in st_names if s in sp.effects]
+        width = 2 + len(st_names) + 4 * len(eff)
+        stats = []
+        for r, start in ((row, pos), (row_tail, pos_tail)):
+            vals = r[start : start + width]
+            n, mean = int(vals[0] or 0), vals[1]
+            stage_mean = {s: float(vals[2 + k] or 0.0) for k, s in enumerate(st_names)}
+            tokens = {}
+            for k, s in enumerate(eff):
+                t_mean, s_sum, t_sum, t_count = vals[2 + len(st_names) + 4 * k : 2 + len(st_names) + 4 * k + 4]
+                rate = (s_sum / t_sum) if (t_sum and s_sum is not None) else float("nan")
+                tokens[s] = (float(t_mean) if t_mean is not None else float("nan"), rate, n > 0 and t_count == n)
+            stats.append(GroupStats(n=n, pctl=pctls[i], mean=float(mean) if mean is not None else float("nan"),
+                                    stage_mean=stage_mean, tokens=tokens, sample={}))
+        pos += width
+        pos_tail += width
+        m = np.asarray(sample.get(f"m{i}", []), dtype=float)
+        keep = np.isfinite(m)
+        smp = {
+            "m": m[keep],
+            "S": (np.column_stack([np.asarray(sample[f"s{i}_{k}"], dtype=float)[keep] for k in range(len(st_names))])
+                  if st_names else np.zeros((int(keep.sum()), 0))),
+            "T": (np.column_stack([np.nan_to_num(np.asarray(sample[f"t{i}_{k}"], dtype=float))[keep]
+                                   for k in range(len(eff))]) if eff else np.zeros((int(keep.sum()), 0))),
+            "eff_idx": np.array([st_names.index(s) for s in eff], dtype=int),
+            "W": W_full[:, keep],
         }
-        out.append(GroupStats(n=n, pctl=pctl, mean=float(mean) if mean is not None else float("nan"),
-                              stage_mean=stage_mean, tokens=tokens, sample=sample))
-    # the tail bootstrap must re-pick its own tail in each replicate: give it the whole sample
-    full = out[0].sample
-    out[1].sample = full
-    return out[0], out[1]
+        stats[0].sample = smp
+        stats[1].sample = smp
+        out[sp.name] = (stats[0], stats[1])
+    return out
 
 
 def _boot_weights(n: int, seed: int) -> np.ndarray:
+    """Poisson(1) weights, one row per replicate; float32 halves the memory traffic."""
     rng = np.random.default_rng(seed)
-    return rng.poisson(1.0, size=(BOOT_REPLICATES, n)).astype(np.float64)
+    return rng.poisson(1.0, size=(BOOT_REPLICATES, n)).astype(np.float32)
 
 
 def _boot_means(sample: dict[str, np.ndarray], tail: float | None, seed: int) -> dict[str, np.ndarray]:
-    """Per replicate: mean metric, mean of each stage, and per effect stage (mean tokens, rate)."""
+    """Per replicate: mean metric, mean of each stage, mean tokens of each effect stage and its stage mean.
+
+    For a tail, each replicate's tail is the smallest suffix of the rows sorted by the metric that
+    holds at least (1 - tail) of that replicate's weight; its means are one masked matrix product.
+    """
     m, S, T = sample["m"], sample["S"], sample["T"]
-    n = len(m)
+    n, k_s, k_t = len(m), S.shape[1], T.shape[1]
+    eff_idx = sample.get("eff_idx", np.arange(0))
     if n == 0:
         nan = np.full(BOOT_REPLICATES, np.nan)
-        return {"m": nan, "S": np.full((BOOT_REPLICATES, S.shape[1]), np.nan),
-                "T": np.full((BOOT_REPLICATES, T.shape[1]), np.nan), "TS": np.full((BOOT_REPLICATES, T.shape[1]), np.nan)}
-    W = _boot_weights(n, seed)
-    if tail is None:
-        wsum = W.sum(axis=1)
-        wsum[wsum == 0] = np.nan
-        res = {"m": W @ m / wsum, "S": (W @ S) / wsum[:, None], "T": (W @ T) / wsum[:, None]}
-        return res | {"TS": _effect_stage_sums(W, S, T, sample) / wsum[:, None]}
-    # tail: rows sorted by m; each replicate's tail is the smallest suffix holding >= (1 - tail) of its weight
-    order = np.argsort(m, kind="stable")
-    Wr = W[:, order]
-    suffix = np.cumsum(Wr[:, ::-1], axis=1)[:, ::-1]
-    start = (suffix >= (1.0 - tail) * suffix[:, :1]).sum(axis=1) - 1
-    start = np.clip(start, 0, n - 1)
-    idx = np.arange(BOOT_REPLICATES)
-    tw = suffix[idx, start]
-    tw[tw == 0] = np.nan
-
-    def tail_mean(x: np.ndarray) -> np.ndarray:
-        sx = np.cumsum((Wr * x[order])[:, ::-1], axis=1)[:, ::-1]
-        return sx[idx, start] / tw
-
-    res = {"m": tail_mean(m), "S": np.column_stack([tail_mean(S[:, j]) for j in range(S.shape[1])])
-           if S.shape[1] else np.zeros((BOOT_REPLICATES, 0)),
-           "T": np.column_stack([tail_mean(T[:, j]) for j in range(T.shape[1])])
-           if T.shape[1] else np.zeros((BOOT_REPLICATES, 0))}
-    eff_idx = sample.get("eff_idx", np.arange(0))
-    res["TS"] = (np.column_stack([tail_mean(S[:, j]) for j in eff_idx]) if len(eff_idx)
-                 else np.zeros((BOOT_REPLICATES, 0)))
-    return res
-
-
-def _effect_stage_sums(W: np.ndarray, S: np.ndarray, T: np.ndarray, sample: dict) -> np.ndarray:
-    eff_idx = sample.get("eff_idx", np.arange(0))
-    return (W @ S[:, eff_idx]) if len(eff_idx) else np.zeros((W.shape[0], 0))
+        return {"m": nan, "S": np.full((BOOT_REPLICATES, k_s), np.nan), "T": np.full((BOOT_REPLICATES, k_t), np.nan),
+                "TS": np.full((BOOT_REPLICATES, len(eff_idx)), np.nan)}
+    W = sample["W"] if "W" in sample else _boot_weights(n, seed)
+    X = np.column_stack([m, S, T]).astype(np.float64)
+    if tail is not None:
+        order = np.argsort(m, kind="stable")
+        W, X = W[:, order], X[order]
+        suffix = np.cumsum(W[:, ::-1], axis=1, dtype=np.float64)[:, ::-1]
+        start = np.clip((suffix >= (1.0 - tail) * suffix[:, :1]).sum(axis=1) - 1, 0, n - 1)
+        W = W * (np.arange(n)[None, :] >= start[:, None])
+    wsum = W.sum(axis=1, dtype=np.float64)
+    wsum[wsum == 0] = np.nan
+    means = (W @ X) / wsum[:, None]
+    S_means = means[:, 1 : 1 + k_s]
+    return {"m": means[:, 0], "S": S_means, "T": means[:, 1 + k_s :], "TS": S_means[:, eff_idx]}
 
 
 def _rescale(reps: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarray]:
@@ -243,18 +312,14 @@ def _interval(point: float, reps: np.ndarray) -> list[float] | None:
     return [round(point + float(lo), 3), round(point + float(hi), 3)]
 
 
-def compare(
-    base: Group, cur: Group, metric: str = "ttft_ms", statistic: str = "mean", tail: float = 0.95,
-    threshold: float = 0.10,
-) -> dict:
-    """One attribution entry (DESIGN.md §8 keys) for ``metric`` and ``statistic`` ('mean' or 'p95')."""
+def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStats, GroupStats], metric: str,
+                  statistic: str, tail: float, threshold: float, stages: list[str]) -> dict:
+    """One attribution entry (DESIGN.md §8 keys) from both groups' statistics."""
     spec = METRICS[metric]
-    stages = stage_names([base, cur], spec)
     eff = [s for s in stages if s in spec.effects]
-    b_mean, b_tail = group_stats(base, spec, stages, tail, SEED)
-    c_mean, c_tail = group_stats(cur, spec, stages, tail, SEED + 1)
     is_tail = statistic != "mean"
-    b, c = (b_tail, c_tail) if is_tail else (b_mean, c_mean)
+    b_mean, c_mean = b_pair[0], c_pair[0]
+    b, c = (b_pair[1], c_pair[1]) if is_tail else (b_mean, c_mean)
     contributions = {s: round(c.stage_mean[s] - b.stage_mean[s], 3) for s in stages}
     delta = c.mean - b.mean
     effects = {}
@@ -264,10 +329,6 @@ def compare(
             effects[s] = {"mix": round((t1 - t0) * (r0 + r1) / 2, 3), "rate": round((r1 - r0) * (t0 + t1) / 2, 3),
                           "tokens_baseline": round(t0, 2), "tokens_current": round(t1, 2),
                           "ms_per_token_baseline": round(r0, 5), "ms_per_token_current": round(r1, 5)}
-
-    # bootstrap
-    for st in (b, c):
-        st.sample["eff_idx"] = np.array([stages.index(s) for s in eff], dtype=int)
     tq = tail if is_tail else None
     bb = _rescale(_boot_means(b.sample, tq, SEED + 2), np.sqrt(len(b.sample["m"]) / max(b_mean.n, 1)))
     cb = _rescale(_boot_means(c.sample, tq, SEED + 3), np.sqrt(len(c.sample["m"]) / max(c_mean.n, 1)))
@@ -292,7 +353,7 @@ def compare(
     )
     return {
         "metric": metric,
-        "statistic": "mean" if not is_tail else statistic,
+        "statistic": statistic,
         "boundary": spec.boundary,
         "baseline": _r(b.mean),
         "current": _r(c.mean),
@@ -307,9 +368,45 @@ def compare(
         "regression": regression,
         "n_baseline": b_mean.n,
         "n_current": c_mean.n,
-        "n_tail_baseline": b_tail.n if is_tail else None,
-        "n_tail_current": c_tail.n if is_tail else None,
+        "n_tail_baseline": b_pair[1].n if is_tail else None,
+        "n_tail_current": c_pair[1].n if is_tail else None,
     }
+
+
+def attribute(base: Group, cur: Group, metrics: list[str], tail: float = 0.95, threshold: float = 0.10,
+              statistics: tuple[str, ...] = ("mean", "p95"), views: dict[str, str] | None = None) -> list[dict]:
+    """Attribution entries for ``metrics`` x ``statistics``; metrics of one view share their passes.
+
+    ``base``/``cur`` conditions may use ``{t}`` for the view's time column.
+    """
+    _PATTERNS.clear()  # cached per report run only: connection ids are reused later
+    out = []
+    by_view: dict[str, list[MetricSpec]] = {}
+    for name in metrics:
+        by_view.setdefault(METRICS[name].view, []).append(METRICS[name])
+    for specs in by_view.values():
+        t = specs[0].time_col
+        gb = Group(base.con, base.where.format(t=t), base.params)
+        gc = Group(cur.con, cur.where.format(t=t), cur.params)
+        view = (views or {}).get(specs[0].view, specs[0].view)
+        stages = {sp.name: stage_names([gb, gc], sp, views) for sp in specs}
+        bs = family_stats(gb, specs, stages, tail, SEED, view)
+        cs = family_stats(gc, specs, stages, tail, SEED + 1, view)
+        for sp in specs:
+            if min(bs[sp.name][0].n, cs[sp.name][0].n) < 2:
+                continue
+            for statistic in statistics:
+                out.append(compare_stats(bs[sp.name], cs[sp.name], sp.name, statistic, tail, threshold,
+                                         stages[sp.name]))
+    order = {m: i for i, m in enumerate(metrics)}
+    return sorted(out, key=lambda e: (order[e["metric"]], e["statistic"] != "mean"))
+
+
+def compare(base: Group, cur: Group, metric: str = "ttft_ms", statistic: str = "mean", tail: float = 0.95,
+            threshold: float = 0.10) -> dict:
+    """One attribution entry for ``metric`` and ``statistic`` ('mean' or e.g. 'p95')."""
+    (entry,) = attribute(base, cur, [metric], tail, threshold, statistics=(statistic,))
+    return entry
 
 
 def _r(x: float | None) -> float | None:

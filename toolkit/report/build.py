@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 
 from toolkit import queries
-from toolkit.attribution import METRICS, Group, compare
+from toolkit.attribution import METRICS, Group, attribute, stage_names
 from toolkit.report.model import ChartData, Report
 
 FILTER_COLUMNS = ("model", "service", "replica", "tenant")
@@ -51,11 +51,19 @@ class Selection:
     cond: str  # uses {t} for the view's time column
     params: dict
     description: dict
+    label: str = "c"  # this side's rows in the materialized _rb table
 
-    def group(self, time_col: str, extra: str = "true") -> Group:
-        where = f"({self.cond.format(t=time_col)}) AND ({extra})"
-        used = set(re.findall(r"\$(\w+)", where))  # DuckDB refuses parameters a statement does not use
-        return Group(self.con, where, {k: v for k, v in self.params.items() if k in used})
+    @property
+    def side(self) -> str:
+        return f"side = '{self.label}'"
+
+
+
+def _group(sel: Selection, extra: str) -> Group:
+    """The selection's rows as an attribution group; ``{t}`` stays for the view's time column."""
+    where = f"({sel.cond}) AND ({extra})"
+    used = set(re.findall(r"\$(\w+)", where))  # DuckDB refuses parameters a statement does not use
+    return Group(sel.con, where, {k: v for k, v in sel.params.items() if k in used})
 
 
 def _iso(ts: datetime | None) -> str | None:
@@ -101,6 +109,7 @@ def build_report(
     params = {"bucket_s": bucket_s} if bucket_s else None
     con = queries.connect(dataset, params)
     filt, fparams = _filter_sql(filters)
+    filt_calls = filt.replace("counted", "true", 1)  # a call is one row of `calls` already
     tail_name = f"p{round(tail * 100):d}"
     warnings: list[str] = []
 
@@ -117,30 +126,32 @@ def build_report(
         con_b = queries.connect(baseline_dataset, params)
         kind = "datasets"
         cur = Selection(con, "true", {}, {"dataset": str(dataset)})
-        base = Selection(con_b, "true", {}, {"dataset": str(baseline_dataset)})
+        base = Selection(con_b, "true", {}, {"dataset": str(baseline_dataset)}, label="b")
     elif window or baseline_window:
         if not (window and baseline_window):
             raise ValueError("--window and --baseline-window go together")
         kind = "windows"
         (cs, ce), (bs, be) = _parse_window(window), _parse_window(baseline_window)
-        cur = Selection(con, "{t} >= $w_start AND {t} < $w_end", {"w_start": cs, "w_end": ce},
+        cur = Selection(con, "{t} >= $c_start AND {t} < $c_end", {"c_start": cs, "c_end": ce},
                         {"windows": [{"start": _iso(cs), "end": _iso(ce)}]})
-        base = Selection(con, "{t} >= $w_start AND {t} < $w_end", {"w_start": bs, "w_end": be},
-                         {"windows": [{"start": _iso(bs), "end": _iso(be)}]})
+        base = Selection(con, "{t} >= $b_start AND {t} < $b_end", {"b_start": bs, "b_end": be},
+                         {"windows": [{"start": _iso(bs), "end": _iso(be)}]}, label="b")
     else:
         kind = "busy-vs-quiet"
         # distinct column names: inside EXISTS an unqualified ts_start would bind to the period's own
         con.execute("CREATE OR REPLACE TEMP TABLE _busy AS SELECT ts_start AS busy_start, ts_end AS busy_end FROM busy_periods")
         inside = "EXISTS (SELECT 1 FROM _busy b WHERE {t} >= b.busy_start AND {t} < b.busy_end)"
         cur = Selection(con, inside, {}, {"windows": [{"start": b["start"], "end": b["end"]} for b in busy]})
-        base = Selection(con, "NOT " + inside, {}, {"windows": "everything outside the busy periods"})
+        base = Selection(con, "NOT " + inside, {}, {"windows": "everything outside the busy periods"}, label="b")
 
     for sel in (cur, base):
         sel.params = {**sel.params, **fparams}
+    say("selecting requests")
+    _materialize([cur, base], filt)
+    for sel in (cur, base):
         n, vantages, formats = sel.con.execute(
             f"SELECT count(*), coalesce(list(DISTINCT vantage ORDER BY vantage), []), "
-            f"coalesce(list(DISTINCT source_format ORDER BY source_format), []) "
-            f"FROM stages WHERE ({sel.cond.format(t='ts_arrival')}) AND {filt}", sel.params).fetchone()
+            f"coalesce(list(DISTINCT source_format ORDER BY source_format), []) FROM _rb WHERE {sel.side}").fetchone()
         sel.description |= {"requests": n, "vantages": vantages, "formats": formats}
     if set(cur.description["vantages"]) != set(base.description["vantages"]) or len(cur.description["vantages"]) > 1:
         warnings.append(
@@ -156,23 +167,28 @@ def build_report(
     elif min(cur.description["requests"], base.description["requests"]) < 2:
         warnings.append("One side has fewer than 2 requests: no attribution.")
     else:
-        metrics = ["ttft_ms", "e2e_ms", "tpot_ms"]
+        families: list[tuple[list[str], str]] = [(["ttft_ms", "e2e_ms", "tpot_ms"], "true")]
+        joined = _joined_calls(con, cur, base, filt_calls)
+        if joined:
+            families.append((["client_ttft_ms"], filt_calls))
         # turns are a headline only for agent traffic: tool calls, or many multi-call traces
         tools, multi, traces = con.execute(
             "SELECT count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM turns").fetchone()
         if tools or (traces and multi >= 0.1 * traces):
-            metrics.append("turn_ms")
-        for metric in metrics:
-            spec = METRICS[metric]
-            extra = filt if spec.view == "stages" else "true"
-            g_cur, g_base = cur.group(spec.time_col, extra), base.group(spec.time_col, extra)
-            if min(_count(g, spec) for g in (g_cur, g_base)) < 2:
-                continue
-            for statistic in ("mean", tail_name):
-                say(f"attributing {statistic} {metric}")
-                entry = compare(g_base, g_cur, metric, statistic, tail=tail, threshold=threshold)
+            families.append((["turn_ms"], "true"))
+        for names, extra in families:
+            say(f"attributing {', '.join(names)}")
+            if names[0] == "ttft_ms":  # the boundary family reads the materialized rows
+                gb, gc = Group(base.con, base.side), Group(cur.con, cur.side)
+            else:
+                gb, gc = _group(base, extra), _group(cur, extra)
+            entries = attribute(gb, gc, names, tail=tail, threshold=threshold, statistics=("mean", tail_name),
+                                views={"_bounds": "_rb"})
+            for entry in entries:
+                if entry["metric"] == "client_ttft_ms":
+                    entry["joined"] = joined
                 entry["verdict"] = verdict(entry, context, tail_name)
-                attribution.append(entry)
+            attribution += entries
         warnings += _composite_warnings(attribution)
 
     say("summarising")
@@ -184,6 +200,10 @@ def build_report(
     if quarantine["rows"]:
         warnings.append(f"{quarantine['rows']} records were quarantined at import and are not in these figures.")
     warnings += _consistency_warnings(con)
+    for client, service, pairs, low in con.execute(
+            "SELECT client_format, service, pairs, min_uplink_ms FROM clock_offsets WHERE offset_suspect").fetchall():
+        warnings.append(f"Clocks disagree: {pairs} calls from {client} reached {service} before they were sent "
+                        f"(by up to {-low:.1f} ms); uplink and delivery are skewed by that offset (not corrected).")
 
     meta = {
         "dataset": str(dataset),
@@ -204,8 +224,21 @@ def build_report(
                   warnings=warnings, quarantine=quarantine, charts=charts)
 
 
-def _count(g: Group, spec) -> int:  # type: ignore[no-untyped-def]
-    return g.con.execute(f"SELECT count({spec.value}) FROM {spec.view} WHERE {g.where}", g.params).fetchone()[0]
+def _joined_calls(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selection, filt: str) -> dict[str, int]:
+    """How many calls were joined across vantages, by key, if enough on both sides to attribute."""
+    for sel in (cur, base):
+        if not sel.con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
+            return {}  # server records only: nothing to join (and the join is not free)
+    counts = {}
+    for sel in (cur, base):
+        n = sel.con.execute(
+            f"SELECT count(*) FROM calls WHERE ({sel.cond.format(t='ts_arrival')}) AND {filt} AND ttft_stage_ms IS NOT NULL",
+            {k: v for k, v in sel.params.items() if f"${k}" in sel.cond or f"${k}" in filt}).fetchone()[0]
+        counts[id(sel)] = n
+    if min(counts.values()) < 10:
+        return {}
+    rows = con.execute("SELECT join_key, count(*) FROM calls WHERE ttft_stage_ms IS NOT NULL GROUP BY ALL").fetchall()
+    return {k: n for k, n in rows}
 
 
 def _context(kind: str, busy: list[dict], cur: Selection, base: Selection) -> str:
@@ -238,6 +271,8 @@ def verdict(entry: dict, context: str, tail_name: str) -> str:
     head = (f"{context}: {stat} {label} {_signed(entry['delta'])} "
             f"({_ms(entry['baseline'])} → {_ms(entry['current'])})")
     driver = entry["driver"]
+    if entry.get("joined"):
+        head += " [" + ", ".join(f"{n} calls joined by {k}" for k, n in entry["joined"].items()) + "]"
     if driver is None:
         return head + "; no stage changed significantly" + (
             "." if not entry["regression"] else ", although the total did: the change is spread over stages.")
@@ -300,12 +335,36 @@ def _consistency_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
     return out
 
 
+RB_METRICS = {name: f"CASE WHEN {METRICS[name].require} THEN {METRICS[name].value} END"
+              for name in ("ttft_ms", "tpot_ms", "e2e_ms")}
+
+
+def _materialize(sides: list[Selection], filt: str) -> None:
+    """Each connection gets ``_rb``: the counted, filtered requests of its sides, boundaries as epoch us.
+
+    Every later statistic reads this compact table instead of re-deriving the views from Parquet
+    (a pass over the views costs far more than one over an in-memory table).
+    """
+    by_con: dict[int, list[Selection]] = {}
+    for sel in sides:
+        by_con.setdefault(id(sel.con), []).append(sel)
+    for group in by_con.values():
+        con = group[0].con
+        case = " ".join(f"WHEN {sel.cond.format(t='ts_arrival')} THEN '{sel.label}'" for sel in group)
+        params = {k: v for sel in group for k, v in sel.params.items()}
+        sql = (f"CREATE OR REPLACE TEMP TABLE _rb AS SELECT * FROM ("
+               f"SELECT CASE {case} END AS side, a_us, q_us, s_us, f_us, l_us, e_us, input_tokens, output_tokens, "
+               f"vantage, source_format FROM _bounds WHERE {filt}) WHERE side IS NOT NULL")
+        used = set(re.findall(r"\$(\w+)", sql))
+        con.execute(sql, {k: v for k, v in params.items() if k in used})
+
+
 def _summary(sel: Selection, filt: str) -> dict:
     out = {}
-    for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+    for metric, expr in RB_METRICS.items():
         n, mean, q = sel.con.execute(
-            f"SELECT count({metric}), avg({metric}), quantile_cont({metric}, [0.5, 0.9, 0.95, 0.99]) FROM stages "
-            f"WHERE ({sel.cond.format(t='ts_arrival')}) AND {filt}", sel.params).fetchone()
+            f"SELECT count(m), avg(m), quantile_cont(m, [0.5, 0.9, 0.95, 0.99]) "
+            f"FROM (SELECT {expr} AS m FROM _rb WHERE {sel.side})").fetchone()
         out[metric] = {"count": n, "mean": _r(mean), **{k: _r(v) for k, v in zip(("p50", "p90", "p95", "p99"), q or [None] * 4, strict=True)}}
     return out
 
@@ -316,34 +375,34 @@ def _r(x: float | None) -> float | None:
 
 def _charts(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selection, busy: list[dict], filt: str,
             fparams: dict) -> ChartData:
+    metric_cols = ", ".join(f"{expr} AS {m}" for m, expr in RB_METRICS.items())
     series = con.sql(
         f"""WITH b AS (SELECT min(bucket_s) AS bs FROM load),
-            q AS (SELECT CAST(floor(epoch_us(ts_arrival) / (b.bs * 1e6)) AS BIGINT) AS bucket_index,
+            q AS (SELECT CAST(floor(a_us / (b.bs * 1e6)) AS BIGINT) AS bucket_index,
                          quantile_cont(ttft_ms, [0.5, 0.95]) AS ttft, quantile_cont(tpot_ms, [0.5, 0.95]) AS tpot,
                          quantile_cont(e2e_ms, [0.5, 0.95]) AS e2e
-                  FROM stages, b WHERE {filt} GROUP BY ALL)
+                  FROM (SELECT a_us, {metric_cols} FROM _rb), b GROUP BY ALL)
             SELECT strftime(l.bucket_start, '%Y-%m-%dT%H:%M:%SZ') AS bucket_start, l.busy, l.arrivals_per_s,
                    l.mean_in_flight, q.ttft[1] AS ttft_p50_ms, q.ttft[2] AS ttft_p95_ms, q.tpot[1] AS tpot_p50_ms,
                    q.tpot[2] AS tpot_p95_ms, q.e2e[1] AS e2e_p50_ms, q.e2e[2] AS e2e_p95_ms
-            FROM load l LEFT JOIN q USING (bucket_index) ORDER BY l.bucket_start""", params=fparams
+            FROM load l LEFT JOIN q USING (bucket_index) ORDER BY l.bucket_start"""
     ).to_arrow_table().to_pylist()
-    composition = con.sql(
-        f"""WITH b AS (SELECT min(bucket_s) AS bs FROM load),
-            r AS (SELECT CAST(floor(epoch_us(ts_arrival) / (b.bs * 1e6)) AS BIGINT) AS bucket_index, b.bs, stage_ms
-                  FROM stages, b WHERE {filt}),
-            n AS (SELECT bucket_index, count(*) AS requests FROM r GROUP BY ALL),
-            e AS (SELECT bucket_index, bs, unnest(map_keys(stage_ms)) AS stage, unnest(map_values(stage_ms)) AS ms FROM r)
-            SELECT strftime(make_timestamp(CAST(bucket_index * bs * 1e6 AS BIGINT)), '%Y-%m-%dT%H:%M:%SZ') AS bucket_start,
-                   stage, sum(ms) / any_value(n.requests) AS mean_ms
-            FROM e JOIN n USING (bucket_index) GROUP BY bucket_index, bs, stage ORDER BY bucket_index, stage""",
-        params=fparams,
+    # mean ms per stage per bucket, from boundary arithmetic (a stage map per row is far slower)
+    e2e = METRICS["e2e_ms"]
+    keys = stage_names([Group(con, "true")], e2e, views={"_bounds": "_rb"})
+    cols = ", ".join(f"sum({e2e.expr(k)}) / count(*) AS \"{k}\"" for k in keys)
+    wide = con.sql(
+        f"""WITH b AS (SELECT min(bucket_s) AS bs FROM load)
+            SELECT strftime(make_timestamp(CAST(floor(a_us / (b.bs * 1e6)) * b.bs * 1e6 AS BIGINT)), '%Y-%m-%dT%H:%M:%SZ')
+                   AS bucket_start{', ' + cols if cols else ''}
+            FROM _rb, b GROUP BY 1 ORDER BY 1""",
     ).to_arrow_table().to_pylist()
+    composition = [{"bucket_start": r["bucket_start"], "stage": k, "mean_ms": r[k]} for r in wide for k in keys]
     ps = [round(i / 100, 2) for i in range(1, 100)]
     cdf = []
     for side, sel in (("baseline", base), ("current", cur)):
-        for metric in ("ttft_ms", "e2e_ms", "tpot_ms"):
-            q = sel.con.execute(f"SELECT quantile_cont({metric}, {ps}) FROM stages WHERE ({sel.cond.format(t='ts_arrival')}) AND {filt}",
-                                sel.params).fetchone()[0]
+        for metric, expr in RB_METRICS.items():
+            q = sel.con.execute(f"SELECT quantile_cont(m, {ps}) FROM (SELECT {expr} AS m FROM _rb WHERE {sel.side})").fetchone()[0]
             if q:
                 cdf += [{"metric": metric, "group": side, "value_ms": round(v, 3), "quantile": p} for p, v in zip(ps, q, strict=True)]
     timeline, window = _timeline(con, busy, filt, fparams)
