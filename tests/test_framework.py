@@ -72,3 +72,14 @@ def test_document_importer_writes_requests_and_spans(fake: types.ModuleType, tmp
     q = queries.run_sql(tmp_path / "ds", "SELECT source_line, reason_detail FROM quarantine ORDER BY 1").to_pylist()
     assert q == [{"source_line": 2, "reason_detail": "ts_end is before ts_arrival"},
                  {"source_line": 4, "reason_detail": "ts_end is before ts_start"}]
+
+
+def test_batch_with_duplicates_then_batch_without(tmp_path: Path) -> None:
+    """The duplicate path and the fast path of one import must not trip over each other's tables."""
+    def rec(i: int) -> str:
+        return json.dumps({"id": f"r{i}", "request_received_ts": 1795993800.0 + i, "request_finished_ts": 1795993801.0 + i})
+
+    (tmp_path / "a.jsonl").write_text("\n".join([rec(1), rec(1), rec(2)]) + "\n")
+    (tmp_path / "b.jsonl").write_text("\n".join([rec(3), rec(4)]) + "\n")
+    res = import_traces([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")], tmp_path / "ds", fmt="sglang").to_json()
+    assert (res["read"], res["imported"], res["duplicates"]) == (5, 4, 1)

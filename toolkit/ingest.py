@@ -1,7 +1,7 @@
 """``import_traces``: raw log files in, dataset rows out, every record accounted for.
 
 Per input file: detect or look up the importer, stream the file in batches of lines through the
-importer's SQL and the shared checks, split the candidates into skipped lines, quarantine rows,
+importer's SQL and the shared checks, split the candidates into skipped records (blank lines, other events, start-up spans: no request), quarantine rows,
 duplicates and imported rows, and stage the Parquet output. The whole import is committed at
 once (``store.Staging``). Counts always reconcile: read = imported + quarantined + duplicates.
 """
@@ -26,7 +26,7 @@ from toolkit import __version__, schema
 from toolkit.importers import REGISTRY, detect, get_importer
 from toolkit.importers._common import SPAN_IDENTITY, ImportOptions, checked_sql
 from toolkit.seen import SeenSet, first_new
-from toolkit.sources import InputError, Source, expand, head, iter_lines
+from toolkit.sources import BATCH_BYTES, InputError, Source, expand, head, iter_lines
 from toolkit.store import Dataset, Staging
 
 RAW_CAP = 4096
@@ -100,6 +100,11 @@ def resolve_format(src: Source, fmt: str) -> ModuleType:
     return imp
 
 
+def _configure(imp: ModuleType, src: Source, options: ImportOptions) -> ModuleType:
+    """An importer whose SQL depends on per-import settings (``mapping``) is bound to each file here."""
+    return imp.configure(src, options) if hasattr(imp, "configure") else imp
+
+
 def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     con.execute(f"SET threads = {threads or os.cpu_count() or 2}")
@@ -128,68 +133,74 @@ def import_traces(
     if fmt != "auto":
         get_importer(fmt)  # fail on an unknown name before touching the dataset
     ds = Dataset.open(out, create=True)
-    with ds.locked(lock_timeout_s):
-        sources = expand(paths)
-        plan = [(src, resolve_format(src, fmt)) for src in sources]
-        staging = Staging(ds)
-        writer = _BackgroundWriter(staging)
-        imported_at = datetime.now(UTC).replace(tzinfo=None)
-        con = connect()
-        seen = SeenSet()
-        loaded: set[str] = set()
-        results: list[FileResult] = []
-        seen_hashes: dict[tuple[str, str], str] = {}
-        try:
-            sizes = {(f["size"], f["format"]) for i in ds.manifest()["imports"] for f in i["files"]}
-            for src, imp in plan:
-                res = FileResult(path=src.name, format=imp.NAME, size=src.size, sha256="")
-                results.append(res)
-                # Hashing costs a full read: do it first only when a same-size file was seen before,
-                # otherwise on a thread while the import runs (hashlib releases the GIL).
-                if (src.size, imp.NAME) in sizes or any(k[1] == imp.NAME for k in seen_hashes):
-                    res.sha256 = src.sha256
-                    prior = ds.imported_file(res.sha256, imp.NAME) or (
-                        {"path": seen_hashes[(res.sha256, imp.NAME)], "import_id": "this import"}
-                        if (res.sha256, imp.NAME) in seen_hashes else None)
-                    if prior:
-                        res.status = "already-imported"
-                        res.note = f"same bytes as {prior['path']} (import {prior['import_id']}): nothing added"
-                        continue
-                    hasher = None
+    sources: list[Source] = []
+    try:
+        with ds.locked(lock_timeout_s):
+            sources = expand(paths)
+            plan = [(src, _configure(resolve_format(src, fmt), src, options)) for src in sources]
+            staging = Staging(ds)
+            writer = _BackgroundWriter(staging)
+            imported_at = datetime.now(UTC).replace(tzinfo=None)
+            con = connect()
+            seen = SeenSet()
+            loaded: set[str] = set()
+            results: list[FileResult] = []
+            seen_hashes: dict[tuple[str, str], str] = {}
+            try:
+                sizes = {(f["size"], f["format"]) for i in ds.manifest()["imports"] for f in i["files"]}
+                for src, imp in plan:
+                    res = FileResult(path=src.name, format=imp.NAME, size=src.size, sha256="")
+                    results.append(res)
+                    # Hashing costs a full read: do it first only when a same-size file was seen before,
+                    # otherwise on a thread while the import runs (hashlib releases the GIL).
+                    if (src.size, imp.NAME) in sizes or any(k[1] == imp.NAME for k in seen_hashes):
+                        res.sha256 = src.sha256
+                        prior = ds.imported_file(res.sha256, imp.NAME) or (
+                            {"path": seen_hashes[(res.sha256, imp.NAME)], "import_id": "this import"}
+                            if (res.sha256, imp.NAME) in seen_hashes else None)
+                        if prior:
+                            res.status = "already-imported"
+                            res.note = f"same bytes as {prior['path']} (import {prior['import_id']}): nothing added"
+                            continue
+                        hasher = None
+                    else:
+                        hasher = threading.Thread(target=lambda s=src: s.sha256, daemon=True)
+                        hasher.start()
+                    if imp.NAME not in loaded:
+                        _load_seen(con, ds, imp, seen)
+                        loaded.add(imp.NAME)
+                    _import_file(con, writer, seen, src, imp, options, keep_raw, batch_rows, imported_at, res,
+                                 progress)
+                    if hasher:
+                        hasher.join()
+                        res.sha256 = src.sha256
+                    seen_hashes[(res.sha256, imp.NAME)] = src.name
+                writer.close()
+                entry = {
+                    "time": imported_at.isoformat() + "Z",
+                    "stagelens_version": __version__,
+                    "schema_version": schema.version(),
+                    "options": {"format": fmt, "service": options.service, "model": options.model,
+                                "keep_raw": keep_raw},
+                    "files": [asdict(r) for r in results if r.status == "imported"],
+                }
+                if entry["files"]:
+                    staging.commit(entry)
+                    import_id: str | None = staging.import_id
                 else:
-                    hasher = threading.Thread(target=lambda s=src: s.sha256, daemon=True)
-                    hasher.start()
-                if imp.NAME not in loaded:
-                    _load_seen(con, ds, imp, seen)
-                    loaded.add(imp.NAME)
-                _import_file(con, writer, seen, src, imp, options, keep_raw, batch_rows, imported_at, res,
-                             progress)
-                if hasher:
-                    hasher.join()
-                    res.sha256 = src.sha256
-                seen_hashes[(res.sha256, imp.NAME)] = src.name
-            writer.close()
-            entry = {
-                "time": imported_at.isoformat() + "Z",
-                "stagelens_version": __version__,
-                "schema_version": schema.version(),
-                "options": {"format": fmt, "service": options.service, "model": options.model,
-                            "keep_raw": keep_raw},
-                "files": [asdict(r) for r in results if r.status == "imported"],
-            }
-            if entry["files"]:
-                staging.commit(entry)
-                import_id: str | None = staging.import_id
-            else:
+                    staging.discard()
+                    import_id = None
+            except BaseException:
+                writer.close(discard=True)
                 staging.discard()
-                import_id = None
-        except BaseException:
-            writer.close(discard=True)
-            staging.discard()
-            raise
-        finally:
-            con.close()
-    return ImportResult(dataset=str(out), import_id=import_id, files=results)
+                raise
+            finally:
+                con.close()
+            return ImportResult(dataset=str(out), import_id=import_id, files=results)
+    finally:
+        for src in sources:
+            if src.spooled:  # the stdin copy may hold prompts: never leave it behind
+                src.path.unlink(missing_ok=True)
 
 
 def _identity(imp: ModuleType, table: str = "requests") -> str:
@@ -258,7 +269,8 @@ def _batches(src: Source, imp: ModuleType, con: duckdb.DuckDBPyConnection, batch
         con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
         yield 0
         return
-    for lines in iter_lines(src, batch_rows):
+    # nested formats (OTLP) expand several-fold when parsed: they may ask for smaller batches
+    for lines in iter_lines(src, batch_rows, getattr(imp, "BATCH_BYTES", BATCH_BYTES)):
         con.register("lines", lines)
         yield int(lines.column("ln")[-1].as_py())
         con.unregister("lines")
@@ -352,7 +364,8 @@ def _write_rows(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen:
         return
     seen.add(keys[keep])
     if n_keep == len(keys):
-        con.execute("CREATE OR REPLACE TEMP VIEW _keep AS SELECT * FROM _cand WHERE _k IS NOT NULL")
+        # always a table: a view here would clash with the table the duplicate path creates
+        con.execute("CREATE OR REPLACE TEMP TABLE _keep AS SELECT * FROM _cand WHERE _k IS NOT NULL")
     else:
         # Rare: duplicates in this batch. Records are told apart by (ln, position among equal keys).
         con.register("_kept_keys", pa.table({"ln": ids["ln"][keep], "k": keys[keep]}))

@@ -231,7 +231,7 @@ def head(src: Source, nbytes: int = HEAD_BYTES) -> bytes:
 BATCH_BYTES = 48 << 20  # text per batch: bounds memory whatever the line length
 
 
-def iter_lines(src: Source, batch_rows: int = 250_000) -> Iterator[pa.Table]:
+def iter_lines(src: Source, batch_rows: int = 250_000, batch_bytes: int = BATCH_BYTES) -> Iterator[pa.Table]:
     """Yield tables ``(ln, line)`` of about ``batch_rows`` lines; sets ``src.truncated`` at the end.
 
     Uses the fast reader and, if it meets a line it cannot keep exact (invalid UTF-8, a 0x01
@@ -241,7 +241,7 @@ def iter_lines(src: Source, batch_rows: int = 250_000) -> Iterator[pa.Table]:
         return
     done = 0
     try:
-        for tbl in _iter_lines_fast(src, batch_rows):
+        for tbl in _iter_lines_fast(src, batch_rows, batch_bytes):
             done += tbl.num_rows
             yield tbl
         return
@@ -269,8 +269,10 @@ class _CheckedReader(io.RawIOBase):
 
     def read(self, size: int = -1) -> bytes:
         data = self._inner.read(size if size and size > 0 else 1 << 20)
-        if data and not self.suspect and (b"\x01" in data or data.count(b"\r") != data.count(b"\r\n")):
-            self.suspect = True
+        if data and not self.suspect and (
+            b"\x01" in data or (b"\r" in data and data.count(b"\r") != data.count(b"\r\n"))
+        ):
+            self.suspect = True  # memchr first: most files hold no CR at all
         return data
 
     def readinto(self, b) -> int:  # type: ignore[override]
@@ -283,7 +285,7 @@ class _CheckedReader(io.RawIOBase):
         return bool(getattr(self._inner, "truncated", False))
 
 
-def _iter_lines_fast(src: Source, batch_rows: int) -> Iterator[pa.Table]:
+def _iter_lines_fast(src: Source, batch_rows: int, batch_bytes: int = BATCH_BYTES) -> Iterator[pa.Table]:
     inner = _open_decompressed(src) if src.compression else src.path.open("rb", buffering=0)
     reader = _CheckedReader(inner)
     try:
@@ -308,7 +310,7 @@ def _iter_lines_fast(src: Source, batch_rows: int) -> Iterator[pa.Table]:
             pending.append(batch)
             rows += batch.num_rows
             nbytes += batch.nbytes
-            if rows >= batch_rows or nbytes >= BATCH_BYTES:
+            if rows >= batch_rows or nbytes >= batch_bytes:
                 yield _numbered(pending, line0)
                 line0 += rows
                 pending, rows, nbytes = [], 0, 0

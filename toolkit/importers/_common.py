@@ -3,9 +3,12 @@
 An importer is one module with a few constants and one function, ``requests_sql()``, returning a
 DuckDB SELECT over the view ``lines(ln BIGINT, line VARCHAR)`` (one batch of the input file).
 Optional: ``spans_sql()`` (the same, producing ``spans`` rows: tool calls and other non-model
-intervals), and ``READS = "document"`` for formats that are one JSON document rather than lines:
-such an importer reads ``read_json(getvariable('source_path'), compression =
-getvariable('source_compression'), ...)`` itself and numbers its records as ``ln``.
+intervals); ``BATCH_BYTES``, a smaller cap on the text per batch for formats that expand when
+parsed (OTLP); and ``READS = "document"`` for formats that are one JSON document rather than
+lines: such an importer reads ``read_json(getvariable('source_path'), compression =
+getvariable('source_compression'), ...)`` itself and numbers its records as ``ln``. An importer
+whose SQL depends on the file (a CSV header, a mapping file) defines ``configure(src, options)``,
+which returns the importer bound to that file (``ingest._configure`` calls it per file).
 When both functions exist, a line's 'skip' and 'unparseable' rows come from ``requests_sql``
 only, and ``requests_sql`` must not mark as 'skip' the records ``spans_sql`` imports, so every
 record is counted once. Each output row is a *candidate*:

@@ -1,0 +1,109 @@
+"""Arrival-only workload traces (Mooncake, Azure LLM inference, BurstGPT): golden rows by hand.
+
+These rows carry ts_arrival and token counts; with no latency in the trace ts_end = ts_arrival,
+listed in ``derived`` (the schema requires ts_end; see toolkit/importers/workloads.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.test_importer_clients import counts, quarantine, run_sql
+from toolkit.importers import detect
+from toolkit.importers._common import ImportOptions
+from toolkit.ingest import import_traces
+
+S = Path(__file__).resolve().parent.parent / "sample_traces"
+CASES = Path(__file__).resolve().parent / "cases"
+
+
+def _rows(ds: Path) -> list[dict]:
+    return run_sql(ds, """SELECT source_line, strftime(ts_arrival, '%Y-%m-%d %H:%M:%S.%f') AS a,
+                                 strftime(ts_end, '%Y-%m-%d %H:%M:%S.%f') AS e, derived, clock, vantage, status,
+                                 model, session_id, input_tokens, output_tokens, request_id,
+                                 ts_first_token IS NULL AND ts_queued IS NULL AND ts_last_token IS NULL AS only_arrival
+                          FROM requests ORDER BY source_line""")
+
+
+def _imp(tmp_path: Path, f: Path, **kw) -> tuple[Path, dict]:  # type: ignore[no-untyped-def]
+    ds = tmp_path / "ds"
+    return ds, import_traces([str(f)], ds, options=ImportOptions(**kw)).to_json()
+
+
+@pytest.mark.parametrize(("path", "name"), [
+    ("mooncake/golden_trace.jsonl", "mooncake"),
+    ("azure-llm/golden_AzureLLMInferenceTrace_code.csv", "azure-llm"),
+    ("burstgpt/golden_BurstGPT_1.csv", "burstgpt"),
+    ("burstgpt/golden_BurstGPT_3.csv", "burstgpt"),
+])
+def test_workload_traces_sniffed(path: str, name: str) -> None:
+    assert detect((S / path).read_bytes()).NAME == name
+
+
+def test_mooncake(tmp_path: Path) -> None:
+    ds, res = _imp(tmp_path, S / "mooncake/golden_trace.jsonl")
+    assert counts(res) == (3, 3, 0, 0, 1)  # 4 lines, one blank
+    r = _rows(ds)
+    # timestamp ms from the trace start; no --clock-origin: from the Unix epoch, relative
+    assert [(x["source_line"], x["a"], x["e"], x["input_tokens"], x["output_tokens"]) for x in r] == [
+        (1, "1970-01-01 00:00:00.000000", "1970-01-01 00:00:00.000000", 6758, 500),
+        (2, "1970-01-01 00:00:01.500000", "1970-01-01 00:00:01.500000", 512, 20),  # 1500 ms
+        (4, "1970-01-01 00:00:02.500500", "1970-01-01 00:00:02.500500", 10, 3),  # 2500.5 ms
+    ]
+    assert all(x["derived"] == ["ts_end"] and x["clock"] == "relative" and x["only_arrival"] and x["status"] is None
+               for x in r)
+    assert r[1]["session_id"] == "sess-7"
+    assert "SECRET" not in str(run_sql(ds, "SELECT * FROM requests"))
+    # --clock-origin 2026-01-01 00:00 UTC: wall clock, the arrival placed (derived)
+    ds2 = tmp_path / "wall"
+    import_traces([str(S / "mooncake/golden_trace.jsonl")], ds2,
+                  options=ImportOptions(clock_origin_us=1_767_225_600_000_000))
+    r2 = _rows(ds2)
+    assert (r2[1]["a"], r2[1]["clock"], r2[1]["derived"]) == ("2026-01-01 00:00:01.500000", "wall", ["ts_arrival", "ts_end"])
+
+
+def test_azure_llm(tmp_path: Path) -> None:
+    ds, res = _imp(tmp_path, S / "azure-llm/golden_AzureLLMInferenceTrace_code.csv")
+    assert counts(res) == (3, 3, 0, 0, 1)  # header skipped
+    r = _rows(ds)
+    assert [(x["source_line"], x["a"], x["input_tokens"], x["output_tokens"]) for x in r] == [
+        (2, "2023-11-16 18:17:03.979960", 4808, 10),  # 7 fractional digits (100 ns ticks), truncated; no zone: UTC
+        (3, "2024-05-10 00:00:00.009930", 2048, 129),  # +00:00
+        (4, "2024-05-10 00:00:00.000000", 100, 0),  # 02:00:00+02:00, no fraction
+    ]
+    assert all(x["a"] == x["e"] and x["derived"] == ["ts_end"] and x["clock"] == "wall" for x in r)
+
+
+def test_burstgpt_v1_and_v3(tmp_path: Path) -> None:
+    ds, res = _imp(tmp_path, S / "burstgpt/golden_BurstGPT_1.csv")
+    assert counts(res) == (2, 2, 0, 0, 1)
+    r = _rows(ds)
+    assert [(x["a"], x["e"], x["model"], x["status"], x["input_tokens"], x["output_tokens"]) for x in r] == [
+        ("1970-01-01 00:00:05.000000", "1970-01-01 00:00:05.000000", "ChatGPT", "ok", 472, 18),
+        ("1970-01-01 00:02:00.000000", "1970-01-01 00:02:00.000000", "GPT-4", "error", 300, 0),  # 0 response tokens
+    ]
+    assert r[0]["vantage"] == "gateway" and r[0]["derived"] == ["ts_end"]
+    # BurstGPT_3: Session ID and Elapsed time (e2e) found by name; --clock-origin = the first day's 0:00
+    ds3 = tmp_path / "v3"
+    res = import_traces([str(S / "burstgpt/golden_BurstGPT_3.csv")], ds3,
+                        options=ImportOptions(clock_origin_us=1_767_225_600_000_000)).to_json()
+    assert counts(res) == (1, 1, 0, 0, 1)
+    r = _rows(ds3)[0]
+    # 10.5 s after midnight; + Elapsed 2.25 s
+    assert (r["a"], r["e"], r["session_id"], r["clock"], r["derived"]) == (
+        "2026-01-01 00:00:10.500000", "2026-01-01 00:00:12.750000", "s-1", "wall", ["ts_arrival", "ts_end"])
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("mooncake/bad_trace.jsonl", [(1, "bad-type", "timestamp is not a number"), (2, "missing-field", "timestamp is missing")]),
+    ("azure-llm/bad_AzureLLMInferenceTrace.csv", [(2, "bad-type", "TIMESTAMP is not a date and time"),
+                                                  (3, "bad-type", "ContextTokens is not an integer")]),
+    ("burstgpt/bad_BurstGPT_1.csv", [(2, "bad-type", "Timestamp is not a number")]),
+    ("burstgpt/bad_BurstGPT_3.csv", [(2, "negative-duration", "Elapsed time is negative")]),
+])
+def test_workload_bad_records(tmp_path: Path, path: str, expected: list[tuple]) -> None:
+    ds, res = _imp(tmp_path, CASES / path)  # sniffed from the header / first line
+    assert (res["read"], res["quarantined"]) == (len(expected), len(expected))
+    assert quarantine(ds) == expected

@@ -1,0 +1,42 @@
+"""For one-JSON-document importers: refuse a malformed document with one clear line.
+
+DuckDB's ``read_json`` cannot skip parse errors outside newline-delimited JSON, so a truncated
+or corrupt document would raise from inside the import. ``check(src)`` parses it once first
+(DuckDB, streaming, decompressing) and turns a failure into an ``InputError`` naming the file
+and the byte offset — never the document's text.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from typing import Any
+
+import duckdb
+
+from toolkit.sources import InputError, Source
+
+
+def check(src: Source) -> None:
+    con = duckdb.connect()
+    try:
+        con.execute("SET threads = 1")
+        con.execute(
+            "SELECT count(*) FROM read_json(?, format = 'unstructured', records = 'false', "
+            "maximum_object_size = 268435456, compression = ?, columns = {'j': 'JSON'})",
+            [str(src.path), src.compression or "none"])
+    except duckdb.Error as e:
+        m = re.search(r"at byte (\d+)[^:]*: ([^\n]*)", str(e))
+        where = f" at byte {m.group(1)}: {m.group(2)[:80].rstrip(' .')}" if m else ""
+        raise InputError(f"{src.name}: not a complete JSON document{where}") from None
+    finally:
+        con.close()
+
+
+def configure_checked(module_name: str):  # type: ignore[no-untyped-def]
+    """A ``configure(src, options)`` that checks the document and returns the importer unchanged."""
+    def configure(src: Source, options: Any) -> types.ModuleType:
+        check(src)
+        return __import__(module_name, fromlist=["_"])
+
+    return configure

@@ -1,0 +1,44 @@
+"""Shared by the arrival-only workload-trace importers (``mooncake``, ``azure-llm``, ``burstgpt``).
+
+Public workload traces (../shared/formats/tgi-triton-trtllm-aiperf.md §5) record when each
+request arrived and its token counts, not how long it took (BurstGPT's ``Elapsed time`` is the
+exception: an end-to-end latency). They are imported so that load and busy periods can be
+studied and the arrival pattern replayed (``stagelens replay``).
+
+The schema makes ``ts_end`` required and has no column that says "workload trace". Until it does
+(a schema proposal is in the issue #7 report), these rows:
+
+* carry ``ts_end = ts_arrival`` with ``'ts_end'`` in ``derived`` when the trace has no latency
+  (BurstGPT with ``Elapsed time``: ``ts_end = arrival + elapsed``, derived), every other
+  boundary null, ``status`` null when the trace does not say;
+* are recognised by ``source_format`` (``mooncake``, ``azure-llm``, ``burstgpt``): latency
+  queries must exclude them (their e2e of 0 is not a measurement), load queries may use arrivals.
+"""
+
+from __future__ import annotations
+
+import csv
+
+from toolkit.sources import InputError, Source, head
+
+WORKLOAD_FORMATS = ("mooncake", "azure-llm", "burstgpt")
+
+
+def csv_header(src: Source) -> list[str]:
+    """The first line of a CSV file, split (quotes allowed), BOM and CR removed."""
+    first = head(src).split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8-sig", errors="replace")
+    return next(csv.reader([first]), [])
+
+
+def positions(src: Source, header: list[str], wanted: dict[str, bool]) -> dict[str, int | None]:
+    """1-based position of each wanted column (case-insensitive); required ones must exist."""
+    low = [h.strip().lower() for h in header]
+    out: dict[str, int | None] = {}
+    for name, required in wanted.items():
+        if name.lower() in low:
+            out[name] = low.index(name.lower()) + 1
+        elif required:
+            raise InputError(f"{src.name}: CSV header has no {name!r} column ({', '.join(header[:12])})")
+        else:
+            out[name] = None
+    return out
