@@ -263,3 +263,37 @@ def _coerce(value: object) -> object:
             except ValueError:
                 pass
     return value
+
+
+def mixed_vantage_warnings(dataset: str | Path, sql: str, result: pa.Table) -> list[str]:
+    """Warnings for results that compare rows whose TTFT/e2e boundaries differ (DESIGN §4).
+
+    A result with a ``mixed_vantage`` column (metrics, goodput) warns for each flagged group. Other
+    SQL that mentions TTFT or e2e warns when the dataset's counted rows come from several vantages
+    and the result does not keep ``vantage`` apart.
+    """
+    out: list[str] = []
+    if "mixed_vantage" in result.column_names:
+        dims = [c for c in ("model", "service", "replica", "tenant", "source_format", "period")
+                if c in result.column_names]
+        flagged = [r for r in result.to_pylist() if r.get("mixed_vantage")]
+        seen: set[tuple] = set()
+        for r in flagged:
+            key = tuple((d, r[d]) for d in dims if r[d] is not None)
+            if key in seen:
+                continue
+            seen.add(key)
+            where = ", ".join(f"{d}={v}" for d, v in key) or "all rows"
+            out.append(f"group {where} mixes vantages {r.get('vantages')}: TTFT and e2e start and end at "
+                       "different places; group by vantage to compare like with like")
+        return out
+    text = _strip_comments_and_strings(sql).lower()
+    if "vantage" in result.column_names or not re.search(r"ttft|e2e|first_token|stages|metrics|goodput", text):
+        return out
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW requests AS {_table_source(Dataset.open(dataset), 'requests')}")
+    vantages = [r[0] for r in con.sql("SELECT DISTINCT vantage FROM requests ORDER BY 1").fetchall()]
+    if len(vantages) > 1:
+        out.append(f"the dataset mixes vantages ({', '.join(vantages)}): TTFT and e2e boundaries differ "
+                   "between them; add vantage to the GROUP BY (or see the consistency view)")
+    return out

@@ -1,0 +1,182 @@
+"""Benchmark the heavy views (``stages``, ``load``, ``metrics``) on a generated dataset.
+
+    python bench/bench_queries.py [--rows 10000000] [--dir bench/data/queries-10m] [--threads 2]
+
+Generates its own data once (vectorized in DuckDB, written as Parquet in the dataset layout:
+``requests/date=YYYY-MM-DD/*.parquet`` plus ``manifest.json``), then times each view in a fresh
+process (so each peak RSS is that view's own) and prints wall seconds, CPU seconds (all threads) and
+peak RSS. On a shared machine compare the CPU seconds: wall time grows with the load average (printed
+too), CPU time much less. Timings are not asserted anywhere: DESIGN §10 targets are read from this output.
+
+The data: a day of traffic at a constant mean rate with a 4x burst of 20 minutes; 60 % of rows
+with every boundary (vllm-otlp-like), 30 % without a last token (sglang-like), 10 % client rows
+without queue boundaries but with streamed chunk gaps (``itl_ms``, 20 gaps each); 10 % of rows
+belong to 4-call agent traces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from toolkit import queries, schema  # noqa: E402
+
+GENERATE = """
+COPY (
+  WITH base AS (
+    SELECT
+      i,
+      -- arrivals: uniform over a day, with extra arrivals packed into 20 minutes at 12:00 (a 4x burst)
+      CAST(CASE WHEN i % 25 < 1 THEN 43200000000 + hash(i, 1) % 1200000000
+           ELSE hash(i, 2) % 86400000000 END AS BIGINT) AS off_us,
+      hash(i, 3) % 100 AS kind,
+      -- lognormal-ish stage durations (microseconds)
+      CAST(500 + hash(i, 4) % 3000 AS BIGINT) AS pre_us,
+      CAST(exp(ln(20000) + 1.2 * (hash(i, 5) % 1000 / 1000.0 - 0.5)) AS BIGINT) AS queue_us,
+      CAST(50000 + hash(i, 6) % 400000 AS BIGINT) AS prefill_us,
+      CAST(20 + hash(i, 7) % 480 AS BIGINT) AS out_tok,
+      CAST(1000 + hash(i, 8) % 4000 AS BIGINT) AS in_tok,
+      CAST(15000 + hash(i, 9) % 25000 AS BIGINT) AS tpot_us,
+      CAST(200 + hash(i, 10) % 5000 AS BIGINT) AS post_us
+    FROM range({rows}) t(i)
+  ), b AS (
+    SELECT *,
+      epoch_us(TIMESTAMP '2026-11-29 00:00:00') + off_us AS a,
+      (out_tok - 1) * tpot_us AS dec_us
+    FROM base
+  )
+  SELECT
+    'r' || i AS request_id,
+    NULL::VARCHAR AS span_id,
+    NULL::VARCHAR AS parent_span_id,
+    CASE WHEN i % 10 = 0 THEN 't' || (i // 40) END AS trace_id,
+    NULL::VARCHAR AS session_id,
+    CASE WHEN kind < 60 THEN 'vllm-otlp' WHEN kind < 90 THEN 'sglang' ELSE 'bench-client' END AS source_format,
+    CASE WHEN kind < 90 THEN 'server' ELSE 'client' END AS vantage,
+    'svc-' || (i % 3) AS service,
+    'replica-' || (i % 8) AS replica,
+    CASE WHEN i % 2 = 0 THEN 'llama-70b' ELSE 'qwen-32b' END AS model,
+    'tenant-' || (i % 5) AS tenant,
+    make_timestamp(a) AS ts_arrival,
+    CASE WHEN kind < 90 THEN make_timestamp(a + pre_us) END AS ts_queued,
+    CASE WHEN kind < 90 THEN make_timestamp(a + pre_us + queue_us) END AS ts_scheduled,
+    make_timestamp(a + pre_us + queue_us + prefill_us) AS ts_first_token,
+    CASE WHEN kind < 60 OR kind >= 90 THEN make_timestamp(a + pre_us + queue_us + prefill_us + dec_us) END AS ts_last_token,
+    make_timestamp(a + pre_us + queue_us + prefill_us + dec_us + post_us) AS ts_end,
+    in_tok AS input_tokens,
+    in_tok // 3 AS cached_input_tokens,
+    out_tok AS output_tokens,
+    0::BIGINT AS num_preemptions,
+    'ok' AS status,
+    'stop' AS finish_reason,
+    NULL::VARCHAR AS error_type,
+    CASE WHEN kind >= 90 THEN
+      list_transform(range(20), lambda j: CAST(tpot_us / 1e3 * (0.5 + (hash(i, j) % 1000) / 1000.0) AS FLOAT))
+    END AS itl_ms,
+    CASE WHEN kind < 60 THEN ['ts_queued', 'ts_scheduled'] ELSE [] END::VARCHAR[] AS derived,
+    NULL::DOUBLE AS clock_skew_ms,
+    'wall' AS clock,
+    'bench.jsonl' AS source_file,
+    i + 1 AS source_line,
+    strftime(make_timestamp(a), '%Y-%m-%d') AS date
+  FROM b
+) TO '{out}' (FORMAT parquet, PARTITION_BY (date), ROW_GROUP_SIZE 1000000, OVERWRITE_OR_IGNORE)
+"""
+
+QUERIES = {
+    # every column of stages, the stage_ms map included (the most expensive column)
+    "stages": "SELECT count(*), sum(e2e_ms), sum(ttft_ms), sum(tpot_ms), sum(preprocess_ms), sum(queue_ms), "
+              "sum(prefill_ms), sum(decode_ms), sum(postprocess_ms), sum(cardinality(stage_ms)) FROM stages",
+    # the same without building stage_ms (what per-stage aggregations pay)
+    "stages_no_map": "SELECT count(*), sum(e2e_ms), sum(ttft_ms), sum(tpot_ms), sum(preprocess_ms), sum(queue_ms), "
+                     "sum(prefill_ms), sum(decode_ms), sum(postprocess_ms) FROM stages",
+    # every column, the stages as the two plain lists instead of the map
+    "stages_lists": "SELECT count(*), sum(e2e_ms), sum(ttft_ms), sum(tpot_ms), sum(preprocess_ms), sum(queue_ms), "
+                    "sum(prefill_ms), sum(decode_ms), sum(postprocess_ms), sum(array_length(stage_names)), "
+                    "sum(array_length(stage_values_ms)) FROM stages",
+    "load": "SELECT count(*), sum(mean_in_flight), max(peak_in_flight), count_if(busy) FROM load",
+    "busy_periods": "SELECT count(*), sum(duration_s) FROM busy_periods",
+    "metrics": "SELECT count(*), sum(p99) FROM metrics",
+}
+
+
+def generate(out: Path, rows: int, threads: int) -> None:
+    """Write ``rows`` requests into ``out`` in the dataset layout (skipped when already there)."""
+    if (out / "manifest.json").exists():
+        return
+    (out / "requests").mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(config={"threads": threads})
+    t = time.perf_counter()
+    con.execute(GENERATE.format(rows=rows, out=str(out / "requests")))
+    (out / "manifest.json").write_text(json.dumps({"schema_version": schema.version(), "imports": []}))
+    print(f"generated {rows:,} requests in {time.perf_counter() - t:.1f} s into {out}", file=sys.stderr)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS: VmHWM (ru_maxrss survives exec on Linux, so a child would report the parent's)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_one(dataset: Path, name: str, threads: int, params: dict[str, object]) -> None:
+    """Time one view in this (fresh) process and print a JSON line: seconds and this process's peak RSS."""
+    con = queries.connect(dataset, params)
+    con.execute(f"SET threads = {threads}")
+    t, cpu = time.perf_counter(), time.process_time()
+    con.sql(QUERIES[name]).fetchall()
+    print(json.dumps({"name": name, "seconds": time.perf_counter() - t, "cpu_s": time.process_time() - cpu,
+                      "peak_rss_mb": peak_rss_mb()}))
+
+
+def _rows(text: str) -> int:
+    text = text.strip().upper()
+    scale = {"K": 1_000, "M": 1_000_000}.get(text[-1:], 1)
+    return int(float(text.rstrip("KM")) * scale)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--rows", "--n", type=_rows, default=10_000_000, help="requests to generate (10M, 500K, ...)")
+    ap.add_argument("--dir", type=Path, default=None, help="dataset directory (default bench/data/queries-<rows>)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--only", default=",".join(QUERIES), help="comma-separated views to time")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    args, _unknown = ap.parse_known_args(argv)  # run_all.py passes every benchmark the same arguments
+    out = args.dir or ROOT / "bench" / "data" / f"queries-{args.rows}"
+    params = {"bucket_s": 60}  # DESIGN §10 target: load with 60 s buckets
+    if args.one:
+        run_one(out, args.one, args.threads, params)
+        return 0
+    generate(out, args.rows, args.threads)
+    load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"{'view':<14} {'seconds':>8} {'CPU s':>8} {'peak RSS MB':>12}   ({args.rows:,} requests, "
+          f"{args.threads} threads, load average {load1:.1f} on {os.cpu_count()} CPUs)")
+    for name in [n.strip() for n in args.only.split(",") if n.strip()]:
+        res = subprocess.run([sys.executable, __file__, "--one", name, "--dir", str(out), "--threads",
+                              str(args.threads), "--rows", str(args.rows)], capture_output=True, text=True)
+        if res.returncode != 0:
+            print(f"{name:<14} failed: {res.stderr.strip().splitlines()[-1:]}")
+            continue
+        r = json.loads(res.stdout.strip().splitlines()[-1])
+        print(f"{name:<14} {r['seconds']:8.2f} {r['cpu_s']:8.2f} {r['peak_rss_mb']:12.0f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+-- name: _bucket_load
+-- kind: view
+-- description: Helper: per bucket arrivals, completions, time-weighted mean in-flight and the busy flag, from per-bucket event sums (no sort).
+-- percentiles: exact (one median over buckets, for the busy threshold)
+-- requires: _bounds, _bucket
+-- params:
+--   $busy_factor DOUBLE = 2.0  a bucket is busy when its mean in-flight is at least this many times the median bucket's
+--   $busy_z DOUBLE = 3.0  and at least this many Poisson standard deviations (sqrt of the median) above the median, so noise in small buckets is not busy
+--   $busy_min_buckets BIGINT = 2  and in a run of at least this many consecutive such buckets (a lone noisy bucket is not a busy period)
+-- columns:
+--   bucket_index: index; bucket number since the Unix epoch
+--   bucket_us: us; bucket width
+--   arrivals: requests; arrivals in [start, start + width)
+--   completions: requests; ends in (start, start + width]
+--   in_flight_at_start: requests; in flight at the bucket's first instant, before its events
+--   mean_in_flight: requests; time-weighted mean in flight over the bucket
+--   mean_e2e_ms: ms; mean e2e of the bucket's arrivals
+--   busy_threshold: requests; max($busy_factor * m, m + $busy_z * sqrt(m)), m = median mean_in_flight
+--   busy: bool; mean_in_flight >= busy_threshold, in a run of at least $busy_min_buckets such buckets
+--
+-- Why a helper: busy flags are needed by load, metrics and goodput, and they need only the
+-- time-weighted mean, which per-bucket sums give without sorting the events. With W the width
+-- and B(k) the start of bucket k, the area under the in-flight curve in bucket k is
+--   W * (requests in flight at B(k)) + sum over events e in bucket k of delta(e) * (B(k+1) - t(e)),
+-- where delta is +1 for an arrival and -1 for an end, and the in-flight count at B(k) is the
+-- running sum of the deltas of earlier buckets (a window over buckets, not over requests).
+-- Busy rule: see load. Runs of above-threshold buckets are found by gaps-and-islands on
+-- bucket_index (index minus row number is constant along a run).
+WITH b AS (
+    SELECT bucket_us, first_bucket, last_bucket FROM _bucket
+),
+calls AS (
+    SELECT a_us, e_us FROM _bounds WHERE in_load
+),
+buckets AS (
+    SELECT unnest(generate_series(first_bucket, last_bucket)) AS i FROM b
+),
+arr AS (
+    SELECT
+        calls.a_us // b.bucket_us AS i,
+        count(*) AS n,
+        sum((calls.a_us // b.bucket_us + 1) * b.bucket_us - calls.a_us) AS rest_us,
+        avg(calls.e_us - calls.a_us) AS mean_e2e_us
+    FROM calls CROSS JOIN b
+    GROUP BY 1
+),
+ends AS (
+    SELECT
+        calls.e_us // b.bucket_us AS i,
+        count(*) AS n,
+        sum((calls.e_us // b.bucket_us + 1) * b.bucket_us - calls.e_us) AS rest_us
+    FROM calls CROSS JOIN b
+    GROUP BY 1
+),
+done AS (
+    SELECT greatest(calls.e_us - 1, calls.a_us) // b.bucket_us AS i, count(*) AS n
+    FROM calls CROSS JOIN b
+    GROUP BY 1
+),
+joined AS (
+    SELECT
+        buckets.i,
+        b.bucket_us,
+        coalesce(arr.n, 0) AS arrivals,
+        coalesce(done.n, 0) AS completions,
+        coalesce(arr.n, 0) - coalesce(ends.n, 0) AS net,
+        coalesce(arr.rest_us, 0) - coalesce(ends.rest_us, 0) AS inner_area_us,
+        arr.mean_e2e_us
+    FROM buckets
+    CROSS JOIN b
+    LEFT JOIN arr ON arr.i = buckets.i
+    LEFT JOIN ends ON ends.i = buckets.i
+    LEFT JOIN done ON done.i = buckets.i
+),
+per_bucket AS (
+    SELECT
+        i AS bucket_index,
+        bucket_us,
+        CAST(arrivals AS BIGINT) AS arrivals,
+        CAST(completions AS BIGINT) AS completions,
+        coalesce(sum(net) OVER (ORDER BY i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS in_flight_at_start,
+        inner_area_us,
+        mean_e2e_us / 1e3 AS mean_e2e_ms
+    FROM joined
+),
+with_mean AS (
+    SELECT
+        bucket_index, bucket_us, arrivals, completions, CAST(in_flight_at_start AS BIGINT) AS in_flight_at_start,
+        (in_flight_at_start * bucket_us + inner_area_us) / nullif(bucket_us, 0) AS mean_in_flight,
+        mean_e2e_ms
+    FROM per_bucket
+),
+threshold AS (
+    SELECT greatest($busy_factor * m, m + $busy_z * sqrt(m)) AS busy_threshold
+    FROM (SELECT quantile_cont(mean_in_flight, 0.5) AS m FROM with_mean) AS med
+),
+flagged AS (
+    SELECT
+        with_mean.*,
+        threshold.busy_threshold,
+        with_mean.mean_in_flight >= threshold.busy_threshold AS above
+    FROM with_mean
+    CROSS JOIN threshold
+),
+runs AS (
+    SELECT island, count(*) AS run_buckets FROM (
+        SELECT bucket_index - row_number() OVER (ORDER BY bucket_index) AS island FROM flagged WHERE above
+    ) AS a
+    GROUP BY island
+),
+above_runs AS (
+    SELECT f.bucket_index, r.run_buckets
+    FROM (SELECT bucket_index, bucket_index - row_number() OVER (ORDER BY bucket_index) AS island
+          FROM flagged WHERE above) AS f
+    JOIN runs AS r ON r.island = f.island
+)
+SELECT
+    flagged.bucket_index, flagged.bucket_us, flagged.arrivals, flagged.completions, flagged.in_flight_at_start,
+    flagged.mean_in_flight, flagged.mean_e2e_ms, flagged.busy_threshold,
+    coalesce(above_runs.run_buckets >= $busy_min_buckets, false) AS busy
+FROM flagged
+LEFT JOIN above_runs ON above_runs.bucket_index = flagged.bucket_index

@@ -1,0 +1,83 @@
+-- name: load
+-- kind: view
+-- description: Per time bucket: arrivals/s, time-weighted mean and peak in-flight requests (event sweep), completions, Little's-law ratio, and whether the bucket is busy.
+-- percentiles: none here; the busy threshold uses an exact median over buckets (in _bucket_load)
+-- requires: _bounds, _bucket, _bucket_load
+-- params:
+--   $busy_factor DOUBLE = 2.0  a bucket is busy when its mean in-flight is at least this many times the median bucket's
+--   $busy_z DOUBLE = 3.0  and at least this many Poisson standard deviations (sqrt of the median) above the median, so noise in small buckets is not busy
+--   $busy_min_buckets BIGINT = 2  and in a run of at least this many consecutive such buckets (a lone noisy bucket is not a busy period)
+-- columns:
+--   bucket_index: index; bucket number since the Unix epoch (bucket_start = bucket_index * bucket_s)
+--   bucket_start: timestamp (UTC); start of the bucket
+--   bucket_s: s; bucket width (see _bucket: $bucket_s, 0 = auto)
+--   arrivals: requests; requests arriving in [bucket_start, bucket_start + bucket_s)
+--   arrivals_per_s: requests/s; arrivals / bucket_s
+--   completions: requests; requests ending in (bucket_start, bucket_start + bucket_s]
+--   mean_in_flight: requests; time-weighted mean of requests in flight over the bucket (a request is in flight on [ts_arrival, ts_end))
+--   peak_in_flight: requests; most requests in flight at any instant of the bucket
+--   mean_e2e_ms: ms; mean e2e_ms of the requests arriving in the bucket
+--   littles_ratio: ratio; mean_in_flight / (arrivals_per_s * mean e2e in s): near 1 when the data is consistent (Little's law)
+--   busy_threshold: requests; max($busy_factor * m, m + $busy_z * sqrt(m)), m = median mean_in_flight over all buckets
+--   busy: bool; mean_in_flight >= busy_threshold, in a run of at least $busy_min_buckets such buckets
+--
+-- Rows: the counted record of each call on the main clock (_bounds.in_load). Every bucket from
+-- the first arrival to the last end has a row, idle ones included.
+-- Mean in-flight, arrivals, completions and busy come from _bucket_load (per-bucket event sums,
+-- exact, no sort). The peak needs the instant-by-instant sweep: +1 at each arrival, -1 at each
+-- end; a running sum ordered by (time, delta) gives the in-flight count after each event, ends
+-- before starts at one instant (a request is in flight on [ts_arrival, ts_end)); the count
+-- after the last event of an instant is the one that holds. A bucket's peak is the largest such
+-- count at one of its instants, or the count carried in from the previous bucket
+-- when that holds for a while (no event exactly at the bucket's start).
+-- Busy rule: with m the median of mean_in_flight over all buckets, a bucket is busy when
+-- mean_in_flight >= max($busy_factor * m, m + $busy_z * sqrt(m)). The median is robust: a burst
+-- covering under half of the span does not move it. The second term is a Poisson noise guard
+-- (in-flight counts of independent arrivals have variance about their mean): with small buckets
+-- or sparse traffic, a constant-rate trace fluctuates by more than 2x, but rarely by 3 sigma, and
+-- (third term) almost never in $busy_min_buckets consecutive buckets, while a real burst lasts.
+-- Defaults: 2.0, 3.0, 2. A burst shorter than two buckets is not a busy period: lower the bucket.
+WITH calls AS (
+    SELECT a_us, e_us FROM _bounds WHERE in_load
+),
+events AS (
+    SELECT a_us AS t, 1 AS d FROM calls
+    UNION ALL
+    SELECT e_us AS t, -1 AS d FROM calls
+),
+sweep AS (
+    SELECT
+        t,
+        sum(d) OVER (ORDER BY t, d ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS in_flight,
+        lead(t) OVER (ORDER BY t, d) AS t_next
+    FROM events
+),
+-- only the count after the last event of an instant is real: several events at one instant happen at once
+settled AS (
+    SELECT t, in_flight FROM sweep WHERE t_next IS NULL OR t_next > t
+),
+peak AS (
+    SELECT t // (SELECT bucket_us FROM _bucket) AS i, max(in_flight) AS peak_in_flight, min(t) AS first_t
+    FROM settled
+    GROUP BY 1
+)
+SELECT
+    l.bucket_index,
+    make_timestamp(l.bucket_index * l.bucket_us) AS bucket_start,
+    l.bucket_us / 1e6 AS bucket_s,
+    l.arrivals,
+    l.arrivals / nullif(l.bucket_us / 1e6, 0) AS arrivals_per_s,
+    l.completions,
+    l.mean_in_flight,
+    -- the count at the bucket's start holds until its first event, unless that event is at the start itself
+    CAST(CASE
+        WHEN peak.first_t IS NULL THEN l.in_flight_at_start
+        WHEN peak.first_t > l.bucket_index * l.bucket_us THEN greatest(l.in_flight_at_start, peak.peak_in_flight)
+        ELSE peak.peak_in_flight END AS BIGINT) AS peak_in_flight,
+    l.mean_e2e_ms,
+    l.mean_in_flight / nullif(l.arrivals / nullif(l.bucket_us / 1e6, 0) * (l.mean_e2e_ms / 1e3), 0) AS littles_ratio,
+    l.busy_threshold,
+    l.busy
+FROM _bucket_load AS l
+LEFT JOIN peak ON peak.i = l.bucket_index
+ORDER BY l.bucket_index

@@ -1,0 +1,159 @@
+"""Property tests (Hypothesis): stages sum exactly to e2e, turn stages to the turn's duration.
+
+Generated data has missing boundaries, overlapping model calls, parallel tool calls and calls
+recorded at two vantages. Turns are also checked against an independent oracle: with whole-
+millisecond boundaries, labelling every millisecond by the priority rule of DESIGN §3 in plain
+Python must give the same split as the SQL sweep.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import make_dataset, ms
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolkit import queries
+
+BOUNDS = ("ts_arrival", "ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token", "ts_end")
+STAGES = ("preprocess", "queue", "prefill", "decode", "postprocess")
+FINE_RANK = {"decode": 1, "prefill": 2, "queue": 3, "preprocess": 4, "postprocess": 5}
+
+
+@st.composite
+def request(draw: st.DrawFn, trace: str) -> dict:
+    """A request with ordered boundaries (ms) and any of the four middle ones missing."""
+    start = draw(st.integers(0, 60))
+    gaps = draw(st.lists(st.integers(0, 40), min_size=5, max_size=5))
+    times = [start]
+    for g in gaps:
+        times.append(times[-1] + g)
+    keep = draw(st.lists(st.booleans(), min_size=4, max_size=4))
+    row = {"ts_arrival": times[0], "ts_end": times[5], "trace_id": trace,
+           "output_tokens": draw(st.integers(0, 20))}
+    for name, t, k in zip(BOUNDS[1:5], times[1:5], keep, strict=True):
+        if k:
+            row[name] = t
+    if draw(st.booleans()) and draw(st.booleans()):
+        row["vantage"] = "client"
+    return row
+
+
+@st.composite
+def dataset_rows(draw: st.DrawFn) -> tuple[list[dict], list[dict]]:
+    traces = [f"t{i}" for i in range(draw(st.integers(1, 2)))]
+    reqs = [draw(request(draw(st.sampled_from(traces)))) for _ in range(draw(st.integers(1, 5)))]
+    spans = []
+    for _ in range(draw(st.integers(0, 5))):
+        a = draw(st.integers(0, 300))
+        spans.append({"trace_id": draw(st.sampled_from(traces)), "kind": draw(st.sampled_from(["tool", "tool", "agent"])),
+                      "ts_start": a, "ts_end": a + draw(st.integers(0, 80))})
+    return reqs, spans
+
+
+def _segments(r: dict) -> list[tuple[str, int, int]]:
+    """The stage segments of a request, straight from DESIGN §3 (independent of the SQL)."""
+    known = [i for i, b in enumerate(BOUNDS) if r.get(b) is not None]
+    return [("+".join(STAGES[i:j]), r[BOUNDS[i]], r[BOUNDS[j]]) for i, j in zip(known, known[1:], strict=False)]
+
+
+def _priority(label: str) -> tuple[int, int, int]:
+    if label == "tool":
+        return (9, 0, 0)
+    parts = label.split("+")
+    return (len(parts), sum(FINE_RANK[p] for p in parts), 0)
+
+
+def _oracle_turns(reqs: list[dict], spans: list[dict]) -> dict[str, Counter]:
+    """Label every millisecond of every trace by the priority rule; counts in ms per label."""
+    server_traces = {r["trace_id"] for r in reqs if r.get("vantage", "server") == "server"}
+    client_traces = {r["trace_id"] for r in reqs if r.get("vantage", "server") != "server"}
+    mixed = server_traces & client_traces
+    out: dict[str, Counter] = {}
+    traces = {r["trace_id"] for r in reqs} | {s["trace_id"] for s in spans}
+    for t in traces:
+        iv: list[tuple[str, int, int]] = []
+        for r in reqs:
+            if r["trace_id"] != t or (t in mixed and r.get("vantage", "server") != "server"):
+                continue
+            iv += _segments(r)
+        other = []
+        for s in spans:
+            if s["trace_id"] == t:
+                (iv if s["kind"] == "tool" else other).append(
+                    ("tool" if s["kind"] == "tool" else "orchestration", s["ts_start"], s["ts_end"]))
+        bounds = iv + other
+        lo, hi = min(b[1] for b in bounds), max(b[2] for b in bounds)
+        c: Counter = Counter()
+        for m in range(lo, hi):
+            active = [lab for lab, a, b in iv if a <= m < b]
+            c[min(active, key=_priority) if active else "orchestration"] += 1
+        out[t] = c
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=dataset_rows())
+def test_stages_and_turns_sum_exactly(tmp_path_factory, data: tuple[list[dict], list[dict]]) -> None:  # type: ignore[no-untyped-def]
+    reqs, spans = data
+    tmp = Path(tmp_path_factory.mktemp("prop"))
+    rows = [{**r, "request_id": f"r{i}", **{k: ms(v) for k, v in r.items() if k.startswith("ts_")}}
+            for i, r in enumerate(reqs)]
+    sp = [{**s, "ts_start": ms(s["ts_start"]), "ts_end": ms(s["ts_end"])} for s in spans]
+    ds = make_dataset(tmp, rows, sp)
+    con = queries.connect(ds)
+
+    # stages: each row's stages, fine or composite, sum exactly (in integer microseconds) to e2e
+    got = con.sql("SELECT request_id, map_entries(stage_ms), stage_names, stage_values_ms, e2e_ms, preprocess_ms, "
+                  "queue_ms, prefill_ms, decode_ms, postprocess_ms FROM stages").fetchall()
+    assert len(got) == len(reqs)
+    for rid, entries, names, values, e2e, *fine in got:
+        assert [e["key"] for e in entries] == names and [e["value"] for e in entries] == values
+        r = reqs[int(rid[1:])]
+        assert sum(round(e["value"] * 1000) for e in entries) == round(e2e * 1000)
+        assert round(e2e) == r["ts_end"] - r["ts_arrival"]
+        expect = {name: b - a for name, a, b in _segments(r)}
+        assert {e["key"]: round(e["value"]) for e in entries} == expect
+        for stage, value in zip(STAGES, fine, strict=True):
+            assert (value is None) == (stage not in expect), stage
+            if value is not None:
+                assert round(value) == expect[stage]
+
+    # turns: the split sums exactly to turn_ms and matches the millisecond-by-millisecond oracle
+    oracle = _oracle_turns(reqs, spans)
+    turns = con.sql("SELECT trace_id, turn_ms, map_entries(stage_ms), tool_ms, orchestration_ms, preprocess_ms, "
+                    "queue_ms, prefill_ms, decode_ms, postprocess_ms FROM turns").fetchall()
+    assert {t[0] for t in turns} == set(oracle)
+    for trace, turn_ms, entries, tool_ms, orch_ms, *fine in turns:
+        parts = {e["key"]: round(e["value"] * 1000) for e in entries}
+        assert sum(parts.values()) == round(turn_ms * 1000)
+        want = oracle[trace]
+        assert round(turn_ms) == sum(want.values())
+        assert {k: v // 1000 for k, v in parts.items() if v} == {k: v for k, v in want.items() if v}
+        assert round(tool_ms) == want.get("tool", 0) and round(orch_ms) == want.get("orchestration", 0)
+        for stage, value in zip(STAGES, fine, strict=True):
+            assert round(value) == want.get(stage, 0)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(gap_lists=st.lists(st.lists(st.integers(1, 500).map(float), min_size=1, max_size=8), min_size=1, max_size=12))
+def test_itl_definitions_match_numpy(tmp_path_factory, gap_lists: list[list[float]]) -> None:  # type: ignore[no-untyped-def]
+    """Pooled, per-request-mean and token-weighted ITL percentiles equal numpy's linear percentiles."""
+    import numpy as np
+
+    rows = [{"request_id": f"r{i}", "model": "m", "ts_arrival": ms(0), "ts_first_token": ms(1), "ts_end": ms(2),
+             "itl_ms": g} for i, g in enumerate(gap_lists)]
+    ds = make_dataset(Path(tmp_path_factory.mktemp("itl")), rows)
+    got = {r["metric"]: r for r in queries.run_sql(ds, "SELECT * FROM metrics", {"group_by": "model"}).to_pylist()}
+    means = [float(np.mean(g)) for g in gap_lists]
+    pooled = [x for g in gap_lists for x in g]
+    weighted = [m for m, g in zip(means, gap_lists, strict=True) for _ in g]
+    for metric, values in (("itl_ms", pooled), ("itl_request_mean_ms", means), ("itl_token_weighted_ms", weighted)):
+        want = np.percentile(values, [50, 90, 95, 99])
+        r = got[metric]
+        assert r["count"] == len(values)
+        assert r["mean"] == pytest.approx(float(np.mean(values)), rel=1e-9)
+        assert [r["p50"], r["p90"], r["p95"], r["p99"]] == pytest.approx(list(want), rel=1e-9, abs=1e-9), metric
