@@ -229,14 +229,16 @@ def sql_cmd(
 
 
 def _maps_as_json(tbl):  # type: ignore[no-untyped-def]
-    """CSV has no map type: write MAP columns (stage_ms) as JSON objects."""
+    """CSV has no map type: write MAP columns (stage_ms) as JSON objects (in DuckDB, not row by row)."""
     import pyarrow as pa
 
-    for i, f in enumerate(tbl.schema):
-        if pa.types.is_map(f.type):
-            col = [None if v is None else json.dumps(dict(v)) for v in tbl.column(i).to_pylist()]
-            tbl = tbl.set_column(i, pa.field(f.name, pa.string()), pa.array(col, pa.string()))
-    return tbl
+    maps = [f.name for f in tbl.schema if pa.types.is_map(f.type)]
+    if not maps:
+        return tbl
+    con = duckdb.connect()
+    con.register("result", tbl)
+    cols = ", ".join(f'CAST(to_json("{c}") AS VARCHAR) AS "{c}"' if c in maps else f'"{c}"' for c in tbl.column_names)
+    return con.sql(f"SELECT {cols} FROM result").to_arrow_table()
 
 
 def _render(tbl, format: str, max_rows: int) -> None:  # type: ignore[no-untyped-def]
@@ -393,7 +395,7 @@ def collect_cmd(
 
 @app.command("replay")
 def replay_cmd(
-    source: Annotated[Path, typer.Argument(help="A stagelens dataset, or a workload trace (Mooncake, Azure, BurstGPT).")],
+    source: Annotated[Path, typer.Argument(help="A stagelens dataset, or a file stagelens imports (Mooncake, Azure, BurstGPT traces; engine logs).")],
     endpoint: Annotated[str, typer.Option(help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Dataset to import the client records into.")],
     speed: Annotated[float, typer.Option(help="Time compression: 2 sends the pattern twice as fast.")] = 1.0,
@@ -402,11 +404,11 @@ def replay_cmd(
     window: Annotated[str | None, typer.Option(help="From a dataset: only arrivals in START/END (ISO-8601 UTC).")] = None,
     api: Annotated[str, typer.Option(help="chat (/v1/chat/completions) or completions (/v1/completions).")] = "chat",
     model: Annotated[str | None, typer.Option(help="Model name to request (default: the server's first).")] = None,
-    trace_format: Annotated[str, typer.Option("--trace-format", help="auto, dataset, mooncake, azure or burstgpt.")] = "auto",
+    trace_format: Annotated[str, typer.Option("--trace-format", help="auto, dataset, or an importer name (mooncake, azure-llm, burstgpt, ...).")] = "auto",
     timeout: Annotated[float, typer.Option(help="Per-request timeout, seconds (recorded as status timeout).")] = 120.0,
     records: Annotated[Path | None, typer.Option(help="Also keep the client records here (JSON lines; default: inside --out).")] = None,
     max_requests: Annotated[int | None, typer.Option(help="Send at most N requests.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the synthetic prompts.")] = 0,
+    seed: Annotated[int | None, typer.Option(help="Seed of the synthetic prompts (default: new prompts each run).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Re-send an arrival pattern to an OpenAI-compatible endpoint and record what the client saw.

@@ -30,6 +30,7 @@ from toolkit.sources import BATCH_BYTES, InputError, Source, expand, head, iter_
 from toolkit.store import Dataset, Staging
 
 RAW_CAP = 4096
+WRITE_ROWS = 200_000  # rows per Arrow slice handed to the Parquet writer
 Progress = Callable[[str, int], None]
 
 
@@ -308,7 +309,14 @@ def _import_file(
                 compiled[table] = (
                     f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {_identity(imp, table)} END AS _k "
                     f"FROM ({checked_sql(imp, cand, present, table)})")
-            con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {compiled[table]}")
+            try:
+                con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {compiled[table]}")
+            except duckdb.InvalidInputException:
+                if not document:
+                    raise
+                # DuckDB's message may quote the file's text (a prompt): say what, not what it read
+                raise InputError(f"{src.name}: not a complete {imp.NAME} document "
+                                 "(truncated or malformed JSON); nothing was imported") from None
             bad = 0
             for kind, code, n in con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
                 if kind == "skip":
@@ -377,7 +385,10 @@ def _write_rows(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen:
                WHERE c._n = 1"""
         )
         con.unregister("_kept_keys")
-    writer.put(table, con.sql(_OUTPUT_SQL[table]).to_arrow_table())
+    # in slices, so a large batch (a whole JSON document) never becomes one big Arrow table
+    reader = con.sql(_OUTPUT_SQL[table]).to_arrow_reader(WRITE_ROWS)
+    for batch in reader:
+        writer.put(table, pa.Table.from_batches([batch]))
 
 
 def _output_sql(table: str) -> str:
