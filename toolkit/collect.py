@@ -1,0 +1,657 @@
+"""``stagelens collect``: an OTLP/HTTP trace receiver, so an engine can export straight to stagelens.
+
+Point vLLM's ``--otlp-traces-endpoint http://127.0.0.1:4318/v1/traces`` (with
+``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf``) at it; no OpenTelemetry Collector needed.
+
+* ``POST /v1/traces`` with a protobuf (``application/x-protobuf``) or JSON (``application/json``)
+  ``ExportTraceServiceRequest``, optionally ``Content-Encoding: gzip``. The reply is an
+  ``ExportTraceServiceResponse`` in the request's encoding. A body that cannot be decoded gets
+  HTTP 400 and is counted; it never stops the receiver.
+* Output, like the Collector's file exporter: one JSON line per accepted request, in the
+  Collector's pdata JSON form (lowerCamelCase keys, lowercase hex ids, 64-bit ints as decimal
+  strings, enums as numbers, proto3 defaults omitted — so a root span has no ``parentSpanId`` —
+  and ``status`` always present). Files rotate by size; backups are named like lumberjack's
+  (``spans-2026-11-30T01-02-03.000.jsonl``).
+* Or straight into a dataset: lines are spooled to ``DATASET/_collect/`` and imported in batches
+  (every ``batch_lines`` requests or ``flush_interval_s`` seconds) through ``import_traces``, on a
+  worker thread so receiving never waits for an import. The spool files stay: rows name them in
+  ``source_file``.
+* ``stop()`` (the CLI calls it on SIGTERM/SIGINT) stops accepting, waits for requests in flight,
+  and flushes and imports everything received.
+
+Nothing here logs span contents; the receiver binds to loopback unless given another address.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+TRACES_PATH = "/v1/traces"
+MAX_BODY_BYTES = 20 << 20  # the Collector's default max_request_body_size
+MAX_DECODED_BYTES = 64 << 20
+IDLE_TIMEOUT_S = 60.0
+_HEX_ID = re.compile(r"^(?:[0-9a-fA-F]{32}|[0-9a-fA-F]{16})$")
+_ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+Log = Callable[[str], None]
+
+
+class BadRequest(Exception):
+    """The body cannot be used; ``status`` is the HTTP code to answer, ``reason`` a stable counter key."""
+
+    def __init__(self, status: int, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.reason = status, reason
+
+
+# -- decoding and the Collector's JSON form ----------------------------------------------------
+
+def decode_body(body: bytes, content_type: str, content_encoding: str) -> ExportTraceServiceRequest:
+    """The request message from an OTLP/HTTP body (protobuf or JSON, gzip or not).
+
+    Raises:
+        BadRequest: unsupported encoding or media type (415), or a body that does not decode (400).
+    """
+    enc = (content_encoding or "identity").strip().lower()
+    if enc in ("gzip", "x-gzip"):
+        body = _gunzip(body)
+    elif enc not in ("", "identity"):
+        raise BadRequest(415, "unsupported-encoding", f"content-encoding {enc[:40]!r} is not supported (gzip is)")
+    media = (content_type or "").split(";")[0].strip().lower()
+    msg = ExportTraceServiceRequest()
+    if media in ("application/x-protobuf", "application/protobuf", "application/octet-stream", ""):
+        try:
+            msg.ParseFromString(body)
+        except (DecodeError, RuntimeError, ValueError) as e:
+            raise BadRequest(400, "malformed", f"protobuf body does not decode ({type(e).__name__})") from None
+        return msg
+    if media == "application/json":
+        try:
+            doc = json.loads(body)
+            if not isinstance(doc, dict):
+                raise ValueError("not an object")
+            json_format.ParseDict(_ids_to_base64(doc), msg, ignore_unknown_fields=True)
+        except (ValueError, TypeError, RecursionError, json_format.ParseError) as e:
+            raise BadRequest(400, "malformed", f"JSON body is not an ExportTraceServiceRequest ({type(e).__name__})") \
+                from None
+        return msg
+    raise BadRequest(415, "unsupported-media-type", f"content-type {media[:60]!r} is not supported")
+
+
+def _gunzip(body: bytes) -> bytes:
+    d = zlib.decompressobj(wbits=47)  # gzip or zlib header
+    try:
+        out = d.decompress(body, MAX_DECODED_BYTES)
+    except zlib.error:
+        raise BadRequest(400, "malformed", "gzip body does not decompress") from None
+    if d.unconsumed_tail:
+        raise BadRequest(413, "too-large", f"decompressed body exceeds {MAX_DECODED_BYTES >> 20} MiB")
+    return out
+
+
+def _ids_to_base64(node: Any) -> Any:
+    """OTLP/JSON writes trace and span ids as hex; protobuf's JSON mapping wants base64."""
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            if k in _ID_KEYS and isinstance(v, str) and _HEX_ID.match(v):
+                out[k] = base64.b64encode(bytes.fromhex(v)).decode()
+            else:
+                out[k] = _ids_to_base64(v)
+        return out
+    if isinstance(node, list):
+        return [_ids_to_base64(x) for x in node]
+    return node
+
+
+def _b64_to_hex(v: str) -> str:
+    try:
+        return base64.b64decode(v, validate=True).hex()
+    except (binascii.Error, ValueError):
+        return v
+
+
+def to_collector_json(msg: ExportTraceServiceRequest) -> dict:
+    """The request as the Collector's file exporter marshals it (see the module docstring)."""
+    doc = json_format.MessageToDict(msg, use_integers_for_enums=True)
+    for rs in doc.get("resourceSpans", []):
+        rs.setdefault("resource", {})
+        for ss in rs.get("scopeSpans", []):
+            ss.setdefault("scope", {})
+            if "spans" in ss:
+                ss["spans"] = [_fix_span(sp) for sp in ss["spans"]]
+    return doc
+
+
+# The Collector's key order (pdata's generated marshaler): flags follows parentSpanId.
+_SPAN_KEYS = ("traceId", "spanId", "traceState", "parentSpanId", "flags", "name", "kind", "startTimeUnixNano",
+              "endTimeUnixNano", "attributes", "droppedAttributesCount", "events", "droppedEventsCount", "links",
+              "droppedLinksCount", "status")
+
+
+def _fix_span(sp: dict) -> dict:
+    for k in ("traceId", "spanId", "parentSpanId"):
+        if k in sp:
+            sp[k] = _b64_to_hex(sp[k])
+    sp.setdefault("status", {})
+    for ln in sp.get("links", []):
+        for k in ("traceId", "spanId"):
+            if k in ln:
+                ln[k] = _b64_to_hex(ln[k])
+    ordered = {k: sp[k] for k in _SPAN_KEYS if k in sp}
+    ordered.update((k, v) for k, v in sp.items() if k not in ordered)
+    return ordered
+
+
+def span_count(msg: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in msg.resource_spans for ss in rs.scope_spans)
+
+
+# -- sinks ---------------------------------------------------------------------------------------
+
+class JsonlSink:
+    """One JSON line per request, like the Collector's file exporter, rotating at ``rotate_bytes``."""
+
+    def __init__(self, path: str | Path, rotate_bytes: int | None = None, max_backups: int | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.rotate_bytes = rotate_bytes
+        self.max_backups = max_backups
+        self._lock = threading.Lock()
+        self._fh = self.path.open("ab")
+        self.lines = 0
+        self.files: list[Path] = []
+
+    def write(self, line: bytes) -> None:
+        with self._lock:
+            if self.rotate_bytes and self._fh.tell() > 0 and self._fh.tell() + len(line) > self.rotate_bytes:
+                self._rotate()
+            self._fh.write(line)
+            self._fh.flush()
+            self.lines += 1
+
+    def _rotate(self) -> None:
+        self._fh.close()
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H-%M-%S.%f")[:-3]
+        backup = self.path.with_name(f"{self.path.stem}-{stamp}{self.path.suffix}")
+        n = 1
+        while backup.exists():
+            backup = self.path.with_name(f"{self.path.stem}-{stamp}.{n}{self.path.suffix}")
+            n += 1
+        os.replace(self.path, backup)
+        self.files.append(backup)
+        if self.max_backups is not None:
+            while len(self.files) > self.max_backups:
+                self.files.pop(0).unlink(missing_ok=True)
+        self._fh = self.path.open("ab")
+
+    def flush(self) -> None:
+        with self._lock:
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+
+
+class DatasetSink:
+    """Spools lines to ``DATASET/_collect/`` and imports each spool file on a worker thread."""
+
+    def __init__(self, dataset: str | Path, fmt: str = "auto", batch_lines: int = 1000,
+                 flush_interval_s: float = 10.0, log: Log | None = None) -> None:
+        self.dataset = Path(dataset)
+        self.spool = self.dataset / "_collect"
+        self.spool.mkdir(parents=True, exist_ok=True)
+        self.fmt = fmt
+        self.batch_lines = batch_lines
+        self.flush_interval_s = flush_interval_s
+        self.log = log or (lambda _m: None)
+        self._lock = threading.Lock()
+        self._cv = threading.Condition()
+        self._pending: list[Path] = []
+        self._fh = None
+        self._cur: Path | None = None
+        self._cur_lines = 0
+        self._opened_at = 0.0
+        self._seq = 0
+        self._closing = False
+        self.lines = 0
+        self.imports: Counter = Counter()
+        self.counts: Counter = Counter()
+        self._worker = threading.Thread(target=self._run, name="stagelens-collect-import", daemon=True)
+        self._worker.start()
+
+    def write(self, line: bytes) -> None:
+        with self._lock:
+            if self._fh is None:
+                self._seq += 1
+                stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+                self._cur = self.spool / f"otlp-{stamp}-{os.getpid()}-{self._seq:06d}.jsonl"
+                self._fh = self._cur.open("wb")
+                self._opened_at = time.monotonic()
+            self._fh.write(line)
+            self._cur_lines += 1
+            self.lines += 1
+            if self._cur_lines >= self.batch_lines:
+                self._seal()
+
+    def _seal(self) -> None:
+        """Close the current spool file and hand it to the importer (caller holds ``_lock``)."""
+        if self._fh is None:
+            return
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        self._fh, path, self._cur_lines = None, self._cur, 0
+        with self._cv:
+            self._pending.append(path)  # type: ignore[arg-type]
+            self._cv.notify()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._seal()
+
+    def _run(self) -> None:
+        # Lock order is always _lock then _cv (write -> _seal); this loop never holds _cv while taking _lock.
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._pending or self._closing, timeout=0.5)
+                batch, self._pending = self._pending, []
+                closing = self._closing
+            if batch:
+                self._import(batch)
+                continue
+            if closing:
+                return
+            with self._lock:
+                if self._fh is not None and time.monotonic() - self._opened_at >= self.flush_interval_s:
+                    self._seal()
+
+    def _import(self, paths: list[Path]) -> None:
+        from toolkit.ingest import import_traces
+        from toolkit.sources import InputError
+
+        fmt = self.fmt
+        if fmt == "auto":
+            from toolkit.importers import REGISTRY
+
+            fmt = "otlp" if "otlp" in REGISTRY else "vllm-otlp"
+        try:
+            res = import_traces([str(p) for p in paths], self.dataset, fmt=fmt).to_json()
+        except (InputError, OSError, ValueError, RuntimeError) as e:
+            self.imports["failed"] += len(paths)
+            self.log(f"import of {len(paths)} spool file(s) failed, kept in {self.spool}: {str(e)[:200]}")
+            return
+        except Exception as e:  # an importer bug must not take the receiver down
+            self.imports["failed"] += len(paths)
+            self.log(f"import of {len(paths)} spool file(s) failed ({type(e).__name__}), kept in {self.spool}")
+            return
+        self.imports["ok"] += len(paths)
+        for k in ("read", "imported", "quarantined", "duplicates", "skipped"):
+            self.counts[k] += res[k]
+
+    def close(self) -> None:
+        with self._lock:
+            self._seal()
+        with self._cv:
+            self._closing = True
+            self._cv.notify()
+        self._worker.join()
+
+
+class TeeSink:
+    def __init__(self, *sinks: JsonlSink | DatasetSink) -> None:
+        self.sinks = sinks
+
+    def write(self, line: bytes) -> None:
+        for s in self.sinks:
+            s.write(line)
+
+    def flush(self) -> None:
+        for s in self.sinks:
+            s.flush()
+
+    def close(self) -> None:
+        for s in self.sinks:
+            s.close()
+
+
+# -- the server ------------------------------------------------------------------------------------
+
+@dataclass
+class Stats:
+    requests: int = 0
+    accepted: int = 0
+    spans: int = 0
+    rejected: Counter = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def to_json(self) -> dict:
+        with self.lock:
+            return {"requests": self.requests, "accepted": self.accepted, "spans": self.spans,
+                    "rejected": sum(self.rejected.values()), "rejected_by_reason": dict(self.rejected)}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "stagelens-collect"
+    timeout = IDLE_TIMEOUT_S  # an idle keep-alive connection is closed after this (exporters reconnect)
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # no per-request access log
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.track(self.connection, idle=True)
+
+    def finish(self) -> None:
+        self.server.untrack(self.connection)
+        super().finish()
+
+    def handle_one_request(self) -> None:
+        """As the base class, but marks the connection idle while it waits for a request line,
+        so ``stop()`` can close idle keep-alive connections without cutting a request short."""
+        try:
+            self.server.track(self.connection, idle=True)
+            if self.server.stopping:
+                self.close_connection = True
+                return
+            self.raw_requestline = self.rfile.readline(65537)
+            self.server.track(self.connection, idle=False)
+            if len(self.raw_requestline) > 65536:
+                self.send_error(414)
+                return
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if not self.parse_request():
+                return
+            method = getattr(self, "do_" + self.command, None)
+            if method is None:
+                self.send_error(501, "Unsupported method")
+                return
+            method()
+            self.wfile.flush()
+            if self.server.stopping:
+                self.close_connection = True
+        except (TimeoutError, ConnectionError):
+            self.close_connection = True
+
+    def do_GET(self) -> None:
+        if self.path.split("?")[0] in ("/", "/health"):
+            self._reply(200, "application/json", json.dumps(self.server.collector.stats.to_json()).encode())
+        else:
+            self._reply(404, "text/plain", b"not found\n")
+
+    def do_POST(self) -> None:
+        col = self.server.collector
+        with col.stats.lock:
+            col.stats.requests += 1
+        ctype = self.headers.get("Content-Type", "")
+        json_reply = ctype.split(";")[0].strip().lower() == "application/json"
+        try:
+            if self.path.split("?")[0] != TRACES_PATH:
+                self._drain()
+                raise BadRequest(404, "wrong-path", f"only POST {TRACES_PATH} is served")
+            body = self._read_body()
+            msg = decode_body(body, ctype, self.headers.get("Content-Encoding", ""))
+            line = (json.dumps(to_collector_json(msg), separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+            n = span_count(msg)
+        except BadRequest as e:
+            with col.stats.lock:
+                col.stats.rejected[e.reason] += 1
+            self._reply(e.status, "application/json" if json_reply else "text/plain",
+                        (json.dumps({"code": 3, "message": str(e)}) if json_reply else str(e)).encode() + b"\n",
+                        close=e.status in (411, 413))
+            return
+        except Exception as e:  # never let one request take the receiver down
+            with col.stats.lock:
+                col.stats.rejected["internal"] += 1
+            col.log(f"request failed ({type(e).__name__})")
+            self._reply(500, "text/plain", b"internal error\n", close=True)
+            return
+        try:
+            if n:  # an empty export is acknowledged but writes no line (the Collector drops it too)
+                col.sink.write(line)
+        except OSError as e:
+            with col.stats.lock:
+                col.stats.rejected["write-failed"] += 1
+            col.log(f"cannot write: {e.strerror or type(e).__name__}")
+            self._reply(503, "text/plain", b"cannot store the spans now\n")
+            return
+        with col.stats.lock:
+            col.stats.accepted += 1
+            col.stats.spans += n
+        resp = ExportTraceServiceResponse()
+        if json_reply:
+            self._reply(200, "application/json", b"{}")
+        else:
+            self._reply(200, "application/x-protobuf", resp.SerializeToString())
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            return self._read_chunked()
+        length = self.headers.get("Content-Length")
+        if length is None:
+            raise BadRequest(411, "no-length", "Content-Length is required")
+        try:
+            n = int(length)
+        except ValueError:
+            raise BadRequest(400, "malformed", "Content-Length is not a number") from None
+        if n < 0 or n > MAX_BODY_BYTES:
+            raise BadRequest(413, "too-large", f"body over {MAX_BODY_BYTES >> 20} MiB")
+        return self.rfile.read(n)
+
+    def _read_chunked(self) -> bytes:
+        parts, total = [], 0
+        while True:
+            size_line = self.rfile.readline(1024)
+            try:
+                size = int(size_line.split(b";")[0].strip(), 16)
+            except ValueError:
+                raise BadRequest(400, "malformed", "bad chunked encoding") from None
+            if size == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(parts)
+            total += size
+            if total > MAX_BODY_BYTES:
+                raise BadRequest(413, "too-large", f"body over {MAX_BODY_BYTES >> 20} MiB")
+            parts.append(self.rfile.read(size))
+            self.rfile.readline(1024)
+
+    def _drain(self) -> None:
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            n = 0
+        if 0 < n <= MAX_BODY_BYTES:
+            self.rfile.read(n)
+
+    def _reply(self, status: int, ctype: str, body: bytes, close: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = False  # server_close() waits for requests in flight
+    block_on_close = True
+    allow_reuse_address = True
+    collector: Collector
+    stopping = False
+
+    def track(self, conn: socket.socket, idle: bool) -> None:
+        with self._conn_lock:
+            self._conns[conn] = idle
+            if idle and self.stopping:
+                _shut_read(conn)
+
+    def untrack(self, conn: socket.socket) -> None:
+        with self._conn_lock:
+            self._conns.pop(conn, None)
+
+    def close_idle(self) -> None:
+        """Stop: idle keep-alive connections get EOF (their handler threads end); busy ones finish."""
+        with self._conn_lock:
+            self.stopping = True
+            for conn, idle in self._conns.items():
+                if idle:
+                    _shut_read(conn)
+
+
+def _shut_read(conn: socket.socket) -> None:
+    try:
+        conn.shutdown(socket.SHUT_RD)
+    except OSError:
+        pass
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:4318`` for IPv6; a bare ``PORT`` means loopback)."""
+    if listen.isdigit():
+        return "127.0.0.1", int(listen)
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--listen takes HOST:PORT, got {listen!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+class Collector:
+    """The receiver: ``start()`` serves on a thread, ``stop()`` drains and flushes everything."""
+
+    def __init__(self, host: str, port: int, sink: JsonlSink | DatasetSink | TeeSink, log: Log | None = None) -> None:
+        self.host, self.sink = host, sink
+        self.stats = Stats()
+        self.log = log or (lambda m: print(f"stagelens collect: {m}", file=sys.stderr, flush=True))
+        server_cls = _Server
+        if ":" in host:
+            server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
+        self._httpd = server_cls((host, port), _Handler)
+        self._httpd.collector = self
+        self._httpd._conns = {}
+        self._httpd._conn_lock = threading.Lock()
+        self.port = self._httpd.server_address[1]
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        h = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{h}:{self.port}{TRACES_PATH}"
+
+    def start(self) -> Collector:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="stagelens-collect", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict:
+        """Stop accepting, finish requests in flight, flush (and import) everything; the final counts."""
+        if not self._stopped:
+            self._stopped = True
+            if self._thread is not None:
+                self._httpd.shutdown()
+                self._thread.join()
+            self._httpd.close_idle()
+            self._httpd.server_close()  # joins handler threads: requests in flight finish
+            self.sink.close()
+        return self.summary()
+
+    def summary(self) -> dict:
+        out = self.stats.to_json()
+        sinks = self.sink.sinks if isinstance(self.sink, TeeSink) else (self.sink,)
+        for s in sinks:
+            out["lines_written"] = max(out.get("lines_written", 0), s.lines)
+            if isinstance(s, DatasetSink):
+                out["imports"] = dict(s.imports)
+                out["dataset"] = dict(s.counts)
+        return out
+
+    def __enter__(self) -> Collector:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def make_sink(out: str | Path | None, dataset: str | Path | None, *, fmt: str = "auto",
+              rotate_mb: float | None = None, max_backups: int | None = None, batch_lines: int = 1000,
+              flush_interval_s: float = 10.0, log: Log | None = None) -> JsonlSink | DatasetSink | TeeSink:
+    if out is None and dataset is None:
+        raise ValueError("collect needs --out FILE.jsonl or --dataset DIR")
+    sinks: list[JsonlSink | DatasetSink] = []
+    if out is not None:
+        sinks.append(JsonlSink(out, int(rotate_mb * (1 << 20)) if rotate_mb else None, max_backups))
+    if dataset is not None:
+        sinks.append(DatasetSink(dataset, fmt, batch_lines, flush_interval_s, log))
+    return sinks[0] if len(sinks) == 1 else TeeSink(*sinks)
+
+
+def serve(listen: str, out: str | Path | None = None, dataset: str | Path | None = None, *,
+          ready: Callable[[Collector], None] | None = None, **sink_options: Any) -> dict:
+    """Run until SIGTERM/SIGINT, then drain and flush; returns the final counts (the CLI's body)."""
+    import signal
+
+    host, port = parse_listen(listen)
+    log = sink_options.pop("log", None)
+    sink = make_sink(out, dataset, log=log, **sink_options)
+    try:
+        col = Collector(host, port, sink, log=log)
+    except BaseException:
+        sink.close()
+        raise
+    done = threading.Event()
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        done.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        col.start()
+        if not is_loopback(host):
+            col.log(f"listening on {host}:{col.port}, reachable from other hosts")
+        if ready:
+            ready(col)
+        while not done.wait(0.5):
+            pass
+    finally:
+        summary = col.stop()
+        for s, h in old.items():
+            signal.signal(s, h)
+    return summary
