@@ -4,6 +4,7 @@
     python3 dev.py demo     # set up .venv, import sample_traces/, write the report
     python3 dev.py test     # set up .venv, run ruff and the whole test suite
     python3 dev.py bench    # run the benchmarks in bench/ (slow; prints rows/s and peak RSS)
+    python3 dev.py readme   # regenerate the README's schema and format tables
 
 The virtual environment is (re)built when pyproject.toml changes.
 """
@@ -41,7 +42,7 @@ def run(*cmd: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("demo", "test", "bench"):
+    if not argv or argv[0] not in ("demo", "test", "bench", "readme"):
         print(__doc__)
         return 2
     ensure_venv()
@@ -51,6 +52,8 @@ def main(argv: list[str]) -> int:
     if what == "test":
         rc = run(str(BIN / "ruff"), "check", "toolkit", "tests", "bench", "dev.py")
         return rc or run(str(BIN / "python"), "-m", "pytest", "-q", *rest)
+    if what == "readme":
+        return run(str(BIN / "python"), "-m", "toolkit.docs", "README.md")
     return run(str(BIN / "python"), "bench/run_all.py", *rest)
 
 

@@ -5,11 +5,48 @@ from __future__ import annotations
 import difflib
 from types import ModuleType
 
-from toolkit.importers import sglang, vllm_otlp
+from toolkit.importers import (
+    aiperf,
+    azure_llm,
+    burstgpt,
+    genai_perf,
+    guidellm,
+    langfuse,
+    litellm,
+    llmperf,
+    mapping,
+    mooncake,
+    otlp,
+    replay,
+    sglang,
+    tgi,
+    triton,
+    trtllm,
+    vllm_bench,
+    vllm_otlp,
+)
 
 REGISTRY: dict[str, ModuleType] = {
     sglang.NAME: sglang,
+    otlp.NAME: otlp,  # before vllm-otlp: a file with agent and vLLM spans is read whole by otlp
     vllm_otlp.NAME: vllm_otlp,
+    litellm.NAME: litellm,
+    litellm.SPENDLOGS_CSV.NAME: litellm.SPENDLOGS_CSV,
+    litellm.SPENDLOGS_PARQUET.NAME: litellm.SPENDLOGS_PARQUET,  # never sniffed
+    langfuse.NAME: langfuse,
+    tgi.NAME: tgi,
+    triton.NAME: triton,
+    trtllm.NAME: trtllm,
+    replay.NAME: replay,
+    aiperf.NAME: aiperf,
+    genai_perf.NAME: genai_perf,
+    vllm_bench.NAME: vllm_bench,
+    mooncake.NAME: mooncake,
+    azure_llm.NAME: azure_llm,
+    burstgpt.NAME: burstgpt,
+    guidellm.NAME: guidellm,
+    llmperf.NAME: llmperf,
+    mapping.NAME: mapping,  # never sniffed: needs --mapping FILE
 }
 
 

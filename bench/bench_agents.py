@@ -1,0 +1,286 @@
+"""Agent-trace import benchmark: the ``otlp`` and ``litellm`` importers on generated data.
+
+    python bench/bench_agents.py [--n 1M] [--formats otlp,litellm] [--keep-data] [--json OUT]
+
+For each format: generate N records into bench/data/ (reused with ``--keep-data``), then import
+the file in a child process (``toolkit.ingest.import_traces``) and report wall time, records/s
+and the child's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)`` after the child exits).
+
+* ``otlp``: OTLP JSON lines as a Collector file exporter writes them, the shape of the real agent
+  capture (real-gateway-agent.md §6): per trace an ``invoke_agent`` span, two ``chat`` CLIENT
+  spans with the GenAI attribute set (no message content), two ``execute_tool`` spans; 20 traces
+  (100 spans) per line, two scopes per trace. N counts spans.
+* ``litellm``: StandardLoggingPayload JSON lines (real-gateway-agent.md §4.3), with the real key
+  set and nesting (metadata, hidden_params, cost_breakdown, a short ``messages``/``response``),
+  ~3.4 kB per line (real lines are 4-19 kB: the ~9 kB ``model_map_information.model_map_value`` cost
+  map is left out, so real files parse slower per record). N counts records.
+
+Peak RSS: ``RUSAGE_CHILDREN`` is the maximum over all children so far, so run one format per
+invocation (``--formats otlp``) for a per-format figure; the table marks a figure that is not.
+
+Targets (the brief of issue #6): otlp >= 300 k spans/s, litellm >= 500 k records/s, peak RSS
+< 1 GB, on 2 cores. Generation is vectorised: numpy columns, one ``%`` over a repeated template
+per chunk (no per-record ``json.dumps``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA = HERE / "data"
+T0 = 1_795_996_800  # 2026-11-30T00:00:00Z
+TARGETS = {"otlp": 300_000, "litellm": 500_000}
+RSS_LIMIT_MB = 1000.0
+CHUNK = 20_000  # traces (otlp) or records (litellm) formatted per '%'
+
+
+def _fill(template: str, cols: list[np.ndarray]) -> str:
+    """``template % row`` for every row of ``cols``, concatenated; the formatting runs in C."""
+    k, m = len(cols[0]), len(cols)
+    args: list = [None] * (k * m)
+    for j, c in enumerate(cols):
+        args[j::m] = c.tolist()
+    return (template * k) % tuple(args)
+
+
+def _u64(rng: np.random.Generator, k: int) -> np.ndarray:
+    return np.frombuffer(rng.bytes(8 * k), dtype=np.uint64)
+
+
+# ---------------------------------------------------------------------------------------------- otlp
+
+_RES = ('{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":'
+        '"retail-assistant"}},{"key":"service.instance.id","value":{"stringValue":'
+        '"e0f4ad22-cfdc-4bd8-a34f-e65f9ff07c4f"}},{"key":"telemetry.sdk.language","value":{"stringValue":'
+        '"python"}}]},"scopeSpans":[')
+_S = '{"key":"%s","value":{"stringValue":"%s"}}'
+_I = '{"key":"%s","value":{"intValue":"%%d"}}'
+_CHAT = ('{"traceId":"%016x%016x","spanId":"%016x","parentSpanId":"%016x","flags":256,"name":"chat tiny-llama",'
+         '"kind":3,"startTimeUnixNano":"%d","endTimeUnixNano":"%d","attributes":['
+         + ",".join([_S % ("gen_ai.operation.name", "chat"), _S % ("gen_ai.request.model", "tiny-llama"),
+                     _S % ("gen_ai.provider.name", "openai"), _S % ("server.address", "127.0.0.1"),
+                     '{"key":"server.port","value":{"intValue":"18200"}}',
+                     '{"key":"gen_ai.request.temperature","value":{"doubleValue":0.7}}',
+                     '{"key":"gen_ai.request.max_tokens","value":{"intValue":"96"}}',
+                     _S % ("gen_ai.response.model", "tiny-llama"),
+                     '{"key":"gen_ai.response.id","value":{"stringValue":"chatcmpl-%016x"}}',
+                     '{"key":"gen_ai.response.time_to_first_chunk","value":{"doubleValue":%d.%06d}}',
+                     _I % "gen_ai.usage.input_tokens", _I % "gen_ai.usage.output_tokens"])
+         + '],"status":{}}')
+_TOOL = ('{"traceId":"%016x%016x","spanId":"%016x","parentSpanId":"%016x","flags":256,"name":"execute_tool %s",'
+         '"kind":1,"startTimeUnixNano":"%d","endTimeUnixNano":"%d","attributes":['
+         + ",".join([_S % ("gen_ai.operation.name", "execute_tool"), '{"key":"gen_ai.tool.name","value":'
+                     '{"stringValue":"%s"}}', '{"key":"gen_ai.tool.call.id","value":{"stringValue":"call_%016x"}}',
+                     _S % ("gen_ai.tool.type", "function")])
+         + '],"status":{}}')
+_AGENT = ('{"traceId":"%016x%016x","spanId":"%016x","flags":256,"name":"invoke_agent retail_assistant",'
+          '"kind":1,"startTimeUnixNano":"%d","endTimeUnixNano":"%d","attributes":['
+          + ",".join([_S % ("gen_ai.operation.name", "invoke_agent"), _S % ("gen_ai.agent.name", "retail_assistant"),
+                      '{"key":"gen_ai.conversation.id","value":{"stringValue":"conv-%016x"}}'])
+          + '],"status":{}}')
+_TRACE = ('{"scope":{"name":"retail_assistant.agent","version":"0.1.0"},"spans":[' + _AGENT + "," + _TOOL + ","
+          + _TOOL + ']},{"scope":{"name":"opentelemetry.util.genai.handler","version":"1.1b0"},"spans":['
+          + _CHAT + "," + _CHAT + "]},")
+
+
+def _otlp_chunk(rng: np.random.Generator, k: int, first: int) -> str:
+    """k traces (5 spans each), 20 per line."""
+    t = (T0 + (first + np.arange(k)) * 0.01) * 1e6  # µs
+    t = t.astype(np.int64) * 1000
+    th, tl = _u64(rng, k), _u64(rng, k)
+    sa, s1, s2, t1, t2 = (_u64(rng, k) for _ in range(5))
+    d1 = rng.integers(50_000_000, 400_000_000, k)  # chat 1 duration, ns
+    tool1 = rng.integers(100_000_000, 500_000_000, k)
+    tool2 = rng.integers(50_000_000, 300_000_000, k)
+    d2 = rng.integers(100_000_000, 900_000_000, k)
+    ttf1 = rng.integers(10_000, 40_000, k)  # µs
+    ttf2 = rng.integers(10_000, 60_000, k)
+    c1s = t + 100_000
+    c1e = c1s + d1
+    u1s = c1e + 200_000
+    u1e = u1s + tool1
+    u2s = u1s + 50_000
+    u2e = u2s + tool2
+    c2s = np.maximum(u1e, u2e) + 300_000
+    c2e = c2s + d2
+    ae = c2e + 100_000
+    i1, o1 = rng.integers(50, 400, k), rng.integers(8, 96, k)
+    i2, o2 = i1 + o1 + 40, rng.integers(16, 96, k)
+    names1 = np.full(k, "lookup_order")
+    names2 = np.full(k, "check_refund_policy")
+    cols = [th, tl, sa, t, ae, th,
+            th, tl, t1, sa, names1, u1s, u1e, names1, t1,
+            th, tl, t2, sa, names2, u2s, u2e, names2, t2,
+            th, tl, s1, sa, c1s, c1e, s1, ttf1 // 1_000_000, ttf1 % 1_000_000, i1, o1,
+            th, tl, s2, sa, c2s, c2e, s2, ttf2 // 1_000_000, ttf2 % 1_000_000, i2, o2]
+    body = _fill(_TRACE, cols)
+    # split into lines of 20 traces: each trace is one '{"scope":...},{"scope":...},' piece
+    pieces = body.split('{"scope":{"name":"retail_assistant.agent"')
+    out = []
+    for j in range(1, len(pieces), 20):
+        group = '{"scope":{"name":"retail_assistant.agent"' + '{"scope":{"name":"retail_assistant.agent"'.join(
+            pieces[j:j + 20])
+        out.append(_RES + group.rstrip(",") + "]}]}\n")
+    return "".join(out)
+
+
+def generate_otlp(path: Path, n_spans: int, seed: int = 0) -> int:
+    rng = np.random.default_rng(seed)
+    traces = n_spans // 5
+    with open(path, "w") as f:
+        for first in range(0, traces, CHUNK):
+            f.write(_otlp_chunk(rng, min(CHUNK, traces - first), first))
+    return traces * 5
+
+
+# ---------------------------------------------------------------------------------------------- litellm
+
+_LITELLM = (
+    '{"id": "chatcmpl-%016x", "litellm_call_id": "%08x-ad54-4d2a-80e7-%012x", "trace_id": "sess-%08d", '
+    '"session_id": "", "call_type": "acompletion", "cache_hit": false, "stream": true, "status": "success", '
+    '"status_fields": {"llm_api_status": "success", "guardrail_status": "not_run"}, '
+    '"custom_llm_provider": "hosted_vllm", "saved_cache_cost": 0.0, "startTime": %d.%06d, "endTime": %d.%06d, '
+    '"completionStartTime": %d.%06d, "response_time": 0.0%06d, "model": "hosted_vllm/tiny-llama", '
+    '"metadata": {"user_api_key_hash": "litellm_proxy_master_key", "user_api_key_alias": null, '
+    '"user_api_key_spend": 0.0, "user_api_key_team_id": null, "user_api_key_user_id": "default_user_id", '
+    '"user_api_key_end_user_id": null, "user_api_key_request_route": "/v1/chat/completions", '
+    '"spend_logs_metadata": null, "requester_ip_address": "127.0.0.1", "user_agent": "python-httpx/0.28.1", '
+    '"requester_metadata": {"trace_id": "%016x%016x", "headers": {"host": "127.0.0.1:4000", "accept": "*/*", '
+    '"user-agent": "python-httpx/0.28.1", "content-type": "application/json"}, "used_client_oauth_token": false}, '
+    '"prompt_management_metadata": null, "applied_guardrails": [], "mcp_tool_call_metadata": null, '
+    '"vector_store_request_metadata": null, "routing_decision": null, "usage_object": {"completion_tokens": %d, '
+    '"prompt_tokens": %d, "total_tokens": 0, "completion_tokens_details": null, "prompt_tokens_details": null}, '
+    '"requester_custom_headers": {}, "cold_storage_object_key": null, "user_api_key_auth_metadata": {}, '
+    '"team_alias": null, "team_id": null}, "cache_key": null, "response_cost": 0.0, "cost_breakdown": '
+    '{"input_cost": 0.0, "output_cost": 0.0, "total_cost": 0.0, "tool_usage_cost": 0.0}, '
+    '"autorouter_savings": null, "total_tokens": 0, "prompt_tokens": %d, "completion_tokens": %d, '
+    '"request_tags": ["User-Agent: python-httpx", "User-Agent: python-httpx/0.28.1"], '
+    '"request_model_access_groups": [], "end_user": null, "api_base": "http://127.0.0.1:18200/v1/chat/completions", '
+    '"model_group": "tiny-llama", "model_id": "528f917c2470709d6252c0ff0e367ef326cee33c2d0ee15bfabbd4bc34d69cce", '
+    '"requester_ip_address": "127.0.0.1", "user_agent": "python-httpx/0.28.1", "messages": [{"role": "system", '
+    '"content": "You are a retail support assistant."}, {"role": "user", "content": "Customer says: where is my '
+    'refund for the blue hoodie, order ORD-%06d?"}], "response": {"id": "chatcmpl-x", "object": "chat.completion", '
+    '"choices": [{"finish_reason": "%s", "index": 0, "message": {"content": "Let me check that order for you.", '
+    '"role": "assistant", "tool_calls": null}}]}, "model_parameters": {"temperature": 0, "stream": true, '
+    '"stream_options": {"include_usage": true}, "max_tokens": 96}, "hidden_params": {"model_id": "528f917c", '
+    '"cache_key": null, "api_base": "http://127.0.0.1:18200/v1/chat/completions", "response_cost": 0.0, '
+    '"litellm_overhead_time_ms": null, "batch_models": null, "litellm_model_name": null, "usage_object": null}, '
+    '"model_map_information": {"model_map_key": "hosted_vllm/tiny-llama", "model_map_value": null}, '
+    '"error_str": null, "error_information": {"error_code": "", "error_class": "", "llm_provider": "", '
+    '"traceback": "", "error_message": ""}, "response_cost_failure_debug_info": null, "zero_cost_diagnostic": null, '
+    '"guardrail_information": null, "standard_built_in_tools_params": {"web_search_options": null, '
+    '"file_search": null}}\n')
+
+
+def _litellm_chunk(rng: np.random.Generator, k: int, first: int) -> str:
+    idx = first + np.arange(k)
+    start = (T0 * 1_000_000 + idx * 10_000).astype(np.int64)  # µs
+    ttft = rng.integers(5_000, 60_000, k)
+    dur = ttft + rng.integers(50_000, 900_000, k)
+    end, cst = start + dur, start + ttft
+    i, o = rng.integers(50, 400, k), rng.integers(8, 96, k)
+    fin = np.where(idx % 2 == 0, "tool_calls", "stop")
+    cols = [_u64(rng, k), rng.integers(0, 2**32, k), _u64(rng, k) >> np.uint64(16), idx // 2,
+            start // 1_000_000, start % 1_000_000, end // 1_000_000, end % 1_000_000,
+            cst // 1_000_000, cst % 1_000_000, ttft, _u64(rng, k), _u64(rng, k), o, i, i, o, idx % 1_000_000, fin]
+    return _fill(_LITELLM, cols)
+
+
+def generate_litellm(path: Path, n: int, seed: int = 0) -> int:
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        for first in range(0, n, CHUNK):
+            f.write(_litellm_chunk(rng, min(CHUNK, n - first), first))
+    return n
+
+
+GENERATORS = {"otlp": generate_otlp, "litellm": generate_litellm}
+
+
+# ---------------------------------------------------------------------------------------------- runs
+
+def _child(fmt: str, file: str, out: str, result: str) -> int:
+    from toolkit.ingest import import_traces
+    t = time.perf_counter()
+    res = import_traces([file], out, fmt=fmt).to_json()
+    secs = time.perf_counter() - t
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    Path(result).write_text(json.dumps({
+        "seconds": secs, "read": res["read"], "imported": res["imported"], "quarantined": res["quarantined"],
+        "skipped": res["skipped"], "cpu_s": cpu.ru_utime + cpu.ru_stime}))
+    return 0
+
+
+def run_child(fmt: str, file: Path, work: Path) -> dict:
+    out, result = work / f"ds-{fmt}", work / f"{fmt}.json"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", fmt, str(file), str(out), str(result)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    subprocess.run(cmd, cwd=ROOT, check=True)
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r = json.loads(result.read_text())
+    r["peak_rss_mb"] = peak_kb / 1024
+    r["rss_note"] = "" if peak_kb > before else " (max over children so far)"
+    r["rows_per_s"] = r["imported"] / r["seconds"] if r["seconds"] else 0.0
+    return r
+
+
+def parse_count(s: str) -> int:
+    s = s.strip().lower()
+    mult = {"k": 1_000, "m": 1_000_000}.get(s[-1], 1)
+    return int(float(s[:-1] if s[-1] in "km" else s) * mult)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--child":
+        return _child(*argv[1:5])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", default="1M", help="records (litellm) or spans (otlp) per format")
+    ap.add_argument("--formats", default="otlp,litellm")
+    ap.add_argument("--keep-data", action="store_true", help="reuse a generated file of the same size")
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args(argv)
+    n = parse_count(args.n)
+    DATA.mkdir(exist_ok=True)
+    rows = []
+    load = os.getloadavg()[0]
+    for fmt in args.formats.split(","):
+        path = DATA / f"agents-{fmt}-{n}.jsonl"
+        if not (args.keep_data and path.exists()):
+            t = time.perf_counter()
+            GENERATORS[fmt](path, n)
+            print(f"generated {path.name} ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t:.1f} s",
+                  flush=True)
+        with tempfile.TemporaryDirectory() as work:
+            r = run_child(fmt, path, Path(work))
+        r.update(format=fmt, n=n, mb=path.stat().st_size / 1e6, target=TARGETS[fmt], load_before=load)
+        r["ok"] = r["rows_per_s"] >= TARGETS[fmt] and r["peak_rss_mb"] < RSS_LIMIT_MB
+        rows.append(r)
+        if not args.keep_data:
+            path.unlink()
+    print(f"\n{'format':8} {'records':>10} {'MB':>7} {'seconds':>8} {'rows/s':>10} {'target':>9} "
+          f"{'CPU s':>7} {'peak RSS MB':>12}  ok")
+    for r in rows:
+        print(f"{r['format']:8} {r['imported']:>10,} {r['mb']:>7.0f} {r['seconds']:>8.2f} {r['rows_per_s']:>10,.0f} "
+              f"{r['target']:>9,} {r['cpu_s']:>7.1f} {r['peak_rss_mb']:>12.0f}  {'yes' if r['ok'] else 'NO'}"
+              f"{r['rss_note']}")
+    print(f"cores: {os.cpu_count()}, load average before: {load:.1f} (shared machine: figures are pessimistic)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,335 @@
+"""LiteLLM proxy: ``StandardLoggingPayload`` JSON lines (S3/GCS/generic_api logger callbacks).
+
+Facts from ../shared/formats/otel-gateways-clients.md §4 and the real capture (LiteLLM 1.108.7)
+in real-gateway-agent.md §4 and §9 — where they differ, the capture wins:
+
+* one payload per line (S3/GCS objects, ``generic_api`` ``ndjson``); a line holding a JSON array
+  of payloads (``generic_api``'s default ``json_array`` body) is read too;
+* vantage ``gateway``: ``startTime`` (epoch float seconds; the earliest gateway timestamp: no
+  ``proxy_server_request.arrival_time`` / ``queue_time_seconds`` in real payloads) is the arrival,
+  ``endTime`` the end (for streams: the last chunk as the proxy consumed it).
+  ``completionStartTime`` is the first chunk **only for streaming calls**; for non-streaming calls
+  it equals ``endTime`` and the first token stays null. ``stream`` is ``null`` for non-streaming
+  calls and for every failure, so streaming is ``stream`` or ``model_parameters.stream``;
+* ``id`` is the provider response id (= vLLM's ``gen_ai.request.id``), or the call id for failures;
+  the same response id comes back on a cache hit, so the identity is id + start;
+* ``trace_id``: the app's OpenTelemetry trace id when LiteLLM recorded one
+  (``metadata.requester_metadata.trace_id``, 32 hex), so gateway rows join the agent's and vLLM's
+  spans; else the payload's ``trace_id`` (a ``litellm_session_id`` / ``metadata.session_id``, or a
+  UUID). ``session_id``: the top-level ``session_id`` when not empty (it always is in 1.108.7), else
+  the payload's ``trace_id`` when that is a session id rather than the trace;
+* status: ``failure`` → ``error``; a ``success`` with ``error_information.error_code`` 499 is a client
+  abort (``aborted``); ``error_type`` = ``error_information.error_class`` (never the message);
+* the finish reason is read from ``response.choices[0].finish_reason`` alone; no other part of
+  ``response``, nor ``messages``, is read;
+* spans the log itself records: ``guardrail_information`` entries (kind ``guardrail``) and tools the
+  proxy ran itself (``metadata.mcp_tool_call_metadata``: that payload is a ``tool`` span, not a model
+  call). A client-side tool between a call that ended in ``tool_calls`` and the next call of the
+  trace is **not** in the log: that gap is left empty, so ``turns`` counts it as orchestration.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+
+from toolkit.importers._common import us
+
+NAME = "litellm"
+VANTAGE = "gateway"
+IDENTITY = "request_id || '/' || CAST(ts_arrival AS VARCHAR)"
+SPAN_IDENTITY = "coalesce(trace_id, '') || '/' || span_id"
+DESCRIPTION = "LiteLLM proxy StandardLoggingPayload JSON lines (S3, GCS, generic_api callbacks)"
+FILE_HINT = "*.json / *.jsonl: one payload per line (or a JSON array of payloads per line)"
+BOUNDARIES = {
+    "ts_arrival": "startTime (the proxy's start of the call; its own queue is not recorded)",
+    "ts_first_token": "completionStartTime, streaming calls only (for others it equals endTime: left null)",
+    "ts_end": "endTime (streams: the last chunk, as the proxy consumed it)",
+}
+CANNOT = ("the provider's queue, prefill and decode; retries (one payload per request); the client's own "
+          "tool time (only the gap between calls is seen, counted as orchestration)")
+
+_T = "VARCHAR"  # every scalar read as text and cast afterwards: a wrong type never loses the record
+_SPEC_DICT = {
+    "id": _T, "litellm_call_id": _T, "trace_id": _T, "session_id": _T, "call_type": _T, "stream": _T,
+    "status": _T, "startTime": _T, "endTime": _T, "completionStartTime": _T, "model": _T, "model_group": _T,
+    "prompt_tokens": _T, "completion_tokens": _T, "team_id": _T,
+    "metadata": {"user_api_key_team_id": _T, "requester_metadata": {"trace_id": _T},
+                 "usage_object": {"prompt_tokens_details": {"cached_tokens": _T}},
+                 "mcp_tool_call_metadata": {"name": _T, "namespaced_tool_name": _T}},
+    "model_parameters": {"stream": _T},
+    "error_information": {"error_code": _T, "error_class": _T},
+    "response": {"choices": [{"finish_reason": _T}]},
+    "guardrail_information": [{"guardrail_name": _T, "guardrail_status": _T, "start_time": _T, "end_time": _T}],
+}
+_SPEC = json.dumps(_SPEC_DICT)
+_ARRAY_SPEC = json.dumps([_SPEC_DICT])
+
+
+def sniff(head: bytes) -> bool:
+    h = head[:65536]
+    return b'"litellm_call_id"' in h or (b'"startTime"' in h and b'"completionStartTime"' in h
+                                          and b'"model_group"' in h)
+
+
+def _ts(expr: str) -> str:
+    """Epoch float seconds, or a 'YYYY-MM-DD HH:MM:SS.ffffff' string (legacy generic_api), to µs."""
+    return f"coalesce({us(f'TRY_CAST({expr} AS DOUBLE)')}, {_iso_us(expr)})"
+
+
+# A payload yields spans only with a guardrail list or an MCP tool record: spans_sql parses only the
+# lines where one of them is not null (one regular-expression pass is ~2x cheaper than a parse).
+_SPANS_FILTER = r"""regexp_matches(line, '"(guardrail_information|mcp_tool_call_metadata)"\s*:\s*[\[{]')"""
+
+
+def _prefix(where: str = "true") -> str:
+    """Parse each line (an object, or an array of objects) into one row per payload ``r``, with the
+    shared columns every table needs (trace and session ids, whether the payload is a tool run)."""
+    return f"""
+WITH p0 AS (
+    SELECT ln, line,
+        CASE WHEN NOT starts_with(line, '[') THEN try(json_transform(line, '{_SPEC}')) END AS j,
+        CASE WHEN starts_with(line, '[') THEN try(json_transform(line, '{_ARRAY_SPEC}')) END AS arr
+    FROM lines WHERE {where}
+), p AS MATERIALIZED (
+    -- the line itself is not kept: only whether an unparsed line is blank
+    SELECT ln, j, arr, CASE WHEN j IS NULL AND arr IS NULL THEN trim(line) = '' END AS blank FROM p0
+), recs AS (
+    SELECT ln, j AS r FROM p WHERE j IS NOT NULL
+    UNION ALL
+    SELECT ln, unnest(arr) AS r FROM p WHERE arr IS NOT NULL
+), k AS (
+    SELECT ln, r,
+        lower(r['metadata']['requester_metadata']['trace_id']) AS otel_trace,
+        nullif(r['trace_id'], '') AS payload_trace,
+        r['metadata']['mcp_tool_call_metadata'] IS NOT NULL
+            AND coalesce(r['metadata']['mcp_tool_call_metadata']['name'],
+                         r['metadata']['mcp_tool_call_metadata']['namespaced_tool_name']) IS NOT NULL AS is_tool
+    FROM recs
+), c AS (
+    SELECT *,
+        CASE WHEN regexp_full_match(coalesce(otel_trace, ''), '[0-9a-f]{{32}}') THEN otel_trace
+             ELSE payload_trace END AS trace_id,
+        coalesce(nullif(r['session_id'], ''),
+                 CASE WHEN payload_trace IS DISTINCT FROM otel_trace THEN payload_trace END) AS session_id,
+        {_ts("r['startTime']")} AS t_start,
+        {_ts("r['endTime']")} AS t_end
+    FROM k
+)"""
+
+
+def requests_sql() -> str:
+    return _prefix() + f""",
+m AS (
+    SELECT *,
+        {_ts("r['completionStartTime']")} AS t_cst,
+        coalesce(TRY_CAST(r['stream'] AS BOOLEAN), TRY_CAST(r['model_parameters']['stream'] AS BOOLEAN), false)
+            AS streaming,
+        TRY_CAST(r['prompt_tokens'] AS BIGINT) AS input_tokens,
+        TRY_CAST(r['completion_tokens'] AS BIGINT) AS output_tokens
+    FROM c WHERE NOT is_tool
+)
+SELECT ln, 'record' AS row_kind,
+    CASE WHEN nullif(r['id'], '') IS NULL THEN {{'code': 'missing-field', 'detail': 'id is missing'}}
+         WHEN r['startTime'] IS NULL THEN {{'code': 'missing-field', 'detail': 'startTime is missing'}}
+         WHEN t_start IS NULL THEN {{'code': 'bad-type', 'detail': 'startTime is not a number or a timestamp'}}
+         WHEN r['endTime'] IS NULL THEN {{'code': 'missing-field', 'detail': 'endTime is missing'}}
+         WHEN t_end IS NULL THEN {{'code': 'bad-type', 'detail': 'endTime is not a number or a timestamp'}}
+         WHEN r['completionStartTime'] IS NOT NULL AND t_cst IS NULL THEN
+              {{'code': 'bad-type', 'detail': 'completionStartTime is not a number or a timestamp'}}
+         WHEN r['prompt_tokens'] IS NOT NULL AND input_tokens IS NULL THEN
+              {{'code': 'bad-type', 'detail': 'prompt_tokens is not an integer'}}
+         WHEN r['completion_tokens'] IS NOT NULL AND output_tokens IS NULL THEN
+              {{'code': 'bad-type', 'detail': 'completion_tokens is not an integer'}}
+         WHEN streaming AND t_cst > t_end THEN {{'code': 'out-of-order', 'detail': 'completionStartTime is after endTime'}}
+    END AS _r,
+    _r['code'] AS reason_code, _r['detail'] AS reason_detail,
+    r['id'] AS request_id, trace_id, session_id,
+    'gateway' AS vantage,
+    getvariable('service') AS service,
+    coalesce(getvariable('model'), nullif(r['model_group'], ''), nullif(r['model'], '')) AS model,
+    coalesce(nullif(r['team_id'], ''), nullif(r['metadata']['user_api_key_team_id'], '')) AS tenant,
+    t_start AS ts_arrival,
+    -- non-streaming calls carry completionStartTime = endTime: no first token
+    CASE WHEN streaming AND t_cst < t_end THEN t_cst END AS ts_first_token,
+    t_end AS ts_end,
+    input_tokens,
+    TRY_CAST(r['metadata']['usage_object']['prompt_tokens_details']['cached_tokens'] AS BIGINT) AS cached_input_tokens,
+    output_tokens,
+    CASE WHEN r['status'] = 'failure' THEN 'error'
+         WHEN r['error_information']['error_code'] = '499' THEN 'aborted'
+         ELSE 'ok' END AS status,
+    nullif(r['response']['choices'][1]['finish_reason'], '') AS finish_reason,
+    nullif(r['error_information']['error_class'], '') AS error_type,
+    [] AS derived,
+    'wall' AS clock
+FROM m
+UNION ALL BY NAME
+-- lines that are not records: blank (skipped); not JSON (quarantined)
+SELECT ln, CASE WHEN blank THEN 'skip' ELSE 'record' END AS row_kind,
+    CASE WHEN row_kind = 'record' THEN 'unparseable' END AS reason_code,
+    CASE WHEN row_kind = 'record' THEN 'line is not a JSON object or array of objects' END AS reason_detail
+FROM p WHERE j IS NULL AND arr IS NULL
+"""
+
+
+def spans_sql() -> str:
+    return _prefix(_SPANS_FILTER) + f""",
+g AS (
+    SELECT ln, trace_id, request_id, e['gr'] AS gr, e['i'] AS i
+    FROM (SELECT ln, trace_id, r['id'] AS request_id,
+                 unnest(list_transform(r['guardrail_information'], lambda x, i: {{'gr': x, 'i': i}})) AS e
+          FROM c WHERE NOT is_tool AND len(r['guardrail_information']) > 0) AS u
+)
+-- tools the proxy ran itself (MCP): the payload is the tool span
+SELECT ln, 'record' AS row_kind,
+    CASE WHEN coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], '')) IS NULL THEN 'missing-field' END
+        AS reason_code,
+    CASE WHEN reason_code IS NOT NULL THEN 'litellm_call_id and id are missing' END AS reason_detail,
+    trace_id, coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], '')) AS span_id,
+    CAST(NULL AS VARCHAR) AS parent_span_id, CAST(NULL AS VARCHAR) AS request_id,
+    'tool' AS kind,
+    coalesce(r['metadata']['mcp_tool_call_metadata']['namespaced_tool_name'],
+             r['metadata']['mcp_tool_call_metadata']['name']) AS name,
+    t_start AS ts_start, t_end AS ts_end,
+    CASE WHEN r['status'] = 'failure' THEN 'error' ELSE 'ok' END AS status
+FROM c WHERE is_tool
+UNION ALL BY NAME
+-- guardrails the proxy ran around a call
+SELECT ln, 'record' AS row_kind,
+    CASE WHEN {_ts("gr['start_time']")} IS NULL OR {_ts("gr['end_time']")} IS NULL THEN 'bad-type' END
+        AS reason_code,
+    CASE WHEN reason_code IS NOT NULL THEN 'guardrail_information start_time/end_time is not a number' END
+        AS reason_detail,
+    trace_id, request_id || '/guardrail/' || i AS span_id, CAST(NULL AS VARCHAR) AS parent_span_id, request_id,
+    'guardrail' AS kind, gr['guardrail_name'] AS name,
+    {_ts("gr['start_time']")} AS ts_start, {_ts("gr['end_time']")} AS ts_end,
+    CASE WHEN gr['guardrail_status'] = 'guardrail_failed_to_respond' THEN 'error' ELSE 'ok' END AS status
+FROM g
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# LiteLLM_SpendLogs table exports (one document per file: CSV with a header, or Parquet)
+
+def _iso_us(expr: str) -> str:
+    """A timestamp(3) as text ('YYYY-MM-DD HH:MM:SS.fff', UTC) or ISO-8601 with a zone, to µs."""
+    return (f"CASE WHEN regexp_matches({expr}, '(Z|[+-][0-9][0-9]:?[0-9][0-9])$') "
+            f"THEN epoch_us(TRY_CAST({expr} AS TIMESTAMPTZ)) ELSE epoch_us(TRY_CAST({expr} AS TIMESTAMP)) END")
+
+
+def _spendlogs_source(kind: str) -> str:
+    """The export as text columns, one row per spend log, numbered ``ln`` as in the file."""
+    if kind == "csv":
+        # the header is line 1, so row i is line i + 1
+        return ("(SELECT row_number() OVER () + 1 AS ln, * FROM read_csv(getvariable('source_path'), header = true, "
+                "all_varchar = true, compression = getvariable('source_compression'), max_line_size = 67108864))")
+    return ("(SELECT row_number() OVER () AS ln, * FROM read_parquet(getvariable('source_path')))")
+
+
+_SPEND_COLUMNS = ("request_id", "startTime", "endTime", "completionStartTime", "prompt_tokens", "completion_tokens",
+                  "model", "model_group", "team_id", "session_id", "status", "metadata", "mcp_namespaced_tool_name")
+_EMPTY = ", ".join(f'CAST(NULL AS VARCHAR) AS "{c}"' for c in _SPEND_COLUMNS)
+
+
+def _spendlogs_prefix(kind: str) -> str:
+    return f"""
+WITH src AS (
+    -- columns an older table lacks (session_id, mcp_namespaced_tool_name, …) read as NULL
+    SELECT * FROM (SELECT {_EMPTY} LIMIT 0) AS e UNION ALL BY NAME SELECT * FROM {_spendlogs_source(kind)}
+),
+s AS (
+    SELECT ln,
+        CAST(request_id AS VARCHAR) AS rid, CAST("startTime" AS VARCHAR) AS start_raw,
+        CAST("endTime" AS VARCHAR) AS end_raw, CAST("completionStartTime" AS VARCHAR) AS cst_raw,
+        CAST(prompt_tokens AS VARCHAR) AS pt_raw, CAST(completion_tokens AS VARCHAR) AS ct_raw,
+        CAST(model AS VARCHAR) AS model, CAST(model_group AS VARCHAR) AS model_group,
+        CAST(team_id AS VARCHAR) AS team_id, nullif(CAST(session_id AS VARCHAR), '') AS session_id,
+        CAST(status AS VARCHAR) AS status, CAST(metadata AS VARCHAR) AS metadata,
+        nullif(CAST(mcp_namespaced_tool_name AS VARCHAR), '') AS tool_name
+    FROM src
+), c AS (
+    SELECT *, {_iso_us('start_raw')} AS t_start, {_iso_us('end_raw')} AS t_end, {_iso_us('cst_raw')} AS t_cst
+    FROM s
+)"""
+
+
+def _spendlogs_requests_sql(kind: str) -> str:
+    return _spendlogs_prefix(kind) + """
+SELECT ln, 'record' AS row_kind,
+    CASE WHEN nullif(rid, '') IS NULL THEN {'code': 'missing-field', 'detail': 'request_id is missing'}
+         WHEN start_raw IS NULL THEN {'code': 'missing-field', 'detail': 'startTime is missing'}
+         WHEN t_start IS NULL THEN {'code': 'bad-type', 'detail': 'startTime is not a timestamp'}
+         WHEN end_raw IS NULL THEN {'code': 'missing-field', 'detail': 'endTime is missing'}
+         WHEN t_end IS NULL THEN {'code': 'bad-type', 'detail': 'endTime is not a timestamp'}
+         WHEN cst_raw IS NOT NULL AND t_cst IS NULL THEN {'code': 'bad-type', 'detail': 'completionStartTime is not a timestamp'}
+         WHEN t_cst > t_end THEN {'code': 'out-of-order', 'detail': 'completionStartTime is after endTime'}
+         WHEN pt_raw IS NOT NULL AND TRY_CAST(pt_raw AS BIGINT) IS NULL THEN
+              {'code': 'bad-type', 'detail': 'prompt_tokens is not an integer'}
+         WHEN ct_raw IS NOT NULL AND TRY_CAST(ct_raw AS BIGINT) IS NULL THEN
+              {'code': 'bad-type', 'detail': 'completion_tokens is not an integer'}
+    END AS _r,
+    _r['code'] AS reason_code, _r['detail'] AS reason_detail,
+    rid AS request_id, session_id AS trace_id, session_id,
+    'gateway' AS vantage, getvariable('service') AS service,
+    coalesce(getvariable('model'), nullif(model_group, ''), nullif(model, '')) AS model,
+    nullif(team_id, '') AS tenant,
+    t_start AS ts_arrival,
+    -- no stream flag in the table: completionStartTime = endTime marks a non-streaming call
+    CASE WHEN t_cst < t_end THEN t_cst END AS ts_first_token,
+    t_end AS ts_end,
+    TRY_CAST(pt_raw AS BIGINT) AS input_tokens,
+    TRY_CAST(json_extract_string(metadata, '$.additional_usage_values.prompt_tokens_details.cached_tokens') AS BIGINT)
+        AS cached_input_tokens,
+    TRY_CAST(ct_raw AS BIGINT) AS output_tokens,
+    CASE WHEN coalesce(status, json_extract_string(metadata, '$.status')) = 'failure' THEN 'error' ELSE 'ok' END
+        AS status,
+    nullif(json_extract_string(metadata, '$.error_information.error_class'), '') AS error_type,
+    [] AS derived, 'wall' AS clock
+FROM c WHERE tool_name IS NULL
+"""
+
+
+def _spendlogs_spans_sql(kind: str) -> str:
+    return _spendlogs_prefix(kind) + """
+SELECT ln, 'record' AS row_kind,
+    CASE WHEN nullif(rid, '') IS NULL THEN 'missing-field' WHEN t_start IS NULL OR t_end IS NULL THEN 'bad-type' END
+        AS reason_code,
+    CASE WHEN nullif(rid, '') IS NULL THEN 'request_id is missing'
+         WHEN t_start IS NULL OR t_end IS NULL THEN 'startTime/endTime is not a timestamp' END AS reason_detail,
+    session_id AS trace_id, rid AS span_id, 'tool' AS kind, tool_name AS name,
+    t_start AS ts_start, t_end AS ts_end,
+    CASE WHEN status = 'failure' THEN 'error' ELSE 'ok' END AS status
+FROM c WHERE tool_name IS NOT NULL
+"""
+
+
+def _spendlogs_importer(kind: str) -> types.ModuleType:
+    """The SpendLogs export importer for one file type (DuckDB picks its reader when the SQL is bound,
+    so CSV and Parquet are two formats)."""
+    m = types.ModuleType(f"{__name__}.spendlogs_{kind}")
+    m.NAME = "litellm-spendlogs" if kind == "csv" else "litellm-spendlogs-parquet"
+    m.VANTAGE = "gateway"
+    m.IDENTITY = "request_id"  # the table's primary key
+    m.READS = "document"
+    m.DESCRIPTION = f"LiteLLM_SpendLogs table export ({'CSV with a header' if kind == 'csv' else 'Parquet'})"
+    m.FILE_HINT = "spend_logs.csv (e.g. \\copy \"LiteLLM_SpendLogs\" TO … CSV HEADER)" if kind == "csv" \
+        else "spend_logs.parquet (files over 256 kB: give --format litellm-spendlogs-parquet)"
+    m.BOUNDARIES = {
+        "ts_arrival": "startTime (timestamp(3), UTC)",
+        "ts_first_token": "completionStartTime when before endTime (no stream flag: equal to endTime = not streamed)",
+        "ts_end": "endTime",
+    }
+    m.CANNOT = CANNOT + "; no finish reason (it lives in the response column, which is never read)"
+    if kind == "csv":
+        m.sniff = lambda head: head[:4096].lstrip().startswith(b"request_id,") and b"completionStartTime" in head[:4096]
+    else:  # the column names sit in the footer: recognised when the whole file fits in the sniffed head
+        m.sniff = lambda head: head.startswith(b"PAR1") and head.endswith(b"PAR1") and \
+            b"completionStartTime" in head and b"request_id" in head
+    m.requests_sql = lambda: _spendlogs_requests_sql(kind)
+    m.spans_sql = lambda: _spendlogs_spans_sql(kind)
+    return m
+
+
+SPENDLOGS_CSV = _spendlogs_importer("csv")
+SPENDLOGS_PARQUET = _spendlogs_importer("parquet")
