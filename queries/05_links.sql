@@ -38,7 +38,15 @@ WITH r AS (
     FROM requests
 ),
 up AS (SELECT * FROM r WHERE vantage IN ('client', 'gateway')),
-low AS (SELECT * FROM r WHERE vantage IN ('gateway', 'server')),
+-- only records that could pair with an upper one join: a semi-join against the (small, often
+-- empty) upper side first, so a server-only dataset pays nothing for the equi-joins below
+low AS (
+    SELECT * FROM r
+    WHERE vantage IN ('gateway', 'server')
+      AND (trace_id IN (SELECT trace_id FROM up)
+           OR rid IN (SELECT rid FROM up)
+           OR input_tokens IN (SELECT input_tokens FROM up))
+),
 pairs AS (
     SELECT up.row_key AS upper_key, low.row_key AS lower_key, up.vantage AS upper_vantage,
            low.vantage AS lower_vantage, 'trace' AS join_key, 1 AS strength, up.a_us AS ua, low.a_us AS la,
