@@ -80,7 +80,7 @@ def import_cmd(
         except MappingError as e:
             raise fail(str(e), EXIT_USAGE) from None
     elif format == "mapping":
-        raise fail("--format mapping needs --mapping FILE.toml (see docs/mapping.md)", EXIT_USAGE)
+        raise fail("--format mapping needs --mapping FILE.toml (see the README: Your own logs)", EXIT_USAGE)
     origin_us = _parse_clock_origin(clock_origin) if clock_origin is not None else None
     progress = None if as_json or not sys.stderr.isatty() else _progress_printer()
     try:

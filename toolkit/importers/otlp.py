@@ -34,6 +34,7 @@ import json
 from toolkit.importers._common import SKEW_TOLERANCE_US, us
 from toolkit.importers._otlp import hex_id, llm_request_ctes, llm_request_select
 
+BATCH_BYTES = 16 << 20  # OTLP lines expand several-fold when parsed: smaller batches bound memory
 NAME = "otlp"
 VANTAGE = "client"
 IDENTITY = "coalesce(trace_id, '') || '/' || span_id"

@@ -29,6 +29,7 @@ from toolkit.importers._otlp import llm_request_ctes, llm_request_select
 
 __all__ = ["_attr", "_double", "_has", "_hex_id", "_int", "requests_sql", "sniff"]
 
+BATCH_BYTES = 16 << 20  # OTLP lines expand several-fold when parsed: smaller batches bound memory
 NAME = "vllm-otlp"
 VANTAGE = "server"
 IDENTITY = "trace_id || '/' || span_id"

@@ -20,6 +20,7 @@ from toolkit.report.model import ChartData, Report
 
 FILTER_COLUMNS = ("model", "service", "replica", "tenant")
 TIMELINE_MAX = 200
+REPORT_MEMORY = "1500MB"
 TIMELINE_WINDOW_S = 180
 HINTS = {
     "queue": "capacity, admission control or batching policy (max concurrent sequences), or the burst itself",
@@ -107,7 +108,7 @@ def build_report(
     say = progress or (lambda _msg: None)
     filters = {k: v for k, v in (filters or {}).items() if v is not None}
     params = {"bucket_s": bucket_s} if bucket_s else None
-    con = queries.connect(dataset, params)
+    con = _connect(dataset, params)
     filt, fparams = _filter_sql(filters)
     filt_calls = filt.replace("counted", "true", 1)  # a call is one row of `calls` already
     tail_name = f"p{round(tail * 100):d}"
@@ -123,7 +124,7 @@ def build_report(
     bucket = con.execute("SELECT min(bucket_s) FROM load").fetchone()[0]
 
     if baseline_dataset is not None:
-        con_b = queries.connect(baseline_dataset, params)
+        con_b = _connect(baseline_dataset, params)
         kind = "datasets"
         cur = Selection(con, "true", {}, {"dataset": str(dataset)})
         base = Selection(con_b, "true", {}, {"dataset": str(baseline_dataset)}, label="b")
@@ -192,7 +193,9 @@ def build_report(
         warnings += _composite_warnings(attribution)
 
     say("summarising")
-    summary = {side: _summary(sel, filt) for side, sel in (("baseline", base), ("current", cur))}
+    joined_any = bool(con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0])
+    dists = {side: _distributions(sel) for side, sel in (("baseline", base), ("current", cur))}
+    summary = {side: _summary(d) for side, d in dists.items()}
     quarantine = {"rows": 0, "by_reason": {}}
     for code, n in con.execute("SELECT reason_code, count(*) FROM quarantine GROUP BY ALL ORDER BY 2 DESC").fetchall():
         quarantine["by_reason"][code] = n
@@ -200,8 +203,10 @@ def build_report(
     if quarantine["rows"]:
         warnings.append(f"{quarantine['rows']} records were quarantined at import and are not in these figures.")
     warnings += _consistency_warnings(con)
-    for client, service, pairs, low in con.execute(
-            "SELECT client_format, service, pairs, min_uplink_ms FROM clock_offsets WHERE offset_suspect").fetchall():
+    offsets = con.execute(
+        "SELECT client_format, service, pairs, min_uplink_ms FROM clock_offsets WHERE offset_suspect"
+    ).fetchall() if joined_any else []
+    for client, service, pairs, low in offsets:
         warnings.append(f"Clocks disagree: {pairs} calls from {client} reached {service} before they were sent "
                         f"(by up to {-low:.1f} ms); uplink and delivery are skewed by that offset (not corrected).")
 
@@ -219,9 +224,18 @@ def build_report(
         "headline": headline(attribution, context, threshold),
     }
     say("preparing charts")
-    charts = _charts(con, cur, base, busy, filt, fparams)
+    charts = _charts(con, cur, base, busy, filt, fparams, dists)
     return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
                   warnings=warnings, quarantine=quarantine, charts=charts)
+
+
+def _connect(dataset: str | Path, params: dict | None) -> duckdb.DuckDBPyConnection:
+    """The dataset's views, with ``load`` computed once: a temp table shadows the view of the same
+    name, so busy_periods, consistency and the charts all read it instead of re-sweeping."""
+    con = queries.connect(dataset, params)
+    con.execute(f"SET memory_limit = '{REPORT_MEMORY}'")  # spill rather than grow past the target
+    con.execute("CREATE TEMP TABLE load AS SELECT * FROM main.load")
+    return con
 
 
 def _joined_calls(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selection, filt: str) -> dict[str, int]:
@@ -359,13 +373,22 @@ def _materialize(sides: list[Selection], filt: str) -> None:
         con.execute(sql, {k: v for k, v in params.items() if k in used})
 
 
-def _summary(sel: Selection, filt: str) -> dict:
+CDF_POINTS = [round(i / 100, 2) for i in range(1, 100)]
+
+
+def _distributions(sel: Selection) -> dict[str, tuple[int, float | None, list[float] | None]]:
+    """count, mean and the 1st..99th percentiles of each metric, in one pass over the side's rows."""
+    aggs = ", ".join(f"count({m}), avg({m}), quantile_cont({m}, {CDF_POINTS})" for m in RB_METRICS)
+    cols = ", ".join(f"{expr} AS {m}" for m, expr in RB_METRICS.items())
+    row = sel.con.execute(f"SELECT {aggs} FROM (SELECT {cols} FROM _rb WHERE {sel.side})").fetchone()
+    return {m: (row[3 * i], row[3 * i + 1], row[3 * i + 2]) for i, m in enumerate(RB_METRICS)}
+
+
+def _summary(dist: dict[str, tuple[int, float | None, list[float] | None]]) -> dict:
     out = {}
-    for metric, expr in RB_METRICS.items():
-        n, mean, q = sel.con.execute(
-            f"SELECT count(m), avg(m), quantile_cont(m, [0.5, 0.9, 0.95, 0.99]) "
-            f"FROM (SELECT {expr} AS m FROM _rb WHERE {sel.side})").fetchone()
-        out[metric] = {"count": n, "mean": _r(mean), **{k: _r(v) for k, v in zip(("p50", "p90", "p95", "p99"), q or [None] * 4, strict=True)}}
+    for metric, (n, mean, q) in dist.items():
+        pick = {k: (q[CDF_POINTS.index(p)] if q else None) for k, p in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))}
+        out[metric] = {"count": n, "mean": _r(mean), **{k: _r(v) for k, v in pick.items()}}
     return out
 
 
@@ -374,7 +397,7 @@ def _r(x: float | None) -> float | None:
 
 
 def _charts(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selection, busy: list[dict], filt: str,
-            fparams: dict) -> ChartData:
+            fparams: dict, dists: dict) -> ChartData:
     metric_cols = ", ".join(f"{expr} AS {m}" for m, expr in RB_METRICS.items())
     series = con.sql(
         f"""WITH b AS (SELECT min(bucket_s) AS bs FROM load),
@@ -398,13 +421,9 @@ def _charts(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selection, bus
             FROM _rb, b GROUP BY 1 ORDER BY 1""",
     ).to_arrow_table().to_pylist()
     composition = [{"bucket_start": r["bucket_start"], "stage": k, "mean_ms": r[k]} for r in wide for k in keys]
-    ps = [round(i / 100, 2) for i in range(1, 100)]
-    cdf = []
-    for side, sel in (("baseline", base), ("current", cur)):
-        for metric, expr in RB_METRICS.items():
-            q = sel.con.execute(f"SELECT quantile_cont(m, {ps}) FROM (SELECT {expr} AS m FROM _rb WHERE {sel.side})").fetchone()[0]
-            if q:
-                cdf += [{"metric": metric, "group": side, "value_ms": round(v, 3), "quantile": p} for p, v in zip(ps, q, strict=True)]
+    cdf = [{"metric": metric, "group": side, "value_ms": round(v, 3), "quantile": p}
+           for side, d in dists.items() for metric, (_n, _mean, q) in d.items() if q
+           for p, v in zip(CDF_POINTS, q, strict=True)]
     timeline, window = _timeline(con, busy, filt, fparams)
     return ChartData(series=series, composition=composition, cdf=cdf, timeline=timeline, timeline_window=window)
 
