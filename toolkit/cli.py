@@ -94,6 +94,11 @@ def import_cmd(
         raise fail(str(e), EXIT_INPUT) from None
     except DatasetError as e:
         raise fail(str(e), EXIT_USAGE) from None
+    except duckdb.Error as e:
+        # unexpected: DuckDB's message may quote the input (a prompt), so only its class is shown;
+        # the import was not committed (the dataset is as it was)
+        raise fail(f"import failed inside DuckDB ({type(e).__name__}); nothing was imported. "
+                   "Re-run with --format to rule out a wrong importer.", EXIT_INPUT) from None
     finally:
         if progress:
             typer.echo("", err=True)
