@@ -402,12 +402,5 @@ def attribute(base: Group, cur: Group, metrics: list[str], tail: float = 0.95, t
     return sorted(out, key=lambda e: (order[e["metric"]], e["statistic"] != "mean"))
 
 
-def compare(base: Group, cur: Group, metric: str = "ttft_ms", statistic: str = "mean", tail: float = 0.95,
-            threshold: float = 0.10) -> dict:
-    """One attribution entry for ``metric`` and ``statistic`` ('mean' or e.g. 'p95')."""
-    (entry,) = attribute(base, cur, [metric], tail, threshold, statistics=(statistic,))
-    return entry
-
-
 def _r(x: float | None) -> float | None:
     return None if x is None or not np.isfinite(x) else round(float(x), 3)

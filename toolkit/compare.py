@@ -92,11 +92,11 @@ class Side:
 def _side_stats(side: Side) -> dict:
     cond = f"counted AND ({side.where})"
     row = side.con.execute(
-        f"""SELECT count(*), count(ttft_ms), quantile_cont(ttft_ms, [0.5, 0.95]), quantile_cont(tpot_ms, [0.5, 0.95]),
+        f"""SELECT count(*), quantile_cont(ttft_ms, [0.5, 0.95]), quantile_cont(tpot_ms, [0.5, 0.95]),
                    median(output_tokens), list(DISTINCT vantage ORDER BY vantage), list(DISTINCT source_format ORDER BY source_format),
                    (epoch_us(max(ts_end)) - epoch_us(min(ts_arrival))) / 1e6
             FROM stages WHERE {cond}""", side.params).fetchone()
-    n, n_ttft, ttft, tpot, med_out, vantages, formats, span_s = row
+    n, ttft, tpot, med_out, vantages, formats, span_s = row
     return {
         "label": side.label,
         "requests": n,

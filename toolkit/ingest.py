@@ -152,9 +152,9 @@ def import_traces(
                 for src, imp in plan:
                     res = FileResult(path=src.name, format=imp.NAME, size=src.size, sha256="")
                     results.append(res)
-                    # Hashing costs a full read: do it first only when a same-size file was seen before,
-                    # otherwise on a thread while the import runs (hashlib releases the GIL).
-                    if (src.size, imp.NAME) in sizes or any(k[1] == imp.NAME for k in seen_hashes):
+                    # Hashing costs a full read: do it first only when a same-size file was seen before
+                    # (in the dataset or earlier in this run), else on a thread while the import runs.
+                    if (src.size, imp.NAME) in sizes:
                         res.sha256 = src.sha256
                         prior = ds.imported_file(res.sha256, imp.NAME) or (
                             {"path": seen_hashes[(res.sha256, imp.NAME)], "import_id": "this import"}
@@ -176,6 +176,7 @@ def import_traces(
                         hasher.join()
                         res.sha256 = src.sha256
                     seen_hashes[(res.sha256, imp.NAME)] = src.name
+                    sizes.add((src.size, imp.NAME))  # a same-size file later in this run is hashed first
                 writer.close()
                 entry = {
                     "time": imported_at.isoformat() + "Z",

@@ -21,8 +21,6 @@ import csv
 
 from toolkit.sources import InputError, Source, head
 
-WORKLOAD_FORMATS = ("mooncake", "azure-llm", "burstgpt")
-
 
 def csv_header(src: Source) -> list[str]:
     """The first line of a CSV file, split (quotes allowed), BOM and CR removed."""
