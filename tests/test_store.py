@@ -463,4 +463,4 @@ def test_import_json_has_the_documented_keys(kit, tmp_path):
     [f] = m["imports"][0]["files"]
     assert (f["path"], f["format"], f["size"]) == (str(tmp_path / "a.jsonl"), "sglang",
                                                    (tmp_path / "a.jsonl").stat().st_size)
-    assert len(f["sha256"]) == 64
+    assert f["digest"].startswith("xxh3_128:") and len(f["digest"]) == 9 + 32

@@ -8,11 +8,12 @@ once (``store.Staging``). Counts always reconcile: read = imported + quarantined
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,16 +22,28 @@ from types import ModuleType
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from toolkit import __version__, schema
 from toolkit.importers import REGISTRY, detect, get_importer
 from toolkit.importers._common import SPAN_IDENTITY, ImportOptions, checked_sql
 from toolkit.seen import SeenSet, first_new
-from toolkit.sources import BATCH_BYTES, InputError, Source, expand, head, iter_lines
+from toolkit.sources import BATCH_BYTES, InputError, Source, expand, head, iter_lines, log
 from toolkit.store import Dataset, Staging
 
 RAW_CAP = 4096
+
+
+class FastReaderGaveUp(Exception):
+    """DuckDB's reader failed mid-stream on the file's content."""
+
+
+# what a file's content can make DuckDB's reader raise (anything else is a bug: it propagates)
+_DATA_ERRORS = (duckdb.InvalidInputException, duckdb.ConversionException, duckdb.OutOfRangeException,
+                FastReaderGaveUp)
+FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
 WRITE_ROWS = 200_000  # rows per Arrow slice handed to the Parquet writer
+GATHER_ROWS = 200_000  # the fast reader's small batches are gathered to this many rows first
 Progress = Callable[[str, int], None]
 
 
@@ -39,7 +52,7 @@ class FileResult:
     path: str
     format: str
     size: int
-    sha256: str
+    digest: str
     status: str = "imported"  # or "already-imported"
     read: int = 0
     imported: int = 0
@@ -111,6 +124,7 @@ def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     con.execute(f"SET threads = {threads or os.cpu_count() or 2}")
     con.execute("SET memory_limit = '600MB'")
     con.execute("SET preserve_insertion_order = false")
+    con.execute("SET enable_progress_bar = false")  # stagelens draws its own, on a terminal only
     return con
 
 
@@ -150,22 +164,23 @@ def import_traces(
             try:
                 sizes = {(f["size"], f["format"]) for i in ds.manifest()["imports"] for f in i["files"]}
                 for src, imp in plan:
-                    res = FileResult(path=src.name, format=imp.NAME, size=src.size, sha256="")
+                    res = FileResult(path=src.name, format=imp.NAME, size=src.size, digest="")
                     results.append(res)
                     # Hashing costs a full read: do it first only when a same-size file was seen before
-                    # (in the dataset or earlier in this run), else on a thread while the import runs.
+                    # (in the dataset or earlier in this run), else on a thread while the import runs
+                    # (the same read counts the lines the fast path checks its numbering against).
                     if (src.size, imp.NAME) in sizes:
-                        res.sha256 = src.sha256
-                        prior = ds.imported_file(res.sha256, imp.NAME) or (
-                            {"path": seen_hashes[(res.sha256, imp.NAME)], "import_id": "this import"}
-                            if (res.sha256, imp.NAME) in seen_hashes else None)
+                        res.digest = src.digest
+                        prior = ds.imported_file(res.digest, imp.NAME) or (
+                            {"path": seen_hashes[(res.digest, imp.NAME)], "import_id": "this import"}
+                            if (res.digest, imp.NAME) in seen_hashes else None)
                         if prior:
                             res.status = "already-imported"
                             res.note = f"same bytes as {prior['path']} (import {prior['import_id']}): nothing added"
                             continue
                         hasher = None
                     else:
-                        hasher = threading.Thread(target=lambda s=src: s.sha256, daemon=True)
+                        hasher = threading.Thread(target=src.scan, daemon=True)
                         hasher.start()
                     if imp.NAME not in loaded:
                         _load_seen(con, ds, imp, seen)
@@ -174,8 +189,8 @@ def import_traces(
                                  progress)
                     if hasher:
                         hasher.join()
-                        res.sha256 = src.sha256
-                    seen_hashes[(res.sha256, imp.NAME)] = src.name
+                        res.digest = src.digest
+                    seen_hashes[(res.digest, imp.NAME)] = src.name
                     sizes.add((src.size, imp.NAME))  # a same-size file later in this run is hashed first
                 writer.close()
                 entry = {
@@ -243,6 +258,19 @@ class _BackgroundWriter:
                     self._staging.write(*item)
                 except BaseException as e:  # surfaced on the next put/close
                     self._error = e
+            self._q.task_done()
+        self._q.task_done()
+
+    def mark(self) -> int:
+        """Wait for queued writes, then mark the staging point a fast attempt may roll back to."""
+        self._q.join()
+        if self._error:
+            raise self._error
+        return self._staging.mark()
+
+    def rollback(self, mark: int) -> None:
+        self._q.join()
+        self._staging.rollback(mark)
 
     def put(self, table_name: str, tbl: pa.Table) -> None:
         if self._error:
@@ -302,6 +330,21 @@ def _import_file(
     tables = [t for t, fn in TABLE_SQL.items() if hasattr(imp, fn)]
     compiled: dict[str, str] = {}
     document = getattr(imp, "READS", "lines") == "document"
+    if _fast_ok(src, imp, keep_raw):
+        mark, snapshot = writer.mark(), seen.snapshot()
+        try:
+            fast = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress)
+        except _DATA_ERRORS as e:  # a malformed line, a wrong type: the exact reader will say which
+            fast, why = None, type(e).__name__
+        else:
+            why = "a blank or split line shifts DuckDB's record numbering"
+        if fast is not None:
+            for key, value in fast.items():
+                setattr(res, key, value)
+            return
+        writer.rollback(mark)
+        seen.restore(snapshot)
+        log.info("%s: fast reader gave up (%s); reading it line by line", src.name, why)
     for last_ln in _batches(src, imp, con, batch_rows):
         for table in tables:
             if table not in compiled:
@@ -345,6 +388,167 @@ def _import_file(
         _write_quarantine(con, writer, keep_raw=False)
     res.quarantined = sum(reasons.values())
     res.by_reason = dict(reasons)
+
+
+def _fast_ok(src: Source, imp: ModuleType, keep_raw: bool) -> bool:
+    """Whether DuckDB can read the file natively: a plain file of an importer that declares its
+    record type (``FAST_SPEC``, JSON lines) or its own reader (``fast_records``: CSV, text lines).
+    Compressed input and ``--keep-raw`` (which needs each line's text) take the line reader."""
+    if not FAST or keep_raw or src.compression or not (hasattr(imp, "FAST_SPEC") or hasattr(imp, "fast_records")):
+        return False
+    ok = getattr(imp, "fast_ok", None)
+    return ok is None or bool(ok(head(src, 64 << 10)))
+
+
+def fast_records_sql(imp: ModuleType) -> str:
+    """The view ``records`` of the fast reader: the importer's own (``fast_records()``, a SELECT
+    over ``getvariable('source_path')`` giving ``1 AS ln`` and its columns, one row per record in
+    file order), else one JSON value per line parsed into ``j`` with the type of ``FAST_SPEC``."""
+    if hasattr(imp, "fast_records"):
+        return imp.fast_records()
+    spec = duck_type(imp.FAST_SPEC).replace("'", "''")
+    return ("SELECT 1 AS ln, json AS j FROM read_json(getvariable('source_path'), format = 'newline_delimited', "
+            f"records = 'false', compression = 'none', columns = {{'json': '{spec}'}})")
+
+
+def duck_type(spec: object) -> str:
+    """A ``json_transform`` structure (``{"a": "BIGINT", "b": [{"c": "VARCHAR"}]}``) as a DuckDB type."""
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, list):
+        return f"{duck_type(spec[0])}[]"
+    assert isinstance(spec, dict)
+    return "STRUCT(" + ", ".join(f'"{k}" {duck_type(v)}' for k, v in spec.items()) + ")"
+
+
+def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet, src: Source,
+                 imp: ModuleType, tables: list[str], imported_at: datetime,
+                 progress: Progress | None) -> dict | None:
+    """One streaming DuckDB pass per table: ``read_json`` parses the whole file on all cores, the
+    importer's SQL and the shared checks run in the same pipeline, and Python only splits each
+    Arrow batch into quarantine, duplicates and rows (numpy), while Parquet is written on a thread.
+
+    Line numbers: a window ``row_number()`` would serialize DuckDB's parallel reader, so
+    ``records.ln`` is 1 on every record and the stream (in file order: preserve_insertion_order)
+    is numbered here by a running sum. An importer that makes several rows of one record (OTLP
+    spans) sets ``ln`` to 0 on all but the first. DuckDB silently skips blank lines, so the
+    numbering is exact only when the record count equals the file's line count (counted by the
+    same read that hashes the file); otherwise the caller rolls back and takes the line reader.
+    Returns the counts, or None for that case. DuckDB errors (a malformed line, a wrong type)
+    propagate: same fallback.
+    """
+    con.execute("SET VARIABLE source_path = ?", [str(src.path)])
+    con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {fast_records_sql(imp)}")
+    # lines before the first record (a CSV header): ``fast_records`` importers may say how many
+    first = int(imp.fast_first_line(src)) if hasattr(imp, "fast_first_line") else 0
+    counts = {"read": 0, "imported": 0, "duplicates": 0, "skipped": 0}
+    reasons: Counter = Counter()
+    con.execute("SET preserve_insertion_order = true")  # the stream's order is the file's
+    try:
+        for table in tables:
+            last = first
+            cand = getattr(imp, TABLE_SQL[table])(fast=True)
+            present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
+            checked = (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {_identity(imp, table)} "
+                       f"END AS _k FROM ({checked_sql(imp, cand, present, table)})")
+            pending: list[pa.RecordBatch] = []
+            size = 0
+            reader = con.sql(_FAST_OUTPUT_SQL[table].format(checked=checked)).to_arrow_reader(WRITE_ROWS)
+            for batch in itertools.chain(_stream(reader), [None]):  # DuckDB's batches are small: gather them
+                if batch is not None:
+                    pending.append(batch)
+                    size += batch.num_rows
+                    if size < GATHER_ROWS:
+                        continue
+                if pending:
+                    last = _split_batch(writer, seen, pa.Table.from_batches(pending), table,
+                                        counts, reasons, imported_at, last)
+                    pending, size = [], 0
+                    if progress:
+                        progress(src.name, last)
+            if last != src.lines:
+                return None
+    finally:
+        con.execute("SET preserve_insertion_order = false")
+    counts["quarantined"] = sum(reasons.values())
+    counts["by_reason"] = dict(reasons)  # type: ignore[assignment]
+    return counts
+
+
+def _stream(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+    """The reader's batches; a DuckDB error met mid-stream reaches Python as an Arrow OSError
+    (its text may quote the file: only the class is kept)."""
+    while True:
+        try:
+            yield reader.read_next_batch()
+        except StopIteration:
+            return
+        except OSError:
+            raise FastReaderGaveUp from None
+
+
+def _split_batch(writer: _BackgroundWriter, seen: SeenSet, batch: pa.Table, table: str,
+                 counts: dict, reasons: Counter, imported_at: datetime, last: int) -> int:
+    """Number one Arrow batch of checked candidates (``last``: the line before it), count it, and
+    queue its quarantine rows and its new rows; returns its last line number."""
+    n = batch.num_rows
+    if n == 0:
+        return last
+    lines = last + np.cumsum(batch.column("source_line").to_numpy(), dtype=np.int64)  # see _import_fast
+    batch = batch.set_column(batch.schema.get_field_index("source_line"), "source_line", pa.array(lines))
+    records = pc.sum(pc.equal(batch.column("_kind"), "record")).as_py() or 0
+    counts["read"] += records
+    counts["skipped"] += n - records
+    code = batch.column("_code")
+    if code.null_count < n:
+        bad = batch.filter(pc.is_valid(code))
+        for item in pc.value_counts(bad.column("_code")).to_pylist():
+            reasons[item["values"]] += item["counts"]
+        m = bad.num_rows
+        writer.put("quarantine", pa.table({
+            "source_format": bad.column("source_format"), "source_file": bad.column("source_file"),
+            "source_line": bad.column("source_line"), "reason_code": bad.column("_code"),
+            "reason_detail": bad.column("_detail"), "raw": pa.nulls(m, pa.string()),
+            "imported_at": pa.array([imported_at] * m, pa.timestamp("us")),
+            "_date": pa.array([imported_at.strftime("%Y-%m-%d")] * m),
+        }))
+    key = batch.column("_k")
+    good = batch.filter(pc.is_valid(key)) if key.null_count else batch
+    if good.num_rows:
+        keys = good.column("_k").to_numpy()
+        keep = first_new(good.column("source_line").to_numpy(), keys, seen)
+        n_keep = int(keep.sum())
+        counts["duplicates"] += len(keys) - n_keep
+        counts["imported"] += n_keep
+        if n_keep:
+            seen.add(keys[keep])
+            rows = good if n_keep == len(keys) else good.filter(pa.array(keep))
+            writer.put(table, rows.drop_columns(["_kind", "_code", "_detail", "_k"]))
+    return int(lines[-1])
+
+
+def _output_columns(table: str) -> str:
+    """The table's columns as both readers stream them: timestamps stay BIGINT microseconds (cast
+    on write), and ``_date`` is the partition day as days since the epoch (no per-row strftime)."""
+    t = schema.table(table)
+    cols = []
+    for c in t.columns:
+        if c.name in ("source_format", "source_file"):
+            cols.append(f"getvariable('{c.name}') AS {c.name}")
+        elif c.name == "source_line":
+            cols.append("ln AS source_line")
+        else:
+            cols.append(c.name)
+    return f"{', '.join(cols)}, {t.partition_by} // 86400000000 AS _date"
+
+
+def _fast_output_sql(table: str) -> str:
+    """The fast reader's stream: the table's columns, the check's verdict and the identity."""
+    return (f"SELECT row_kind AS _kind, _why['code'] AS _code, _why['detail'] AS _detail, _k, "
+            f"{_output_columns(table)} FROM ({{checked}})")
+
+
+_FAST_OUTPUT_SQL = {name: _fast_output_sql(name) for name in TABLE_SQL}
 
 
 def _write_quarantine(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, keep_raw: bool) -> None:
@@ -393,19 +597,7 @@ def _write_rows(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen:
 
 
 def _output_sql(table: str) -> str:
-    t = schema.table(table)
-    cols = []
-    for c in t.columns:
-        if c.type == "timestamp":
-            cols.append(f"make_timestamp({c.name}) AS {c.name}")
-        elif c.name in ("source_format", "source_file"):
-            cols.append(f"getvariable('{c.name}') AS {c.name}")
-        elif c.name == "source_line":
-            cols.append("ln AS source_line")
-        else:
-            cols.append(c.name)
-    return (f"SELECT {', '.join(cols)}, strftime(make_timestamp({t.partition_by}), '%Y-%m-%d') AS _date "
-            "FROM _keep")
+    return f"SELECT {_output_columns(table)} FROM _keep"
 
 
 _OUTPUT_SQL = {name: _output_sql(name) for name in TABLE_SQL}

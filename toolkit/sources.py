@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import xxhash
 import zstandard
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -56,7 +58,9 @@ class Source:
     compression: str | None
     truncated: bool = False
     spooled: bool = False  # a temporary copy of stdin: deleted after the import
-    _sha256: str | None = field(default=None, repr=False)
+    _digest: str | None = field(default=None, repr=False)
+    _lines: int | None = field(default=None, repr=False)
+    _scan_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def name_hash(self) -> str:
@@ -64,11 +68,48 @@ class Source:
         return hashlib.sha256(self.name.encode()).hexdigest()[:16]
 
     @property
-    def sha256(self) -> str:
-        if self._sha256 is None:
-            with self.path.open("rb") as fh:
-                self._sha256 = hashlib.file_digest(fh, "sha256").hexdigest()
-        return self._sha256
+    def digest(self) -> str:
+        """``xxh3_128:<hex>`` of the file's bytes: same digest, same file (for idempotent imports).
+
+        xxh3 rather than sha256: it runs at memory speed (sha256 alone cost more CPU than parsing
+        a JSON-lines file), and the threat here is an accidental re-import, not a forger.
+        """
+        if self._digest is None:
+            self.scan()
+        assert self._digest is not None
+        return self._digest
+
+    @property
+    def lines(self) -> int:
+        """Lines in the (uncompressed) file: newlines, plus one for a last line without one."""
+        if self._lines is None:
+            self.scan()
+        assert self._lines is not None
+        return self._lines
+
+    def scan(self) -> None:
+        """One read of the file for its digest and line count (numpy and xxhash free the GIL,
+        so this runs on a thread beside the import)."""
+        with self._scan_lock:  # a thread may be scanning already: wait for it, do not read twice
+            if self._digest is None:
+                self._scan()
+
+    def _scan(self) -> None:
+        h = xxhash.xxh3_128()
+        buf = np.empty(SCAN_BYTES, dtype=np.uint8)
+        newlines, last = 0, 10
+        with self.path.open("rb", buffering=0) as fh:
+            while n := fh.readinto(buf):  # type: ignore[attr-defined]
+                view = buf[:n]
+                h.update(view)
+                if self.compression is None:
+                    newlines += int(np.count_nonzero(view == 10))
+                    last = int(view[n - 1])
+        self._digest = f"xxh3_128:{h.hexdigest()}"
+        self._lines = newlines + (last != 10) if self.compression is None else -1
+
+
+SCAN_BYTES = 16 << 20
 
 
 def expand(paths: list[str], spool_dir: Path | None = None) -> list[Source]:

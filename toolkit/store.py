@@ -6,7 +6,7 @@ Layout::
       requests/date=YYYY-MM-DD/part-<import>-<n>.parquet
       spans/date=.../...
       quarantine/date=.../...
-      manifest.json        # every import: files (size, sha256, format, counts), schema version, time
+      manifest.json        # every import: files (size, xxh3_128 digest, format, counts), schema version, time
       .lock                # held (flock) while an import writes
       _staging/<import>/   # files being written; invisible to readers
 
@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -42,6 +42,7 @@ MANIFEST = "manifest.json"
 STAGING = "_staging"
 LOCK = ".lock"
 ROWS_PER_FILE = 4_000_000
+EPOCH = datetime(1970, 1, 1)
 
 
 class DatasetError(Exception):
@@ -77,11 +78,11 @@ class Dataset:
         tmp.write_text(json.dumps(manifest, indent=1, sort_keys=False))
         os.replace(tmp, self.root / MANIFEST)
 
-    def imported_file(self, sha256: str, fmt: str) -> dict | None:
+    def imported_file(self, digest: str, fmt: str) -> dict | None:
         """The manifest entry of an earlier import of the same bytes in the same format."""
         for imp in self.manifest()["imports"]:
             for f in imp["files"]:
-                if f["sha256"] == sha256 and f["format"] == fmt:
+                if f.get("digest") == digest and f["format"] == fmt:
                     return {"import_id": imp["import_id"], "time": imp["time"], "path": f["path"]}
         return None
 
@@ -164,7 +165,21 @@ class Staging:
         days = pc.unique(dates).to_pylist()
         for day in days:
             part = rows.filter(pc.equal(dates, day)) if len(days) > 1 else rows
-            self._writer(table_name, day, target, part.num_rows).write_table(part)
+            # days come as 'YYYY-MM-DD' or as whole days since the epoch (cheaper to compute per row)
+            name = day if isinstance(day, str) else (EPOCH + timedelta(days=day)).strftime("%Y-%m-%d")
+            self._writer(table_name, name, target, part.num_rows).write_table(part)
+
+    def mark(self) -> int:
+        """A point to roll back to: later rows go to new files (see ``rollback``)."""
+        self.close_writers()
+        return len(self._files)
+
+    def rollback(self, mark: int) -> None:
+        """Delete the files written since ``mark`` (a fast import attempt that gave up)."""
+        self.close_writers()
+        for rel in self._files[mark:]:
+            (self.dir / rel).unlink(missing_ok=True)
+        del self._files[mark:]
 
     def _writer(self, table_name: str, day: str, target: pa.Schema, nrows: int) -> pq.ParquetWriter:
         key = (table_name, day)

@@ -9,6 +9,15 @@ lines: such an importer reads ``read_json(getvariable('source_path'), compressio
 getvariable('source_compression'), ...)`` itself and numbers its records as ``ln``. An importer
 whose SQL depends on the file (a CSV header, a mapping file) defines ``configure(src, options)``,
 which returns the importer bound to that file (``ingest._configure`` calls it per file).
+Fast reader (optional, ``ingest._import_fast``): an importer that defines ``FAST_SPEC`` (the
+``json_transform`` structure of one JSON line) or ``fast_records()`` (its own SELECT over
+``getvariable('source_path')``: ``read_csv`` for CSV or text lines; with ``fast_first_line(src)``
+giving the lines before the first record, e.g. 1 for a header) also accepts ``fast=True`` in
+``requests_sql``/``spans_sql`` and then reads the view ``records(ln, ...)`` instead of ``lines``.
+There ``ln`` is 1 on a record's first candidate row and 0 on further rows of the same record
+(ingest numbers the stream itself). A file the fast reader cannot parse or number exactly is
+rolled back and read line by line, so both paths must give the same rows: tests/test_fast_path.py
+checks every sample and case file both ways.
 When both functions exist, a line's 'skip' and 'unparseable' rows come from ``requests_sql``
 only, and ``requests_sql`` must not mark as 'skip' the records ``spans_sql`` imports, so every
 record is counted once. Each output row is a *candidate*:
@@ -58,9 +67,17 @@ def us(seconds_expr: str) -> str:
 
 
 def derived_list(pairs: list[tuple[str, str]]) -> str:
-    """SQL list of the boundary names whose condition holds: ``[(name, condition), ...]``."""
-    items = ", ".join(f"CASE WHEN {cond} THEN '{name}' END" for name, cond in pairs)
-    return f"list_filter([{items}], lambda x: x IS NOT NULL)"
+    """SQL list of the boundary names whose condition holds: ``[(name, condition), ...]``.
+
+    Picked from a constant list of every combination by a bit mask: building a list per row and
+    filtering it with a lambda cost more than the rest of an importer's mapping.
+    """
+    mask = " + ".join(f"CASE WHEN {cond} THEN {1 << i} ELSE 0 END" for i, (_, cond) in enumerate(pairs))
+    combos = []
+    for m in range(1 << len(pairs)):
+        names = [f"'{name}'" for i, (name, _) in enumerate(pairs) if m >> i & 1]
+        combos.append(f"[{', '.join(names)}]" if names else "CAST([] AS VARCHAR[])")
+    return f"([{', '.join(combos)}])[{mask} + 1]"
 
 
 def checked_sql(importer: ModuleType, candidate_sql: str, present: set[str], table_name: str = "requests") -> str:

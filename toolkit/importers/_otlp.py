@@ -49,6 +49,26 @@ LATENCIES = {
 }
 
 
+def spans_of_records() -> str:
+    """CTEs ending in ``sp(ln, rattrs, sp)``: every span of each parsed line (view ``records``, the
+    fast reader), in one pass. A line without spans gives one row with ``sp`` NULL (a 'skip'), so
+    every line is counted; ``ln`` is 1 on a line's first row and 0 on the others (see
+    ``ingest._import_fast``, which turns these marks into line numbers)."""
+    per_line = ("flatten(list_transform(j['resourceSpans'], lambda r: list_transform("
+                "flatten(list_transform(r['scopeSpans'], lambda s: s['spans'])), "
+                "lambda x: {'rattrs': r['resource']['attributes'], 'sp': x})))")
+    return f"""o1 AS (
+    SELECT {per_line} AS spans FROM records
+), o2 AS (
+    SELECT unnest(CASE WHEN coalesce(len(spans), 0) = 0 THEN [NULL]
+                       ELSE list_transform(spans, lambda x, i: {{'first': i = 1, 'rattrs': x['rattrs'], 'sp': x['sp']}})
+                  END) AS o
+    FROM o1
+), sp AS (
+    SELECT CASE WHEN o['first'] IS NOT false THEN 1 ELSE 0 END AS ln, o['rattrs'] AS rattrs, o['sp'] AS sp FROM o2
+)"""
+
+
 def llm_request_ctes(src: str, row_kind: str, prefix: str = "") -> str:
     """CTEs ``{prefix}f, {prefix}t, {prefix}d, {prefix}x`` over ``src`` (columns ln, rattrs, sp).
 

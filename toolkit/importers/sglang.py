@@ -14,6 +14,8 @@ seconds. There is no last-token time, so decode and postprocess stay one composi
 
 from __future__ import annotations
 
+import json
+
 from toolkit.importers._common import SKEW_TOLERANCE_US, derived_list, us
 
 NAME = "sglang"
@@ -51,12 +53,19 @@ _NUMERIC = {"request_received_ts": "a", "request_finished_ts": "e_read", "e2e_la
             "first_token_latency": "ftl"}
 
 
-def _spec() -> str:
-    import json
+# One record, as json_transform (line reader) and read_json (fast path) both take it.
+FAST_SPEC: dict = {"event": "VARCHAR", "rid": "VARCHAR", "obj": {"session_id": "VARCHAR"},
+                   "out": {"meta_info": _META}, **_META}
 
-    spec = {"event": "VARCHAR", "rid": "VARCHAR", "obj": {"session_id": "VARCHAR"}, "out": {"meta_info": _META}}
-    spec.update(_META)
-    return json.dumps(spec).replace("'", "''")
+
+def _spec() -> str:
+    return json.dumps(FAST_SPEC).replace("'", "''")
+
+
+def fast_ok(head: bytes) -> bool:
+    """The fast reader takes plain JSON lines (--export-metrics-to-file), not prefixed log lines."""
+    first = next((s for s in (line.strip() for line in head.splitlines()) if s), b"")
+    return first.startswith(b"{")
 
 
 def sniff(head: bytes) -> bool:
@@ -70,25 +79,32 @@ def sniff(head: bytes) -> bool:
     return False
 
 
-def requests_sql() -> str:
+def requests_sql(fast: bool = False) -> str:
+    """Candidates from ``lines``, or with ``fast`` from ``records(ln, j)``: the file parsed by
+    DuckDB's read_json, which fails outright on a wrong type (the line reader then takes over)."""
     def m(field: str) -> str:  # a meta_info field from either layout
         return f"coalesce(j['out']['meta_info']['{field}'], j['{field}'])"
 
-    bad_type = " ".join(
-        f"WHEN {col} IS NULL AND coalesce(json_type(body, '$.{f}'), "
-        f"json_type(body, '$.out.meta_info.{f}'), 'NULL') <> 'NULL' "
-        f"THEN {{'code': 'bad-type', 'detail': '{f} is not a number'}}"
-        for f, col in _NUMERIC.items()
-    )
-    return f"""
-WITH b AS (
+    parsed = ("p AS (SELECT ln, false AS prefixed, CAST(NULL AS VARCHAR) AS body, j FROM records)" if fast else f"""b AS (
     SELECT ln, starts_with(line, '[') AS prefixed,
            CASE WHEN starts_with(line, '[') THEN ltrim(substr(line, strpos(line, ']') + 1)) ELSE line END AS body
     FROM lines
 ), p AS (
     SELECT ln, prefixed, body, try(json_transform(body, '{_spec()}')) AS j FROM b
-), f AS (
-    SELECT ln, body,
+)""")
+    # a value that is there but gave no microseconds: not a number (line reader) or out of range
+    def present(f: str) -> str:
+        return (f"{m(f)} IS NOT NULL" if fast else
+                f"coalesce(json_type(body, '$.{f}'), json_type(body, '$.out.meta_info.{f}'), 'NULL') <> 'NULL'")
+
+    bad_type = " ".join(
+        f"WHEN {col} IS NULL AND {present(f)} "
+        f"THEN {{'code': 'bad-type', 'detail': '{f} is not a number'}}"
+        for f, col in _NUMERIC.items()
+    )
+    return f"""
+WITH {parsed}, f AS (
+    SELECT ln, body, j,  -- j: the fast path's range checks read the raw values
         -- blank and non-JSON log lines are tested only where parsing failed (trim is costly)
         CASE WHEN j IS NOT NULL THEN
                   CASE WHEN j['event'] IS NOT NULL AND j['event'] <> 'request.finished' THEN 'skip' ELSE 'record' END

@@ -25,7 +25,7 @@ from toolkit.importers._otlp import double as _double
 from toolkit.importers._otlp import has as _has
 from toolkit.importers._otlp import hex_id as _hex_id
 from toolkit.importers._otlp import int_ as _int
-from toolkit.importers._otlp import llm_request_ctes, llm_request_select
+from toolkit.importers._otlp import llm_request_ctes, llm_request_select, spans_of_records
 
 __all__ = ["_attr", "_double", "_has", "_hex_id", "_int", "requests_sql", "sniff"]
 
@@ -58,7 +58,16 @@ def sniff(head: bytes) -> bool:
     return b'"resourceSpans"' in head[:4096] and (b"llm_request" in head or b"vllm" in head)
 
 
-def requests_sql() -> str:
+# One line (an ExportTraceServiceRequest), as json_transform and the fast read_json both take it.
+FAST_SPEC: dict = json.loads(_SPEC)
+
+
+def requests_sql(fast: bool = False) -> str:
+    if fast:
+        return f"""
+WITH {spans_of_records()}, {llm_request_ctes("sp", "CASE WHEN sp['name'] = 'llm_request' THEN 'record' ELSE 'skip' END")}
+{llm_request_select("x")}
+"""
     return f"""
 WITH p AS (
     SELECT ln, line, try(json_transform(line, '{_SPEC}')) AS j FROM lines
