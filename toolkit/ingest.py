@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from toolkit import __version__, schema
 from toolkit.importers import REGISTRY, detect, get_importer
 from toolkit.importers._common import SPAN_IDENTITY, ImportOptions, checked_sql
-from toolkit.seen import SeenSet, first_new
+from toolkit.seen import SeenSet, take_first_new
 from toolkit.sources import BATCH_BYTES, InputError, Source, expand, head, iter_lines, log
 from toolkit.store import Dataset, Staging
 
@@ -439,9 +439,10 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
     """
     con.execute("SET VARIABLE source_path = ?", [str(src.path)])
     con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {fast_records_sql(imp)}")
-    # lines before the first record (a CSV header): ``fast_records`` importers may say how many
+    # lines before the first record (a CSV header): ``fast_records`` importers may say how many;
+    # they count as skipped, as the line reader's 'skip' rows for them do
     first = int(imp.fast_first_line(src)) if hasattr(imp, "fast_first_line") else 0
-    counts = {"read": 0, "imported": 0, "duplicates": 0, "skipped": 0}
+    counts = {"read": 0, "imported": 0, "duplicates": 0, "skipped": first}
     reasons: Counter = Counter()
     con.execute("SET preserve_insertion_order = true")  # the stream's order is the file's
     try:
@@ -516,12 +517,11 @@ def _split_batch(writer: _BackgroundWriter, seen: SeenSet, batch: pa.Table, tabl
     good = batch.filter(pc.is_valid(key)) if key.null_count else batch
     if good.num_rows:
         keys = good.column("_k").to_numpy()
-        keep = first_new(good.column("source_line").to_numpy(), keys, seen)
+        keep = take_first_new(seen, good.column("source_line").to_numpy(), keys)
         n_keep = int(keep.sum())
         counts["duplicates"] += len(keys) - n_keep
         counts["imported"] += n_keep
         if n_keep:
-            seen.add(keys[keep])
             rows = good if n_keep == len(keys) else good.filter(pa.array(keep))
             writer.put(table, rows.drop_columns(["_kind", "_code", "_detail", "_k"]))
     return int(lines[-1])
@@ -569,13 +569,12 @@ def _write_rows(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen:
     """Keep the first record of each identity (in line order) not seen before; count the rest."""
     ids = con.execute("SELECT ln, _k FROM _cand WHERE _k IS NOT NULL").fetchnumpy()
     keys = np.asarray(ids["_k"], dtype=np.uint64)
-    keep = first_new(np.asarray(ids["ln"]), keys, seen)
+    keep = take_first_new(seen, np.asarray(ids["ln"]), keys)
     n_keep = int(keep.sum())
     res.duplicates += len(keys) - n_keep
     res.imported += n_keep
     if n_keep == 0:
         return
-    seen.add(keys[keep])
     if n_keep == len(keys):
         # always a table: a view here would clash with the table the duplicate path creates
         con.execute("CREATE OR REPLACE TEMP TABLE _keep AS SELECT * FROM _cand WHERE _k IS NOT NULL")

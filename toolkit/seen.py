@@ -39,22 +39,31 @@ class SeenSet:
         """Add keys (unique among themselves, none contained yet)."""
         if len(keys) == 0:
             return
-        run = np.sort(keys.astype(np.uint64, copy=False))
+        run = keys.astype(np.uint64, copy=False)
+        if len(run) > 1 and not bool(np.all(run[1:] >= run[:-1])):
+            run = np.sort(run)
         while self._runs and len(self._runs[-1]) <= 2 * len(run):
             run = np.concatenate([self._runs.pop(), run])
             run.sort(kind="stable")  # two sorted runs: timsort merges them in linear time
         self._runs.append(run)
 
 
-def first_new(ln: np.ndarray, keys: np.ndarray, seen: SeenSet) -> np.ndarray:
-    """Mask of records to keep: the first of each key in line order, and not seen before."""
+def take_first_new(seen: SeenSet, ln: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Mask of records to keep: the first of each key in line order, and not seen before; the
+    kept keys are added to ``seen``. The common case (no duplicate at all) costs one sort."""
+    ordered = np.sort(keys)
+    if not bool((ordered[1:] == ordered[:-1]).any()) and not bool(seen.contains(ordered).any()):
+        seen.add(ordered)
+        return np.ones(len(keys), dtype=bool)
     if len(ln) > 1 and bool(np.all(ln[1:] >= ln[:-1])):
         order = None  # already in line order (the fast reader's stream)
         unique, first = np.unique(keys, return_index=True)
     else:
         order = np.argsort(ln, kind="stable")
         unique, first = np.unique(keys[order], return_index=True)
-    first = first[~seen.contains(unique)]  # unique is sorted: the cheap lookup
+    new = ~seen.contains(unique)  # unique is sorted: the cheap lookup
+    first = first[new]
     keep = np.zeros(len(keys), dtype=bool)
     keep[first if order is None else order[first]] = True
+    seen.add(unique[new])
     return keep
