@@ -13,7 +13,8 @@
 --
 -- Why auto: a 2-minute incident export with 60 s buckets has 2 buckets and no baseline to compare
 -- against; with the auto rule it gets 2 s buckets (60 of them). Buckets are aligned to the Unix epoch,
--- so 60 s buckets start on whole minutes.
+-- so 60 s buckets start on whole minutes. _bucket_load restates this rule over the rows it reads
+-- anyway (saving a scan of every request); change both (tests/test_queries_load.py checks they agree).
 WITH span AS (
     SELECT min(a_us) AS lo, max(e_us) AS hi FROM _bounds WHERE in_load
 ),

@@ -2,8 +2,9 @@
 -- kind: view
 -- description: Helper: per bucket arrivals, completions, time-weighted mean in-flight and the busy flag, from per-bucket event sums (no sort).
 -- percentiles: exact (one median over buckets, for the busy threshold)
--- requires: _bounds, _bucket
+-- requires: _bounds
 -- params:
+--   $bucket_s DOUBLE = 0  bucket width in seconds; 0 = auto: 60 s, or for data spanning under an hour the largest of 30, 15, 10, 5, 2, 1 s that still gives >= 60 buckets (1 s at least)
 --   $busy_factor DOUBLE = 2.0  a bucket is busy when its mean in-flight is at least this many times the median bucket's
 --   $busy_z DOUBLE = 3.0  and at least this many Poisson standard deviations (sqrt of the median) above the median, so noise in small buckets is not busy
 --   $busy_min_buckets BIGINT = 2  and in a run of at least this many consecutive such buckets (a lone noisy bucket is not a busy period)
@@ -26,11 +27,32 @@
 -- running sum of the deltas of earlier buckets (a window over buckets, not over requests).
 -- Busy rule: see load. Runs of above-threshold buckets are found by gaps-and-islands on
 -- bucket_index (index minus row number is constant along a run).
-WITH b AS (
-    SELECT bucket_us, first_bucket, last_bucket FROM _bucket
-),
-calls AS (
+WITH calls AS (
     SELECT a_us, e_us FROM _bounds WHERE in_load
+),
+-- the bucket width and range: _bucket's rule, over the calls already read here (reading _bucket
+-- would scan every request once more); tests/test_queries_load.py checks both agree
+span AS (
+    SELECT min(a_us) AS lo, max(e_us) AS hi FROM calls
+),
+w AS (
+    SELECT
+        lo,
+        hi,
+        CAST(CASE
+            WHEN $bucket_s > 0 THEN round($bucket_s * 1e6)
+            WHEN (hi - lo) / 1e6 >= 3600 THEN 60e6
+            WHEN (hi - lo) / 1e6 >= 1800 THEN 30e6
+            WHEN (hi - lo) / 1e6 >= 900 THEN 15e6
+            WHEN (hi - lo) / 1e6 >= 600 THEN 10e6
+            WHEN (hi - lo) / 1e6 >= 300 THEN 5e6
+            WHEN (hi - lo) / 1e6 >= 120 THEN 2e6
+            ELSE 1e6 END AS BIGINT) AS bucket_us
+    FROM span
+    WHERE lo IS NOT NULL
+),
+b AS (
+    SELECT bucket_us, lo // bucket_us AS first_bucket, greatest(lo, hi - 1) // bucket_us AS last_bucket FROM w
 ),
 buckets AS (
     SELECT unnest(generate_series(first_bucket, last_bucket)) AS i FROM b

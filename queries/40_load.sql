@@ -2,7 +2,7 @@
 -- kind: view
 -- description: Per time bucket: arrivals/s, time-weighted mean and peak in-flight requests (event sweep), completions, Little's-law ratio, and whether the bucket is busy.
 -- percentiles: none here; the busy threshold uses an exact median over buckets (in _bucket_load)
--- requires: _bounds, _bucket, _bucket_load
+-- requires: _bounds, _bucket_load
 -- params:
 --   $busy_factor DOUBLE = 2.0  a bucket is busy when its mean in-flight is at least this many times the median bucket's
 --   $busy_z DOUBLE = 3.0  and at least this many Poisson standard deviations (sqrt of the median) above the median, so noise in small buckets is not busy
@@ -37,7 +37,14 @@
 -- or sparse traffic, a constant-rate trace fluctuates by more than 2x, but rarely by 3 sigma, and
 -- (third term) almost never in $busy_min_buckets consecutive buckets, while a real burst lasts.
 -- Defaults: 2.0, 3.0, 2. A burst shorter than two buckets is not a busy period: lower the bucket.
-WITH calls AS (
+WITH bl AS (
+    -- _bucket_load read once (a view named twice is computed twice); it carries the bucket width
+    -- too, so _bucket is not scanned again here
+    SELECT bucket_index, bucket_us, arrivals, completions, in_flight_at_start, mean_in_flight, mean_e2e_ms,
+           busy_threshold, busy
+    FROM _bucket_load
+),
+calls AS (
     SELECT a_us, e_us FROM _bounds WHERE in_load
 ),
 events AS (
@@ -57,7 +64,7 @@ settled AS (
     SELECT t, in_flight FROM sweep WHERE t_next IS NULL OR t_next > t
 ),
 peak AS (
-    SELECT t // (SELECT bucket_us FROM _bucket) AS i, max(in_flight) AS peak_in_flight, min(t) AS first_t
+    SELECT t // (SELECT max(bucket_us) FROM bl) AS i, max(in_flight) AS peak_in_flight, min(t) AS first_t
     FROM settled
     GROUP BY 1
 )
@@ -78,6 +85,6 @@ SELECT
     l.mean_in_flight / nullif(l.arrivals / nullif(l.bucket_us / 1e6, 0) * (l.mean_e2e_ms / 1e3), 0) AS littles_ratio,
     l.busy_threshold,
     l.busy
-FROM _bucket_load AS l
+FROM bl AS l
 LEFT JOIN peak ON peak.i = l.bucket_index
 ORDER BY l.bucket_index

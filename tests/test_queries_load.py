@@ -112,3 +112,18 @@ def test_busy_factor_param_reaches_the_view(tmp_path: Path) -> None:
     ds = make_dataset_from_arrow(tmp_path, poisson_trace(1, 2.0, 7200, (3000.0, 4200.0, 4.0)))
     strict = queries.run_sql(ds, "SELECT count(*) AS n FROM busy_periods", {"busy_factor": "10"})
     assert strict.to_pylist()[0]["n"] == 0
+
+
+@pytest.mark.parametrize("bucket_s", [0, 7.5])
+def test_bucket_load_uses_the_bucket_rule(tmp_path: Path, bucket_s: float) -> None:
+    """_bucket_load restates _bucket's width rule over the rows it reads (one scan fewer): both must agree."""
+    spans_s = [30, 150, 400, 700, 1000, 2000, 4000]
+    for span_s in spans_s:
+        rows = [{"request_id": "a", "ts_arrival": ms(0), "ts_end": ms(500)},
+                {"request_id": "b", "ts_arrival": ms(span_s * 1000 - 700), "ts_end": ms(span_s * 1000 + 123)}]
+        ds = make_dataset(tmp_path / f"s{span_s}", rows)
+        con = queries.connect(ds, {"bucket_s": bucket_s})
+        want = con.sql("SELECT bucket_us, first_bucket, last_bucket FROM _bucket").fetchall()
+        got = con.sql("SELECT any_value(bucket_us), min(bucket_index), max(bucket_index), count(DISTINCT bucket_us) "
+                      "FROM _bucket_load").fetchall()
+        assert got[0][3] == 1 and [tuple(got[0][:3])] == want, (span_s, got, want)
