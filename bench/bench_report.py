@@ -5,13 +5,18 @@ as a dataset (vectorized numpy/pyarrow), then runs `build_report` and all three 
 subprocess and prints seconds and peak RSS. Target (issue #4): 10 M requests in under 20 s on
 2 cores, peak RSS under 2 GB.
 
-    python bench/bench_report.py [--n 10000000]
+Also printed: the child's CPU seconds (user + system) and the load average before and after (the
+machine may be shared: wall seconds under a load average above the core count are not the code's),
+and seconds per phase of ``build_report`` (from its progress messages) and per renderer.
+
+    python bench/bench_report.py [--n 10000000] [--keep]   # --keep: reuse / keep the generated dataset
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -78,42 +83,64 @@ def generate(n: int, out: Path) -> None:
     (out / "manifest.json").write_text(json.dumps({"schema_version": 1, "imports": []}))
 
 
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _child(dataset: str) -> None:
     from toolkit.report.build import build_report
     from toolkit.report.render import RENDERERS
 
     t = time.perf_counter()
-    report = build_report(dataset)
+    marks: list[tuple[str, float, float]] = [("start", 0.0, _cpu_s())]
+    report = build_report(dataset, progress=lambda msg: marks.append((msg, time.perf_counter() - t, _cpu_s())))
     built = time.perf_counter() - t
-    sizes = {k: len(fn(report)) for k, fn in RENDERERS.items()}
+    marks.append(("end", built, _cpu_s()))
+    phases = [(a[0], b[1] - a[1], b[2] - a[2]) for a, b in zip(marks, marks[1:], strict=False)]
+    sizes = {}
+    for k, fn in RENDERERS.items():
+        t0, c0 = time.perf_counter(), _cpu_s()
+        sizes[k] = len(fn(report))
+        phases.append((f"render {k}", time.perf_counter() - t0, _cpu_s() - c0))
     print(json.dumps({"build_s": built, "total_s": time.perf_counter() - t, "headline": report.meta["headline"],
-                      "busy": report.busy_periods, "sizes": sizes}))
+                      "busy": report.busy_periods, "sizes": sizes, "phases": phases}))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10_000_000)
+    ap.add_argument("--keep", action="store_true", help="reuse the dataset if it exists, and keep it")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         _child(args.child)
         return 0
     ds = DATA / f"report-{args.n}"
-    t = time.perf_counter()
-    generate(args.n, ds)
-    print(f"generated {args.n:,} requests in {time.perf_counter() - t:.1f} s")
+    if not (args.keep and (ds / "manifest.json").exists()):
+        t = time.perf_counter()
+        generate(args.n, ds)
+        print(f"generated {args.n:,} requests in {time.perf_counter() - t:.1f} s")
+    load_before = os.getloadavg()
     proc = subprocess.run([sys.executable, __file__, "--child", str(ds)], capture_output=True, text=True)
+    load_after = os.getloadavg()
     if proc.returncode:
         print(proc.stderr[-2000:])
         return proc.returncode
     res = json.loads(proc.stdout)
-    rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rss_mb = ru.ru_maxrss / 1024
     print(f"report on {args.n:,} requests: build {res['build_s']:.1f} s, with JSON/Markdown/HTML rendering "
           f"{res['total_s']:.1f} s, peak RSS {rss_mb:.0f} MB "
           f"[targets < 20 s: {'met' if res['total_s'] < 20 else 'NOT met'}; < 2 GB: {'met' if rss_mb < 2048 else 'NOT met'}]")
+    print(f"  CPU {ru.ru_utime + ru.ru_stime:.1f} s (user + system, whole child); load average (1 min) "
+          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after, on {os.cpu_count()} cores")
+    for name, wall, cpu in res["phases"]:
+        print(f"    {name:44s} {wall:6.2f} s  cpu {cpu:6.2f} s")
     print(f"  busy periods: {[(b['start'], b['end']) for b in res['busy']]}")
     print(f"  headline: {res['headline']}")
-    shutil.rmtree(ds, ignore_errors=True)
+    if not args.keep:
+        shutil.rmtree(ds, ignore_errors=True)
     return 0
 
 

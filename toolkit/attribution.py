@@ -12,20 +12,23 @@ Method (DESIGN.md §6, PEERS-AND-METHODS.md Part B.3):
 * **Uncertainty**: a Poisson bootstrap (each request gets a Poisson(1) weight per replicate),
   vectorized as matrix products over at most ``BOOT_ROWS`` sampled requests per group; the spread
   is rescaled by sqrt(sample / group size) (m-out-of-n) and centred on the full-data estimate.
-  The tail threshold is recomputed in every replicate (weighted suffix sums).
+  The tail threshold is recomputed in every replicate (weighted suffix sums over the top rows).
+  The sample is picked and ordered by a hash of the row's metrics, so intervals are reproducible.
 * **Driver**: the stage with the largest positive contribution whose 95 % interval excludes zero
   and which is at least ``MIN_SHARE`` of the regression threshold (so noise in a big sample does
   not name a driver when nothing changed); or none.
 
 Speed: per-request stage values are computed from the boundary columns of ``_bounds`` by SQL
 generated here (a stage map per row costs ~20 us; arithmetic on boundaries almost nothing), and
-all metrics of one view share three passes per group: point estimates, tail means, a sample.
+all metrics of one view share three passes, each serving every group at once (``family_stats_by``):
+point estimates with exact percentiles, tail means, a sample.
 The composite-stage rule is DESIGN.md §3, the same as ``queries/10_bounds.sql`` (a property test
 checks they agree).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -126,9 +129,15 @@ class GroupStats:
     stage_mean: dict[str, float]
     tokens: dict[str, tuple[float, float, bool]]  # stage -> (mean tokens, time per token, complete)
     sample: dict[str, np.ndarray]  # m, S (n x k), T (n x e)
+    quantiles: dict[float, float | None] = field(default_factory=dict)  # exact (quantile_cont), pass 1
 
 
 _PATTERNS: dict[tuple[int, str, str], list[tuple[bool, ...]]] = {}
+
+
+def reset_cache() -> None:
+    """Forget cached boundary patterns: call at the start of a report run (connection ids are reused)."""
+    _PATTERNS.clear()
 
 
 def _patterns(g: Group, view: str) -> list[tuple[bool, ...]]:  # view: the actual table or view
@@ -175,85 +184,141 @@ def _q(name: str) -> str:
 
 def family_stats(g: Group, specs: list[MetricSpec], stages: dict[str, list[str]], tail: float, seed: int,
                  view: str | None = None) -> dict[str, tuple[GroupStats, GroupStats]]:
-    """Mean and tail statistics of several metrics of one view, in three passes over the group.
+    """Mean and tail statistics of several metrics of one view over one group (see ``family_stats_by``)."""
+    return family_stats_by(g.con, view or specs[0].view, "'g'", {"g": seed}, specs, stages, tail,
+                           where=g.where, params=g.params)["g"]
 
-    Pass 1: count, mean, the tail percentile, stage means and token sums of each metric; pass 2:
-    the same among rows at or above each metric's percentile; pass 3: a reservoir sample of the
-    rows for the bootstrap. Each metric uses the rows where its value is defined.
+
+def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: dict[str, int],
+                    specs: list[MetricSpec], stages: dict[str, list[str]], tail: float, where: str = "true",
+                    params: dict | None = None, quantiles: tuple[float, ...] = ()
+                    ) -> dict[str, dict[str, tuple[GroupStats, GroupStats]]]:
+    """Mean and tail statistics of several metrics of one view, for disjoint groups at once.
+
+    ``key`` is SQL over ``view`` naming each row's group (a key of ``seeds``; other rows are
+    ignored), so one scan serves every group: the baseline and current sides of a materialized
+    table are one GROUP BY. Passes over the view: (1) count, mean, stage means, token sums and exact
+    percentiles (the tail's and ``quantiles``) of each metric per group; (2) the same among the rows
+    at or above each group's percentile of the metric; (3) each group's bootstrap sample. Passes 2
+    and 3 filter on the view's own columns first, so their per-row stage arithmetic runs on a few
+    percent of the rows. Each metric uses the rows where its value is defined.
+
+    The sample is every row of a group of at most ``BOOT_ROWS`` rows, else a hash-selected
+    ~``BOOT_ROWS`` of them; rows are ordered by that hash, so the bootstrap weights fall on the same
+    rows whatever order the scan returned them in (reproducible intervals on any thread count).
     """
-    view = view or specs[0].view
-    cols = []
+    params = dict(params or {})
+    labels = list(seeds)
+    raw, masked, aggs1, tail_masked, aggs2 = [], [], [], [], []
+    widths = []
     for i, sp in enumerate(specs):
-        m = f"m{i}"
-        cols.append(f"CASE WHEN {sp.require} THEN CAST({sp.value} AS DOUBLE) END AS {m}")
-        for j, st in enumerate(stages[sp.name]):
-            cols.append(f"CAST({sp.expr(st)} AS DOUBLE) AS s{i}_{j}")
-        for j, st in enumerate(s for s in stages[sp.name] if s in sp.effects):
-            cols.append(f"{sp.effects[st]} AS t{i}_{j}")
-    inner = f"SELECT {', '.join(cols)} FROM {view} WHERE {g.where}"
+        names = stages[sp.name]
+        eff = [s for s in names if s in sp.effects]
+        raw.append(f"CASE WHEN {sp.require} THEN CAST({sp.value} AS DOUBLE) END AS m{i}")
+        raw += [f"CAST({sp.expr(st)} AS DOUBLE) AS s{i}_{j}" for j, st in enumerate(names)]
+        raw += [f"{sp.effects[st]} AS t{i}_{j}" for j, st in enumerate(eff)]
+        # aggregates ignore NULLs: mask each column to the rows a statistic counts (cheaper than FILTER)
+        for cond, cols, aggs in ((f"m{i} IS NOT NULL", masked, aggs1), (f"m{i} >= _thr{i}", tail_masked, aggs2)):
+            cols.append(f"CASE WHEN {cond} THEN m{i} END AS m{i}")
+            cols += [f"CASE WHEN {cond} THEN s{i}_{j} END AS s{i}_{j}" for j in range(len(names))]
+            for j, st in enumerate(eff):
+                k = names.index(st)
+                cols += [f"CASE WHEN {cond} THEN t{i}_{j} END AS t{i}_{j}",
+                         f"CASE WHEN {cond} AND t{i}_{j} IS NOT NULL THEN s{i}_{k} END AS st{i}_{j}"]
+            aggs += [f"count(m{i})", f"avg(m{i})"] + [f"avg(s{i}_{j})" for j in range(len(names))]
+            for j in range(len(eff)):
+                aggs += [f"avg(t{i}_{j})", f"sum(st{i}_{j})", f"sum(t{i}_{j})", f"count(t{i}_{j})"]
+        widths.append(2 + len(names) + 4 * len(eff))
+    qs = [tail, *quantiles]
+    raw_names = [c.rsplit(" AS ", 1)[1] for c in raw]
+    m_sql = [f"CASE WHEN {sp.require} THEN CAST({sp.value} AS DOUBLE) END" for sp in specs]
+    label_params = {f"g_{gi}": label for gi, label in enumerate(labels)}
+    mine = f"({where}) AND {key} IN ({', '.join(f'${k}' for k in label_params)})"
+    used = set(re.findall(r"\$(\w+)", where))
+    base_params = {**{k: v for k, v in params.items() if k in used}, **label_params}
 
-    def agg_list(cond: Callable[[int], str]) -> list[str]:
-        out = []
+    def select(cols: str, cond: str = "true") -> str:
+        """Rows of the groups meeting ``cond``: written over the view's own columns, so the filter runs
+        before the per-row stage arithmetic, which is then done for the kept rows only."""
+        return f"SELECT {key} AS _g, {cols} FROM {view} WHERE {mine} AND ({cond})"
+
+    pctl_aggs = [f"quantile_cont(m{i}, {qs})" for i in range(len(specs))]
+    rows1 = {r[0]: r[1:] for r in con.execute(
+        f"SELECT _g, count(*), {', '.join(aggs1 + pctl_aggs)} FROM (SELECT _g, {', '.join(masked)} "
+        f"FROM ({select(', '.join(raw))})) GROUP BY _g", base_params).fetchall()}
+
+    # pass 2: the rows at or above each group's percentile of a metric (a few % of the rows)
+    thr_params, n_rows = {}, {}
+    for gi, label in enumerate(labels):
+        r = rows1.get(label)
+        n_rows[label] = int(r[0]) if r else 0
+        for i in range(len(specs)):
+            p = r[-len(specs) + i][0] if r and r[-len(specs) + i] else None
+            thr_params[f"thr{i}_{gi}"] = p if p is not None else float("inf")
+    thr = [f"CASE {key} {' '.join(f'WHEN $g_{gi} THEN $thr{i}_{gi}' for gi in range(len(labels)))} END"
+           for i in range(len(specs))]
+    in_tail = " OR ".join(f"({m_sql[i]}) >= {thr[i]}" for i in range(len(specs)))
+    thr_cols = ", ".join(f"{thr[i]} AS _thr{i}" for i in range(len(specs)))
+    rows2 = {r[0]: r[1:] for r in con.execute(
+        f"SELECT _g, {', '.join(aggs2)} FROM (SELECT _g, {', '.join(tail_masked)} "
+        f"FROM ({select(', '.join(raw) + ', ' + thr_cols, in_tail)})) GROUP BY _g",
+        {**base_params, **thr_params}).fetchall()}
+
+    # pass 3: the bootstrap samples of every group (the metrics' hash picks ~BOOT_ROWS rows of a big group)
+    h = f"hash({', '.join(m_sql)}, {SEED})"
+    picked = " OR ".join(
+        f"({key} = $g_{gi}{f' AND {h} % {n_rows[label]} < {BOOT_ROWS}' if n_rows[label] > BOOT_ROWS else ''})"
+        for gi, label in enumerate(labels) if n_rows[label]) or "false"
+    rows3 = con.execute(
+        f"SELECT * FROM ({select(', '.join(raw) + f', {h} AS _h', picked)}) ORDER BY _g, _h, {', '.join(raw_names)}",
+        base_params).fetchnumpy()
+    samples = {label: {k: v[rows3["_g"] == label] for k, v in rows3.items()} for label in labels}
+
+    out: dict[str, dict[str, tuple[GroupStats, GroupStats]]] = {}
+    for label in labels:
+        seed = seeds[label]
+        row = rows1[label][1:] if label in rows1 else None
+        row_tail = rows2.get(label)
+        sample = samples[label]
+        n_sample = len(sample.get("m0", []))
+        W_full = _boot_weights(n_sample, seed)  # shared by every metric of the family
+        out[label] = {}
+        pos = 0
         for i, sp in enumerate(specs):
-            c = cond(i)
-            out += [f"count(m{i}) FILTER (WHERE {c})", f"avg(m{i}) FILTER (WHERE {c})"]
-            out += [f"avg(s{i}_{j}) FILTER (WHERE {c})" for j in range(len(stages[sp.name]))]
-            for j, st in enumerate(s for s in stages[sp.name] if s in sp.effects):
-                k = stages[sp.name].index(st)
-                out += [f"avg(t{i}_{j}) FILTER (WHERE {c})",
-                        f"sum(s{i}_{k}) FILTER (WHERE {c} AND t{i}_{j} IS NOT NULL)",
-                        f"sum(t{i}_{j}) FILTER (WHERE {c})", f"count(t{i}_{j}) FILTER (WHERE {c})"]
-        return out
-
-    pctl_aggs = [f"quantile_cont(m{i}, {tail})" for i in range(len(specs))]
-    row = g.con.execute(f"SELECT {', '.join(agg_list(lambda i: f'm{i} IS NOT NULL') + pctl_aggs)} FROM ({inner})",
-                        g.params).fetchone()
-    pctls = list(row[-len(specs):])
-    thr = {f"thr{i}": (p if p is not None else float("inf")) for i, p in enumerate(pctls)}
-    row_tail = g.con.execute(
-        f"SELECT {', '.join(agg_list(lambda i: f'm{i} >= $thr{i}'))} FROM ({inner})", {**g.params, **thr}
-    ).fetchone()
-    sample = g.con.execute(
-        f"SELECT * FROM ({inner}) USING SAMPLE reservoir({BOOT_ROWS} ROWS) REPEATABLE ({seed})", g.params
-    ).fetchnumpy()
-
-    n_sample = len(sample.get("m0", []))
-    W_full = _boot_weights(n_sample, seed)  # shared by every metric of the family
-    out: dict[str, tuple[GroupStats, GroupStats]] = {}
-    pos = 0
-    pos_tail = 0
-    for i, sp in enumerate(specs):
-        st_names = stages[sp.name]
-        eff = [s for s in st_names if s in sp.effects]
-        width = 2 + len(st_names) + 4 * len(eff)
-        stats = []
-        for r, start in ((row, pos), (row_tail, pos_tail)):
-            vals = r[start : start + width]
-            n, mean = int(vals[0] or 0), vals[1]
-            stage_mean = {s: float(vals[2 + k] or 0.0) for k, s in enumerate(st_names)}
-            tokens = {}
-            for k, s in enumerate(eff):
-                t_mean, s_sum, t_sum, t_count = vals[2 + len(st_names) + 4 * k : 2 + len(st_names) + 4 * k + 4]
-                rate = (s_sum / t_sum) if (t_sum and s_sum is not None) else float("nan")
-                tokens[s] = (float(t_mean) if t_mean is not None else float("nan"), rate, n > 0 and t_count == n)
-            stats.append(GroupStats(n=n, pctl=pctls[i], mean=float(mean) if mean is not None else float("nan"),
-                                    stage_mean=stage_mean, tokens=tokens, sample={}))
-        pos += width
-        pos_tail += width
-        m = np.asarray(sample.get(f"m{i}", []), dtype=float)
-        keep = np.isfinite(m)
-        smp = {
-            "m": m[keep],
-            "S": (np.column_stack([np.asarray(sample[f"s{i}_{k}"], dtype=float)[keep] for k in range(len(st_names))])
-                  if st_names else np.zeros((int(keep.sum()), 0))),
-            "T": (np.column_stack([np.nan_to_num(np.asarray(sample[f"t{i}_{k}"], dtype=float))[keep]
-                                   for k in range(len(eff))]) if eff else np.zeros((int(keep.sum()), 0))),
-            "eff_idx": np.array([st_names.index(s) for s in eff], dtype=int),
-            "W": W_full[:, keep],
-        }
-        stats[0].sample = smp
-        stats[1].sample = smp
-        out[sp.name] = (stats[0], stats[1])
+            st_names = stages[sp.name]
+            eff = [s for s in st_names if s in sp.effects]
+            width = widths[i]
+            pq = (row[-len(specs) + i] if row else None) or [None] * len(qs)
+            stats = []
+            for r in (row, row_tail):
+                vals = r[pos : pos + width] if r else (0, None) + (None,) * (width - 2)
+                n, mean = int(vals[0] or 0), vals[1]
+                stage_mean = {s: float(vals[2 + k] or 0.0) for k, s in enumerate(st_names)}
+                tokens = {}
+                for k, s in enumerate(eff):
+                    t_mean, s_sum, t_sum, t_count = vals[2 + len(st_names) + 4 * k : 2 + len(st_names) + 4 * k + 4]
+                    rate = (s_sum / t_sum) if (t_sum and s_sum is not None) else float("nan")
+                    tokens[s] = (float(t_mean) if t_mean is not None else float("nan"), rate, n > 0 and t_count == n)
+                stats.append(GroupStats(n=n, pctl=pq[0], mean=float(mean) if mean is not None else float("nan"),
+                                        stage_mean=stage_mean, tokens=tokens, sample={},
+                                        quantiles=dict(zip(quantiles, pq[1:], strict=True))))
+            pos += width
+            # fetchnumpy gives NULLs as masked entries whose data is 0: make them NaN, so rows where the
+            # metric is undefined (no first token, one output token) stay out of the bootstrap
+            m = np.ma.asarray(sample.get(f"m{i}", []), dtype=float).filled(np.nan)
+            keep = np.isfinite(m)
+            smp = {
+                "m": m[keep],
+                "S": (np.column_stack([np.asarray(sample[f"s{i}_{k}"], dtype=float)[keep] for k in range(len(st_names))])
+                      if st_names else np.zeros((int(keep.sum()), 0))),
+                "T": (np.column_stack([np.nan_to_num(np.asarray(sample[f"t{i}_{k}"], dtype=float))[keep]
+                                       for k in range(len(eff))]) if eff else np.zeros((int(keep.sum()), 0))),
+                "eff_idx": np.array([st_names.index(s) for s in eff], dtype=int),
+                "W": W_full if keep.all() else W_full[:, keep],
+            }
+            stats[0].sample = smp
+            stats[1].sample = smp
+            out[label][sp.name] = (stats[0], stats[1])
     return out
 
 
@@ -280,10 +345,20 @@ def _boot_means(sample: dict[str, np.ndarray], tail: float | None, seed: int) ->
     X = np.column_stack([m, S, T]).astype(np.float64)
     if tail is not None:
         order = np.argsort(m, kind="stable")
-        W, X = W[:, order], X[order]
-        suffix = np.cumsum(W[:, ::-1], axis=1, dtype=np.float64)[:, ::-1]
-        start = np.clip((suffix >= (1.0 - tail) * suffix[:, :1]).sum(axis=1) - 1, 0, n - 1)
-        W = W * (np.arange(n)[None, :] >= start[:, None])
+        need = (1.0 - tail) * W.sum(axis=1, dtype=np.float64)  # integer weights: exact sums
+        # Each replicate's tail lies within the last k sorted rows when their weight reaches ``need``
+        # (suffix sums only grow leftwards): start with ~2.5x the expected tail, widen if needed.
+        # The same rows and sums as a suffix scan over all n rows, at a fraction of the cost.
+        k = min(n, max(64, int(np.ceil(2.5 * (1.0 - tail) * n))))
+        while True:
+            Wk = W[:, order[n - k:]].astype(np.float64)
+            suffix = np.cumsum(Wk[:, ::-1], axis=1)[:, ::-1]
+            if k == n or bool((suffix[:, 0] >= need).all()):
+                break
+            k = min(n, 2 * k)
+        start = np.clip((suffix >= need[:, None]).sum(axis=1) - 1, 0, k - 1)
+        W = Wk * (np.arange(k)[None, :] >= start[:, None])
+        X = X[order[n - k:]]
     wsum = W.sum(axis=1, dtype=np.float64)
     wsum[wsum == 0] = np.nan
     means = (W @ X) / wsum[:, None]
@@ -392,14 +467,22 @@ def attribute(base: Group, cur: Group, metrics: list[str], tail: float = 0.95, t
         stages = {sp.name: stage_names([gb, gc], sp, views) for sp in specs}
         bs = family_stats(gb, specs, stages, tail, SEED, view)
         cs = family_stats(gc, specs, stages, tail, SEED + 1, view)
-        for sp in specs:
-            if min(bs[sp.name][0].n, cs[sp.name][0].n) < 2:
-                continue
-            for statistic in statistics:
-                out.append(compare_stats(bs[sp.name], cs[sp.name], sp.name, statistic, tail, threshold,
-                                         stages[sp.name]))
+        out += compare_all(bs, cs, [sp.name for sp in specs], stages, tail, threshold, statistics)
     order = {m: i for i, m in enumerate(metrics)}
     return sorted(out, key=lambda e: (order[e["metric"]], e["statistic"] != "mean"))
+
+
+def compare_all(bs: dict[str, tuple[GroupStats, GroupStats]], cs: dict[str, tuple[GroupStats, GroupStats]],
+                metrics: list[str], stages: dict[str, list[str]], tail: float, threshold: float,
+                statistics: tuple[str, ...]) -> list[dict]:
+    """Entries for each metric (with at least 2 rows on both sides) and statistic, from both groups' stats."""
+    out = []
+    for name in metrics:
+        if min(bs[name][0].n, cs[name][0].n) < 2:
+            continue
+        for statistic in statistics:
+            out.append(compare_stats(bs[name], cs[name], name, statistic, tail, threshold, stages[name]))
+    return out
 
 
 def _r(x: float | None) -> float | None:

@@ -13,15 +13,28 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
+import numpy as np
 
 from toolkit import queries
-from toolkit.attribution import METRICS, Group, attribute, stage_names
+from toolkit.attribution import (
+    METRICS,
+    SEED,
+    Group,
+    attribute,
+    compare_all,
+    family_stats_by,
+    reset_cache,
+    stage_names,
+)
 from toolkit.report.model import ChartData, Report
 
 FILTER_COLUMNS = ("model", "service", "replica", "tenant")
 TIMELINE_MAX = 200
 REPORT_MEMORY = "1500MB"
 TIMELINE_WINDOW_S = 180
+RANGES_INLINE = 64  # busy periods tested as inline ranges (more: the EXISTS form)
+SUMMARY_Q = (0.5, 0.9, 0.95, 0.99)
+CHART_ROWS_PER_BUCKET = 2000  # rows behind a bucket's p50/p95 chart points, on average
 HINTS = {
     "queue": "capacity, admission control or batching policy (max concurrent sequences), or the burst itself",
     "preprocess": "templating and tokenization on the API server, or the hop into the engine",
@@ -53,6 +66,7 @@ class Selection:
     params: dict
     description: dict
     label: str = "c"  # this side's rows in the materialized _rb table
+    rows_cond: str | None = None  # the same rows as ``cond`` over _bounds' epoch columns, where cheaper
 
     @property
     def side(self) -> str:
@@ -144,22 +158,41 @@ def build_report(
         inside = "EXISTS (SELECT 1 FROM _busy b WHERE {t} >= b.busy_start AND {t} < b.busy_end)"
         cur = Selection(con, inside, {}, {"windows": [{"start": b["start"], "end": b["end"]} for b in busy]})
         base = Selection(con, "NOT " + inside, {}, {"windows": "everything outside the busy periods"}, label="b")
+        # the same test as plain range comparisons on a_us: a semi-join per request costs seconds at 10 M
+        ranges = con.execute("SELECT epoch_us(busy_start), epoch_us(busy_end) FROM _busy ORDER BY 1").fetchall()
+        if len(ranges) <= RANGES_INLINE:
+            within = " OR ".join(f"(a_us >= {s} AND a_us < {e})" for s, e in ranges) or "false"
+            cur.rows_cond, base.rows_cond = f"({within})", f"NOT ({within})"
 
     for sel in (cur, base):
         sel.params = {**sel.params, **fparams}
     say("selecting requests")
+    reset_cache()
     _materialize([cur, base], filt)
-    for sel in (cur, base):
-        n, vantages, formats = sel.con.execute(
-            f"SELECT count(*), coalesce(list(DISTINCT vantage ORDER BY vantage), []), "
-            f"coalesce(list(DISTINCT source_format ORDER BY source_format), []) FROM _rb WHERE {sel.side}").fetchone()
-        sel.description |= {"requests": n, "vantages": vantages, "formats": formats}
+    for sels in _by_con([cur, base]).values():
+        found: dict[str, list] = {}
+        for side, vantage, fmt, n in sels[0].con.execute(
+                "SELECT side, vantage, source_format, count(*) FROM _rb GROUP BY ALL").fetchall():
+            found.setdefault(side, []).append((vantage, fmt, n))
+        for sel in sels:
+            rows = found.get(sel.label, [])
+            sel.description |= {"requests": sum(n for _v, _f, n in rows),
+                                "vantages": sorted({v for v, _f, _n in rows if v is not None}),
+                                "formats": sorted({f for _v, f, _n in rows if f is not None})}
     if set(cur.description["vantages"]) != set(base.description["vantages"]) or len(cur.description["vantages"]) > 1:
         warnings.append(
             "Vantages are mixed (current: {}, baseline: {}): TTFT measured at a client includes network and "
             "queueing that a server's does not; compare like with like (filter by source or service).".format(
                 ", ".join(cur.description["vantages"]) or "none", ", ".join(base.description["vantages"]) or "none"))
 
+    say("statistics of the selected requests")
+    rb_specs = [METRICS[m] for m in RB_METRICS]
+    rb_stages = {sp.name: stage_names([Group(base.con, base.side), Group(cur.con, cur.side)], sp,
+                                      views={"_bounds": "_rb"}) for sp in rb_specs}
+    rb_stats: dict = {}
+    for sels in _by_con([cur, base]).values():  # both sides of a connection in the same passes
+        rb_stats |= family_stats_by(sels[0].con, "_rb", "side", {s.label: SEED + (s is cur) for s in sels},
+                                    rb_specs, rb_stages, tail, quantiles=SUMMARY_Q)
     attribution: list[dict] = []
     context = _context(kind, busy, cur, base)
     if kind == "busy-vs-quiet" and not busy:
@@ -179,12 +212,12 @@ def build_report(
             families.append((["turn_ms"], "true"))
         for names, extra in families:
             say(f"attributing {', '.join(names)}")
-            if names[0] == "ttft_ms":  # the boundary family reads the materialized rows
-                gb, gc = Group(base.con, base.side), Group(cur.con, cur.side)
+            if names[0] == "ttft_ms":  # the boundary family: statistics of the materialized rows, above
+                entries = compare_all(rb_stats[base.label], rb_stats[cur.label], names, rb_stages, tail, threshold,
+                                      ("mean", tail_name))
             else:
-                gb, gc = _group(base, extra), _group(cur, extra)
-            entries = attribute(gb, gc, names, tail=tail, threshold=threshold, statistics=("mean", tail_name),
-                                views={"_bounds": "_rb"})
+                entries = attribute(_group(base, extra), _group(cur, extra), names, tail=tail, threshold=threshold,
+                                    statistics=("mean", tail_name))
             for entry in entries:
                 if entry["metric"] == "client_ttft_ms":
                     entry["joined"] = joined
@@ -194,8 +227,8 @@ def build_report(
 
     say("summarising")
     joined_any = bool(con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0])
-    dists = {side: _distributions(sel) for side, sel in (("baseline", base), ("current", cur))}
-    summary = {side: _summary(d) for side, d in dists.items()}
+    sides = {"baseline": rb_stats[base.label], "current": rb_stats[cur.label]}
+    summary = {side: _summary(st) for side, st in sides.items()}
     quarantine = {"rows": 0, "by_reason": {}}
     for code, n in con.execute("SELECT reason_code, count(*) FROM quarantine GROUP BY ALL ORDER BY 2 DESC").fetchall():
         quarantine["by_reason"][code] = n
@@ -224,7 +257,7 @@ def build_report(
         "headline": headline(attribution, context, threshold),
     }
     say("preparing charts")
-    charts = _charts(con, cur, base, busy, filt, fparams, dists)
+    charts = _charts(con, busy, filt, fparams, sides)
     return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
                   warnings=warnings, quarantine=quarantine, charts=charts)
 
@@ -353,18 +386,22 @@ RB_METRICS = {name: f"CASE WHEN {METRICS[name].require} THEN {METRICS[name].valu
               for name in ("ttft_ms", "tpot_ms", "e2e_ms")}
 
 
-def _materialize(sides: list[Selection], filt: str) -> None:
-    """Each connection gets ``_rb``: the counted, filtered requests of its sides, boundaries as epoch us.
-
-    Every later statistic reads this compact table instead of re-deriving the views from Parquet
-    (a pass over the views costs far more than one over an in-memory table).
-    """
+def _by_con(sides: list[Selection]) -> dict[int, list[Selection]]:
     by_con: dict[int, list[Selection]] = {}
     for sel in sides:
         by_con.setdefault(id(sel.con), []).append(sel)
-    for group in by_con.values():
+    return by_con
+
+
+def _materialize(sides: list[Selection], filt: str) -> None:
+    """Each connection gets ``_rb``: the counted, filtered requests of its sides, boundaries as epoch us.
+
+    Every later statistic of these requests reads this compact table instead of re-deriving the
+    views from Parquet (a pass over the views costs far more than one over an in-memory table).
+    """
+    for group in _by_con(sides).values():
         con = group[0].con
-        case = " ".join(f"WHEN {sel.cond.format(t='ts_arrival')} THEN '{sel.label}'" for sel in group)
+        case = " ".join(f"WHEN {sel.rows_cond or sel.cond.format(t='ts_arrival')} THEN '{sel.label}'" for sel in group)
         params = {k: v for sel in group for k, v in sel.params.items()}
         sql = (f"CREATE OR REPLACE TEMP TABLE _rb AS SELECT * FROM ("
                f"SELECT CASE {case} END AS side, a_us, q_us, s_us, f_us, l_us, e_us, input_tokens, output_tokens, "
@@ -376,56 +413,75 @@ def _materialize(sides: list[Selection], filt: str) -> None:
 CDF_POINTS = [round(i / 100, 2) for i in range(1, 100)]
 
 
-def _distributions(sel: Selection) -> dict[str, tuple[int, float | None, list[float] | None]]:
-    """count, mean and the 1st..99th percentiles of each metric, in one pass over the side's rows."""
-    aggs = ", ".join(f"count({m}), avg({m}), quantile_cont({m}, {CDF_POINTS})" for m in RB_METRICS)
-    cols = ", ".join(f"{expr} AS {m}" for m, expr in RB_METRICS.items())
-    row = sel.con.execute(f"SELECT {aggs} FROM (SELECT {cols} FROM _rb WHERE {sel.side})").fetchone()
-    return {m: (row[3 * i], row[3 * i + 1], row[3 * i + 2]) for i, m in enumerate(RB_METRICS)}
-
-
-def _summary(dist: dict[str, tuple[int, float | None, list[float] | None]]) -> dict:
+def _summary(stats: dict) -> dict:
+    """count, mean, p50, p90, p95, p99 of each metric: exact (the percentiles are quantile_cont)."""
     out = {}
-    for metric, (n, mean, q) in dist.items():
-        pick = {k: (q[CDF_POINTS.index(p)] if q else None) for k, p in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))}
-        out[metric] = {"count": n, "mean": _r(mean), **{k: _r(v) for k, v in pick.items()}}
+    for metric in RB_METRICS:
+        st = stats[metric][0]
+        q = st.quantiles
+        out[metric] = {"count": st.n, "mean": _r(st.mean) if st.n else None,
+                       **{f"p{round(p * 100)}": _r(q.get(p)) for p in SUMMARY_Q}}
     return out
 
 
 def _r(x: float | None) -> float | None:
-    return None if x is None else round(float(x), 3)
+    return None if x is None or not np.isfinite(x) else round(float(x), 3)
 
 
-def _charts(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selection, busy: list[dict], filt: str,
-            fparams: dict, dists: dict) -> ChartData:
-    metric_cols = ", ".join(f"{expr} AS {m}" for m, expr in RB_METRICS.items())
-    series = con.sql(
-        f"""WITH b AS (SELECT min(bucket_s) AS bs FROM load),
-            q AS (SELECT CAST(floor(a_us / (b.bs * 1e6)) AS BIGINT) AS bucket_index,
-                         quantile_cont(ttft_ms, [0.5, 0.95]) AS ttft, quantile_cont(tpot_ms, [0.5, 0.95]) AS tpot,
-                         quantile_cont(e2e_ms, [0.5, 0.95]) AS e2e
-                  FROM (SELECT a_us, {metric_cols} FROM _rb), b GROUP BY ALL)
-            SELECT strftime(l.bucket_start, '%Y-%m-%dT%H:%M:%SZ') AS bucket_start, l.busy, l.arrivals_per_s,
-                   l.mean_in_flight, q.ttft[1] AS ttft_p50_ms, q.ttft[2] AS ttft_p95_ms, q.tpot[1] AS tpot_p50_ms,
-                   q.tpot[2] AS tpot_p95_ms, q.e2e[1] AS e2e_p50_ms, q.e2e[2] AS e2e_p95_ms
-            FROM load l LEFT JOIN q USING (bucket_index) ORDER BY l.bucket_start"""
-    ).to_arrow_table().to_pylist()
-    # mean ms per stage per bucket, from boundary arithmetic (a stage map per row is far slower)
+def _cdf(sides: dict) -> list[dict]:
+    """CDF chart points: the 1st..99th percentiles of each metric and side, from the side's bootstrap
+    sample (every row up to BOOT_ROWS, so exact on small data; approximate beyond: chart only,
+    the summary's percentiles are exact)."""
+    out = []
+    for side, stats in sides.items():
+        for metric in RB_METRICS:
+            m = stats[metric][0].sample.get("m")
+            if m is None or not len(m):
+                continue
+            for p, v in zip(CDF_POINTS, np.quantile(m, CDF_POINTS), strict=True):
+                out.append({"metric": metric, "group": side, "value_ms": round(float(v), 3), "quantile": p})
+    return out
+
+
+def _charts(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams: dict, sides: dict) -> ChartData:
+    """Chart tables. Per bucket, the p50/p95 lines and the mean ms per stage (exact) come from one grouped
+    pass over ``_rb`` (quantile_cont: approx_quantile measured slower here); stage values are boundary
+    arithmetic (a stage map per row is far slower)."""
+    # Chart lines only (never the summary or the verdict): a bucket's p50/p95 come from a hash-picked
+    # share of the rows when the buckets average more than CHART_ROWS_PER_BUCKET requests (exact
+    # below that, e.g. on every test dataset); a bucket still has thousands of rows behind each line.
+    n_rows, n_buckets = con.execute("SELECT (SELECT count(*) FROM _rb), (SELECT count(*) FROM load)").fetchone()
+    share = min(1.0, CHART_ROWS_PER_BUCKET * max(n_buckets, 1) / max(n_rows, 1))
+    pick = "" if share >= 1.0 else f"CASE WHEN hash(a_us) % 1000000 < {round(share * 1e6)} THEN "
+    metric_cols = ", ".join(f"{pick}{expr}{' END' if pick else ''} AS {m}" for m, expr in RB_METRICS.items())
     e2e = METRICS["e2e_ms"]
     keys = stage_names([Group(con, "true")], e2e, views={"_bounds": "_rb"})
-    cols = ", ".join(f"sum({e2e.expr(k)}) / count(*) AS \"{k}\"" for k in keys)
-    wide = con.sql(
-        f"""WITH b AS (SELECT min(bucket_s) AS bs FROM load)
-            SELECT strftime(make_timestamp(CAST(floor(a_us / (b.bs * 1e6)) * b.bs * 1e6 AS BIGINT)), '%Y-%m-%dT%H:%M:%SZ')
-                   AS bucket_start{', ' + cols if cols else ''}
-            FROM _rb, b GROUP BY 1 ORDER BY 1""",
+    stage_cols = "".join(f", {e2e.expr(k)} AS \"s_{k}\"" for k in keys)
+    stage_aggs = "".join(f", sum(\"s_{k}\") / count(*) AS \"{k}\"" for k in keys)
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _per_bucket AS
+            WITH b AS (SELECT CAST(round(min(bucket_s) * 1e6) AS BIGINT) AS bus FROM load)
+            SELECT a_us // b.bus AS bucket_index, any_value(b.bus) AS bus,
+                   quantile_cont(ttft_ms, [0.5, 0.95]) AS ttft, quantile_cont(tpot_ms, [0.5, 0.95]) AS tpot,
+                   quantile_cont(e2e_ms, [0.5, 0.95]) AS e2e{stage_aggs}
+            FROM (SELECT a_us, {metric_cols}{stage_cols} FROM _rb), b GROUP BY ALL""")
+    series = con.sql(
+        """SELECT strftime(l.bucket_start, '%Y-%m-%dT%H:%M:%SZ') AS bucket_start, l.busy, l.arrivals_per_s,
+                  l.mean_in_flight, q.ttft[1] AS ttft_p50_ms, q.ttft[2] AS ttft_p95_ms, q.tpot[1] AS tpot_p50_ms,
+                  q.tpot[2] AS tpot_p95_ms, q.e2e[1] AS e2e_p50_ms, q.e2e[2] AS e2e_p95_ms
+           FROM load l LEFT JOIN _per_bucket q USING (bucket_index) ORDER BY l.bucket_start"""
     ).to_arrow_table().to_pylist()
+    # mean ms per stage per bucket (buckets with requests: those of _rb, as in the series' own rows)
+    wide = con.sql(
+        f"""SELECT strftime(make_timestamp(bucket_index * bus), '%Y-%m-%dT%H:%M:%SZ') AS bucket_start
+                   {''.join(f', "{k}"' for k in keys)}
+            FROM _per_bucket ORDER BY 1"""
+    ).to_arrow_table().to_pylist()
+    con.execute("DROP TABLE _per_bucket")
     composition = [{"bucket_start": r["bucket_start"], "stage": k, "mean_ms": r[k]} for r in wide for k in keys]
-    cdf = [{"metric": metric, "group": side, "value_ms": round(v, 3), "quantile": p}
-           for side, d in dists.items() for metric, (_n, _mean, q) in d.items() if q
-           for p, v in zip(CDF_POINTS, q, strict=True)]
     timeline, window = _timeline(con, busy, filt, fparams)
-    return ChartData(series=series, composition=composition, cdf=cdf, timeline=timeline, timeline_window=window)
+    return ChartData(series=series, composition=composition, cdf=_cdf(sides), timeline=timeline,
+                     timeline_window=window)
 
 
 def _timeline(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams: dict) -> tuple[list[dict], dict | None]:

@@ -1,10 +1,11 @@
 """The report's charts: Altair specs built from ``Report.charts`` / ``Report.attribution``, rendered to
 inline SVG by vl-convert (no JavaScript in the page, nothing fetched: ``allowed_base_urls=[]``).
 
-Every builder returns an Altair chart, or ``None`` when it has nothing to draw. ``to_svg`` turns a
-chart into an ``<svg>`` element safe to paste into HTML: Vega's SVG renderer escapes text and
-attribute values (checked by the tests); we drop the ``xmlns`` URLs (not needed inline in HTML5),
-give element ids a per-chart prefix (several SVGs share one document) and refuse anything active.
+Every builder returns an Altair chart (a ``Figure`` where the data is large), or ``None`` when it has
+nothing to draw. ``to_svg`` turns a chart into an ``<svg>`` element safe to paste into HTML: Vega's
+SVG renderer escapes text and attribute values (checked by the tests); we drop the ``xmlns`` URLs (not
+needed inline in HTML5), give element ids a per-chart prefix (several SVGs share one document) and
+refuse anything active.
 
 Stage colours are fixed by name (``stage_colour``) so a stage has the same colour in every chart.
 """
@@ -42,6 +43,30 @@ STAGE_COLOURS = {
 }
 COMPOSITE_PALETTE = ["#9edae5", "#aec7e8", "#98df8a", "#c49c94", "#dbdb8d", "#ff9896", "#ffbb78", "#c7c7c7"]
 FALLBACK_COLOUR = "#adb5bd"
+
+
+class Figure:
+    """A configured Altair chart plus the rows of its named datasets.
+
+    Rows go into the spec as top-level ``datasets`` only when it is converted: handed to Altair inline
+    (``alt.Data(values=rows)``), thousands of rows cost seconds, because Altair deep-copies and
+    schema-validates every value in ``to_dict``.
+    """
+
+    def __init__(self, chart: Any, datasets: dict[str, list[dict[str, Any]]]) -> None:
+        self.chart = chart
+        self.datasets = datasets
+
+    def to_dict(self) -> dict[str, Any]:
+        spec = self.chart.to_dict()
+        spec["datasets"] = {**spec.get("datasets", {}), **self.datasets}
+        return spec
+
+
+def _named(datasets: dict[str, list[dict[str, Any]]], name: str, rows: list[dict[str, Any]]) -> alt.Data:
+    """A reference to ``rows``, registered in ``datasets`` (see ``Figure``)."""
+    datasets[name] = rows
+    return alt.Data(name=name)
 
 
 def stage_colour(stage: Any) -> str:
@@ -115,6 +140,7 @@ def latency_chart(series: list[dict[str, Any]], busy_periods: list[dict[str, Any
         return None
     lo, hi = min(times), max(times)
     panels = []
+    datasets: dict[str, list[dict[str, Any]]] = {}
     for key in ("ttft", "tpot", "itl", "e2e"):
         rows = []
         for r in series:
@@ -125,7 +151,7 @@ def latency_chart(series: list[dict[str, Any]], busy_periods: list[dict[str, Any
                     rows.append({"t": t, "stat": stat, "ms": v})
         if not rows:
             continue
-        line = alt.Chart(alt.Data(values=rows)).mark_line(strokeWidth=1.6, interpolate="monotone").encode(
+        line = alt.Chart(_named(datasets, key, rows)).mark_line(strokeWidth=1.6, interpolate="monotone").encode(
             x=_utc_x("t", domain=[lo, hi]),
             y=alt.Y("ms:Q", title=f"{metric_label(key + '_ms')} (ms)", axis=alt.Axis(tickCount=4)),
             color=alt.Color("stat:N", title=None, legend=alt.Legend(symbolType="stroke"),
@@ -138,7 +164,7 @@ def latency_chart(series: list[dict[str, Any]], busy_periods: list[dict[str, Any
         panels.append(layer.properties(width=WIDTH, height=120))
     if not panels:
         return None
-    return _configure(alt.vconcat(*panels, spacing=10).resolve_scale(x="shared"))
+    return Figure(_configure(alt.vconcat(*panels, spacing=10).resolve_scale(x="shared")), datasets)
 
 
 def composition_chart(composition: list[dict[str, Any]], busy_periods: list[dict[str, Any]],
@@ -162,14 +188,15 @@ def composition_chart(composition: list[dict[str, Any]], busy_periods: list[dict
             rows.append({"t": t, "t2": t + step * 0.92, "stage": stage, "y0": y, "y1": y + v, "ms": v})
             y += v
     stages = {r["stage"] for r in rows}
-    bars = alt.Chart(alt.Data(values=rows)).mark_rect().encode(
+    datasets: dict[str, list[dict[str, Any]]] = {}
+    bars = alt.Chart(_named(datasets, "composition", rows)).mark_rect().encode(
         x=_utc_x("t", domain=[ts[0], ts[-1] + step]), x2="t2:T",
         y=alt.Y("y0:Q", title="mean ms per request"), y2="y1:Q",
         color=alt.Color("stage:N", title="stage", scale=stage_scale(stages)),
     )
     busy = _busy_layer(busy_periods, ts[0], ts[-1] + step)
     layer = alt.layer(busy, bars) if busy is not None else bars
-    return _configure(layer.properties(width=WIDTH, height=240))
+    return Figure(_configure(layer.properties(width=WIDTH, height=240)), datasets)
 
 
 def waterfall_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -237,17 +264,19 @@ def load_chart(series: list[dict[str, Any]]) -> Any | None:
     rows = [r for r in rows if r["inflight"] is not None and r["ttft"] is not None]
     if not rows:
         return None
-    pts = alt.Chart(alt.Data(values=rows)).mark_circle(size=46, opacity=0.75).encode(
+    datasets: dict[str, list[dict[str, Any]]] = {}
+    pts = alt.Chart(_named(datasets, "load", rows)).mark_circle(size=46, opacity=0.75).encode(
         x=alt.X("inflight:Q", title="mean requests in flight (per bucket)"),
         y=alt.Y("ttft:Q", title="TTFT p95 (ms)"),
         color=alt.Color("state:N", title=None,
                         scale=alt.Scale(domain=["quiet", "busy"], range=[MUTED, BUSY_FILL])))
-    return _configure(pts.properties(width=WIDTH, height=240))
+    return Figure(_configure(pts.properties(width=WIDTH, height=240)), datasets)
 
 
 def cdf_chart(cdf: list[dict[str, Any]], labels: dict[str, str]) -> Any | None:
     """Empirical CDFs of TTFT and e2e, baseline vs current (a dotted line at the 95th percentile)."""
     panels = []
+    datasets: dict[str, list[dict[str, Any]]] = {}
     for metric in ("ttft_ms", "e2e_ms"):
         rows = [{"v": num(r.get("value_ms")), "q": num(r.get("quantile")),
                  "group": labels.get(str(r.get("group")), str(r.get("group")))}
@@ -256,7 +285,7 @@ def cdf_chart(cdf: list[dict[str, Any]], labels: dict[str, str]) -> Any | None:
         if not rows:
             continue
         dom = [labels.get("baseline", "baseline"), labels.get("current", "current")]
-        line = alt.Chart(alt.Data(values=rows)).mark_line(strokeWidth=2, interpolate="step-after").encode(
+        line = alt.Chart(_named(datasets, metric, rows)).mark_line(strokeWidth=2, interpolate="step-after").encode(
             x=alt.X("v:Q", title=f"{metric_label(metric)} (ms)", axis=alt.Axis(tickCount=5)),
             y=alt.Y("q:Q", title="share of requests" if not panels else None,
                     axis=alt.Axis(format="%", tickCount=5), scale=alt.Scale(domain=[0, 1])),
@@ -267,7 +296,7 @@ def cdf_chart(cdf: list[dict[str, Any]], labels: dict[str, str]) -> Any | None:
         panels.append(alt.layer(p95, line).properties(width=370, height=240))
     if not panels:
         return None
-    return _configure(alt.hconcat(*panels, spacing=14))
+    return Figure(_configure(alt.hconcat(*panels, spacing=14)), datasets)
 
 
 def timeline_chart(timeline: list[dict[str, Any]], window: dict[str, Any] | None) -> Any | None:
@@ -290,14 +319,15 @@ def timeline_chart(timeline: list[dict[str, Any]], window: dict[str, Any] | None
     lo = min(r["s"] for r in rows)
     hi = max(r["e"] for r in rows)
     stages = {r["stage"] for r in rows}
-    bars = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+    datasets: dict[str, list[dict[str, Any]]] = {}
+    bars = alt.Chart(_named(datasets, "timeline", rows)).mark_bar().encode(
         x=_utc_x("s", fmt="%H:%M:%S", domain=[lo, hi]), x2="e:T",
         y=alt.Y("lane:O", title="requests, by arrival ↓",
                 axis=alt.Axis(labels=False, ticks=False, domain=False),
                 scale=alt.Scale(paddingInner=0.2)),
         color=alt.Color("stage:N", title="stage", scale=stage_scale(stages)),
         tooltip=[alt.Tooltip("request:N", title="request"), alt.Tooltip("stage:N")])
-    return _configure(bars.properties(width=WIDTH, height=max(160, min(720, lanes * 4))))
+    return Figure(_configure(bars.properties(width=WIDTH, height=max(160, min(720, lanes * 4)))), datasets)
 
 
 # ------------------------------------------------------------------------------------------ to SVG
