@@ -43,7 +43,7 @@ _DATA_ERRORS = (duckdb.InvalidInputException, duckdb.ConversionException, duckdb
                 FastReaderGaveUp)
 FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
 WRITE_ROWS = 200_000  # rows per Arrow slice handed to the Parquet writer
-GATHER_ROWS = 200_000  # the fast reader's small batches are gathered to this many rows first
+GATHER_ROWS = 100_000  # the fast reader's small batches are gathered to this many rows first (bounds RSS)
 Progress = Callable[[str, int], None]
 
 
@@ -290,15 +290,7 @@ TABLE_SQL = {"requests": "requests_sql", "spans": "spans_sql"}
 
 def _batches(src: Source, imp: ModuleType, con: duckdb.DuckDBPyConnection, batch_rows: int):  # type: ignore[no-untyped-def]
     """Register each batch of input as the view ``lines``; yields the batch's last line number.
-
-    Document importers (``READS = "document"``, e.g. a Triton trace file, one JSON array) read
-    the file themselves through ``getvariable('source_path')`` in a single pass.
-    """
-    if getattr(imp, "READS", "lines") == "document":
-        con.execute("SET VARIABLE source_path = ?", [str(src.path)])
-        con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
-        yield 0
-        return
+    (Document importers read the file themselves: see ``_import_file``.)"""
     # nested formats (OTLP) expand several-fold when parsed: they may ask for smaller batches
     for lines in iter_lines(src, batch_rows, getattr(imp, "BATCH_BYTES", BATCH_BYTES)):
         con.register("lines", lines)
@@ -329,7 +321,20 @@ def _import_file(
     last_ln = 0
     tables = [t for t, fn in TABLE_SQL.items() if hasattr(imp, fn)]
     compiled: dict[str, str] = {}
-    document = getattr(imp, "READS", "lines") == "document"
+    if getattr(imp, "READS", "lines") == "document":
+        # one JSON document the importer reads itself (Triton, vLLM bench...): streamed like the fast reader, so a large document never sits whole in a DuckDB table
+        con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
+        mark = writer.mark()
+        try:
+            fast = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress, document=True)
+        except _DATA_ERRORS:
+            writer.rollback(mark)
+            # DuckDB's message may quote the file's text (a prompt): say what, not what it read
+            raise InputError(f"{src.name}: not a complete {imp.NAME} document "
+                             "(truncated or malformed JSON); nothing was imported") from None
+        for key, value in (fast or {}).items():
+            setattr(res, key, value)
+        return
     if _fast_ok(src, imp, keep_raw):
         mark, snapshot = writer.mark(), seen.snapshot()
         try:
@@ -353,25 +358,18 @@ def _import_file(
                 compiled[table] = (
                     f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {_identity(imp, table)} END AS _k "
                     f"FROM ({checked_sql(imp, cand, present, table)})")
-            try:
-                con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {compiled[table]}")
-            except duckdb.InvalidInputException:
-                if not document:
-                    raise
-                # DuckDB's message may quote the file's text (a prompt): say what, not what it read
-                raise InputError(f"{src.name}: not a complete {imp.NAME} document "
-                                 "(truncated or malformed JSON); nothing was imported") from None
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {compiled[table]}")
             bad = 0
             for kind, code, n in con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
                 if kind == "skip":
                     res.skipped += n
-                else:
+                elif kind == "record":  # a 'mark' row (fast reader only) is neither
                     res.read += n
                     if code:
                         reasons[code] += n
                         bad += n
             if bad:
-                _write_quarantine(con, writer, keep_raw and not document)
+                _write_quarantine(con, writer, keep_raw)
             _write_rows(con, writer, seen, res, table)
         if progress:
             progress(src.name, last_ln)
@@ -423,7 +421,7 @@ def duck_type(spec: object) -> str:
 
 def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet, src: Source,
                  imp: ModuleType, tables: list[str], imported_at: datetime,
-                 progress: Progress | None) -> dict | None:
+                 progress: Progress | None, document: bool = False) -> dict | None:
     """One streaming DuckDB pass per table: ``read_json`` parses the whole file on all cores, the
     importer's SQL and the shared checks run in the same pipeline, and Python only splits each
     Arrow batch into quarantine, duplicates and rows (numpy), while Parquet is written on a thread.
@@ -436,19 +434,28 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
     same read that hashes the file); otherwise the caller rolls back and takes the line reader.
     Returns the counts, or None for that case. DuckDB errors (a malformed line, a wrong type)
     propagate: same fallback.
+
+    A ``document`` importer (one JSON document, which it reads itself and numbers as it likes,
+    e.g. Triton's trace ids) streams the same way, without renumbering or a line count.
     """
     con.execute("SET VARIABLE source_path = ?", [str(src.path)])
-    con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {fast_records_sql(imp)}")
-    # lines before the first record (a CSV header): ``fast_records`` importers may say how many;
-    # they count as skipped, as the line reader's 'skip' rows for them do
-    first = int(imp.fast_first_line(src)) if hasattr(imp, "fast_first_line") else 0
+    first = 0
+    if not document:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {fast_records_sql(imp)}")
+        # lines before the first record (a CSV header): ``fast_records`` importers may say how many;
+        # they count as skipped, as the line reader's 'skip' rows for them do
+        first = int(imp.fast_first_line(src)) if hasattr(imp, "fast_first_line") else 0
     counts = {"read": 0, "imported": 0, "duplicates": 0, "skipped": first}
     reasons: Counter = Counter()
-    con.execute("SET preserve_insertion_order = true")  # the stream's order is the file's
+    # the stream's order is the file's (a document's order is its SQL's)
+    con.execute(f"SET preserve_insertion_order = {str(not document).lower()}")
     try:
         for table in tables:
             last = first
-            cand = getattr(imp, TABLE_SQL[table])(fast=True)
+            cand = getattr(imp, TABLE_SQL[table])() if document else getattr(imp, TABLE_SQL[table])(fast=True)
+            # ids made of the line number (FAST_LINE_ID): completed once the stream is numbered
+            line_id = ((imp.FAST_LINE_ID, con.cursor(), imp.NAME)
+                       if table == "requests" and hasattr(imp, "FAST_LINE_ID") and not document else None)
             present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
             checked = (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {_identity(imp, table)} "
                        f"END AS _k FROM ({checked_sql(imp, cand, present, table)})")
@@ -463,11 +470,11 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
                         continue
                 if pending:
                     last = _split_batch(writer, seen, pa.Table.from_batches(pending), table,
-                                        counts, reasons, imported_at, last)
+                                        counts, reasons, imported_at, last, line_id, numbered=document)
                     pending, size = [], 0
                     if progress:
                         progress(src.name, last)
-            if last != src.lines:
+            if not document and last != src.lines:
                 return None
     finally:
         con.execute("SET preserve_insertion_order = false")
@@ -489,17 +496,24 @@ def _stream(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
 
 
 def _split_batch(writer: _BackgroundWriter, seen: SeenSet, batch: pa.Table, table: str,
-                 counts: dict, reasons: Counter, imported_at: datetime, last: int) -> int:
-    """Number one Arrow batch of checked candidates (``last``: the line before it), count it, and
-    queue its quarantine rows and its new rows; returns its last line number."""
+                 counts: dict, reasons: Counter, imported_at: datetime, last: int,
+                 line_id: tuple | None = None, numbered: bool = False) -> int:
+    """Number one Arrow batch of checked candidates (``last``: the line before it; ``numbered``:
+    the rows carry their own numbers), count it, and queue its quarantine rows and its new rows;
+    returns its last (highest) line number."""
     n = batch.num_rows
     if n == 0:
         return last
-    lines = last + np.cumsum(batch.column("source_line").to_numpy(), dtype=np.int64)  # see _import_fast
-    batch = batch.set_column(batch.schema.get_field_index("source_line"), "source_line", pa.array(lines))
+    if numbered:
+        lines = batch.column("source_line").to_numpy()
+    else:
+        lines = last + np.cumsum(batch.column("source_line").to_numpy(), dtype=np.int64)  # see _import_fast
+        batch = batch.set_column(batch.schema.get_field_index("source_line"), "source_line", pa.array(lines))
+    if line_id:
+        batch = _complete_line_ids(batch, lines, *line_id)
     records = pc.sum(pc.equal(batch.column("_kind"), "record")).as_py() or 0
     counts["read"] += records
-    counts["skipped"] += n - records
+    counts["skipped"] += pc.sum(pc.equal(batch.column("_kind"), "skip")).as_py() or 0  # not 'mark' rows
     code = batch.column("_code")
     if code.null_count < n:
         bad = batch.filter(pc.is_valid(code))
@@ -524,7 +538,21 @@ def _split_batch(writer: _BackgroundWriter, seen: SeenSet, batch: pa.Table, tabl
         if n_keep:
             rows = good if n_keep == len(keys) else good.filter(pa.array(keep))
             writer.put(table, rows.drop_columns(["_kind", "_code", "_detail", "_k"]))
-    return int(lines[-1])
+    return max(last, int(lines.max())) if numbered else int(lines[-1])
+
+
+def _complete_line_ids(batch: pa.Table, lines: np.ndarray, column: str, cur: duckdb.DuckDBPyConnection,
+                       fmt: str) -> pa.Table:
+    """``FAST_LINE_ID`` (an id synthesized as ``<prefix><line>``, e.g. ``<file hash>-<line>``): the
+    fast SQL gives the prefix; append each row's line number, and hash the identity as ``_identity``
+    does in SQL (on a cursor: the main connection is streaming) where the row has one."""
+    ids = pc.binary_join_element_wise(batch.column(column), pc.cast(pa.array(lines), pa.string()), "")
+    cur.register("_line_ids", pa.table({"r": ids, "k": batch.column("_k")}))
+    keys = cur.sql("SELECT CASE WHEN k IS NOT NULL THEN hash(?, r) END AS k FROM _line_ids",
+                   params=[fmt]).to_arrow_table().column("k")
+    cur.unregister("_line_ids")
+    batch = batch.set_column(batch.schema.get_field_index(column), column, ids)
+    return batch.set_column(batch.schema.get_field_index("_k"), "_k", keys)
 
 
 def _output_columns(table: str) -> str:

@@ -28,6 +28,7 @@ Facts from ../shared/formats/tgi-triton-trtllm-aiperf.md §1, checked against
 from __future__ import annotations
 
 import json
+import types
 
 from toolkit.importers._common import SKEW_TOLERANCE_US
 
@@ -65,6 +66,7 @@ ERRORS = {
 _SPANF = {"name": "VARCHAR", **{d: "VARCHAR" for d in DURATIONS},
           "prompt_tokens": "VARCHAR", "generated_tokens": "VARCHAR"}
 _SPANS_SPEC = json.dumps({"spans": [_SPANF]})  # parsed only where ``span`` lacks what is needed
+_SPANS_LIST = json.dumps([_SPANF])
 _TOP = ("timestamp", "level", "message")
 _PATHS = "[" + ", ".join(f"'$.{k}'" for k in (*_TOP, "fields.message", *(f"span.{k}" for k in _SPANF))) + "]"
 _J_STRUCT = ("{" + ", ".join(f"'{k}': jx[{i + 1}]" for i, k in enumerate(_TOP))
@@ -102,7 +104,48 @@ def _error_type(msg_expr: str) -> str:
     return f"CASE {whens} ELSE 'other' END"
 
 
-def requests_sql() -> str:
+# Fast reader (ingest._import_fast). Text layout: every line as one VARCHAR through DuckDB's
+# parallel CSV reader (no quote, escape or comment character, a delimiter byte no log line holds),
+# read by the line reader's SQL. Blank lines come back as NULL rows (numbering stays exact); a line
+# holding the delimiter, a CR (new_line = '\n' is strict) or invalid UTF-8 makes the reader fail.
+# JSON layout (``configure`` picks it from the file's first line): read_json parses each line once
+# into the fields used (``spans`` kept as JSON text, parsed only where ``span`` lacks a field); a
+# line that is not a JSON object, or a field that is not a string or number, makes it fail. On any
+# failure the line reader takes over.
+FAST_LINE_ID = "request_id"  # <file hash>-<line>: the fast SQL gives the prefix, ingest appends the line
+FAST_JSON_SPEC = {"timestamp": "VARCHAR", "level": "VARCHAR", "message": "VARCHAR", "fields": {"message": "VARCHAR"},
+                  "span": _SPANF, "spans": "JSON"}
+
+
+def fast_records(layout: str = "text") -> str:
+    if layout == "json":
+        from toolkit.ingest import duck_type
+        spec = duck_type(FAST_JSON_SPEC).replace("'", "''")
+        return ("SELECT 1 AS ln, json AS j FROM read_json(getvariable('source_path'), format = 'newline_delimited', "
+                f"records = 'false', compression = 'none', columns = {{'json': '{spec}'}})")
+    return ("SELECT 1 AS ln, coalesce(line, '') AS line FROM read_csv(getvariable('source_path'), "
+            "columns = {'line': 'VARCHAR'}, delim = chr(1), quote = '', escape = '', comment = '', "
+            "new_line = '\\n', header = false, auto_detect = false, compression = 'none')")
+
+
+def layout_of(head: bytes) -> str:
+    """'json' when the first non-blank line is a JSON object (--json-output), else 'text'."""
+    first = next((s for s in (line.strip() for line in head.splitlines()) if s), b"")
+    return "json" if first.startswith(b"{") else "text"
+
+
+def configure(src, options):  # type: ignore[no-untyped-def]
+    """Bound to the file's layout (which fast reader); the line reader reads either, line by line."""
+    from toolkit.sources import head
+    layout = layout_of(head(src, 64 << 10))
+    mod = types.ModuleType(__name__)
+    mod.__dict__.update({k: v for k, v in globals().items() if not k.startswith("__") and k != "configure"})
+    mod.fast_records = lambda: fast_records(layout)
+    mod.requests_sql = lambda fast=False: requests_sql(fast, layout)
+    return mod
+
+
+def requests_sql(fast: bool = False, layout: str = "text") -> str:
     dur_cols = ",\n        ".join(
         f"CASE WHEN js THEN coalesce(j['span']['{d}'], list_filter(j2['spans'], lambda x: x['{d}'] IS NOT NULL)[-1]['{d}']) "
         f"WHEN tail_ok THEN parts[{_TAIL[d]}] "
@@ -118,17 +161,23 @@ def requests_sql() -> str:
         for d in USED)
     handlers = ", ".join(f"'{h}'" for h in HANDLERS)
     tol = SKEW_TOLERANCE_US
-    return f"""
-WITH s AS (
+    if fast and layout == "json":  # records(ln, j): parsed by read_json; no line text
+        parsed = "c AS (SELECT ln, CAST(NULL AS VARCHAR) AS l, true AS js, j FROM records)"
+        spans = f"{{'spans': try(json_transform(j['spans'], '{_SPANS_LIST}'))}}"
+    else:
+        parsed = f"""s AS (
     SELECT ln, CASE WHEN contains(line, {_ESC}) THEN regexp_replace(line, '\\x1b\\[[0-9;]*m', '', 'g') ELSE line END AS l
-    FROM lines
+    FROM {'records' if fast else 'lines'}
 ), c AS (
     -- json_extract_string with a list of paths parses each line once (cheaper than json_transform)
     SELECT ln, l, starts_with(l, '{{') AS js,
         CASE WHEN starts_with(l, '{{') THEN try(json_extract_string(l, {_PATHS})) END AS jx,
         CASE WHEN jx IS NOT NULL THEN {_J_STRUCT} END AS j
     FROM s
-), k AS (
+)"""
+        spans = f"try(json_transform(l, '{_SPANS_SPEC}'))"
+    return f"""
+WITH {parsed}, k AS (
     -- what the line is: a Success event, an ERROR event in a request handler's span, or neither
     SELECT *,
         CASE WHEN js THEN j IS NOT NULL AND coalesce(j['message'], j['fields']['message']) = 'Success'
@@ -141,7 +190,7 @@ WITH s AS (
     SELECT *,
         CASE WHEN js AND ((is_ok AND j['span']['total_time'] IS NULL)
                           OR (maybe_err AND coalesce(j['span']['name'] NOT IN ({handlers}), true)))
-             THEN try(json_transform(l, '{_SPANS_SPEC}')) END AS j2,
+             THEN {spans} END AS j2,
         CASE WHEN NOT js THEN maybe_err
              ELSE maybe_err AND (j['span']['name'] IN ({handlers})
                                  OR len(list_filter(j2['spans'], lambda x: x['name'] IN ({handlers}))) > 0) END AS is_err,
@@ -195,7 +244,7 @@ SELECT ln, row_kind,
               {{'code': 'out-of-order', 'detail': 'validation_time + queue_time + inference_time exceed total_time by more than 50 ms'}}
     END AS _r,
     _r['code'] AS reason_code, _r['detail'] AS reason_detail,
-    getvariable('file_hash') || '-' || ln AS request_id,
+    getvariable('file_hash') || '-' || {"''" if fast else 'ln'} AS request_id,
     'server' AS vantage,
     getvariable('service') AS service,
     getvariable('model') AS model,

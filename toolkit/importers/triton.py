@@ -86,32 +86,38 @@ WITH x AS (
     FROM y GROUP BY id
 ), meta AS (
     SELECT * FROM g WHERE id IS NOT NULL
-), tr AS (
-    -- every trace with its root (ensemble / BLS children: up to three levels)
-    SELECT m.*,
+), kids AS (
+    -- ensemble / BLS children (few) with their root, up to three levels; only they need the joins
+    SELECT m.id, m.queue, m.compute, m.compute_end, m.bad,
         coalesce(m3.id, m2.id, m.id) AS root,
-        m.parent_id IS NOT NULL AND (m2.id IS NULL OR (m2.parent_id IS NOT NULL AND m3.id IS NULL)) AS orphan
-    FROM meta m
+        m2.id IS NULL OR (m2.parent_id IS NOT NULL AND m3.id IS NULL) AS orphan
+    FROM (SELECT * FROM meta WHERE parent_id IS NOT NULL) m
     LEFT JOIN meta m2 ON m2.id = m.parent_id
     LEFT JOIN meta m3 ON m3.id = m2.parent_id
 ), main AS (
-    -- the model that computed longest under each root: its queue and compute start
+    -- the model that computed longest under each root with children: its queue and compute start
     SELECT root,
         arg_max(queue, compute_end - compute) AS m_queue,
         arg_max(compute, compute_end - compute) AS m_compute,
         bool_or(bad) AS tree_bad
-    FROM tr WHERE NOT orphan GROUP BY root
+    FROM (SELECT root, queue, compute, compute_end, bad FROM kids WHERE NOT orphan
+          UNION ALL
+          SELECT id, queue, compute, compute_end, bad FROM meta
+          WHERE parent_id IS NULL AND id IN (SELECT root FROM kids WHERE NOT orphan))
+    GROUP BY root
 ), r AS (
-    SELECT t.*, m.m_queue, m.m_compute, m.tree_bad,
+    -- top-level traces; one without children is its own main model (arg_max over one row)
+    SELECT t.*, false AS orphan,
+        CASE WHEN m.root IS NOT NULL THEN m.tree_bad ELSE t.bad END AS tree_bad,
         coalesce(t.recv, t.wait_end, t.req_start) AS a_ns,
         coalesce(m.m_queue, t.queue) AS q_ns,
-        CASE WHEN m.m_compute IS NOT NULL THEN m.m_compute END AS s_ns,
+        CASE WHEN m.root IS NOT NULL THEN m.m_compute WHEN t.compute_end - t.compute IS NOT NULL THEN t.compute END AS s_ns,
         CASE WHEN t.n_irc > 1 OR (t.n_irc = 1 AND t.n_grpc_send > 1) THEN t.irc_first END AS f_ns,
         CASE WHEN t.n_irc > 1 THEN t.irc_last END AS l_ns,
         CASE WHEN greatest(t.http_send_end, t.grpc_send_end, t.req_end) IS NOT NULL AND t.req_end IS NOT NULL
              THEN greatest(t.http_send_end, t.grpc_send_end, t.req_end) END AS e_ns
-    FROM tr t LEFT JOIN main m ON m.root = t.id
-    WHERE t.parent_id IS NULL OR t.orphan
+    FROM meta t LEFT JOIN main m ON m.root = t.id
+    WHERE t.parent_id IS NULL
 )
 SELECT coalesce(TRY_CAST(id AS BIGINT), 0) AS ln, CASE WHEN orphan THEN 'skip' ELSE 'record' END AS row_kind,
     CASE WHEN tree_bad THEN {{'code': 'bad-type', 'detail': 'timestamps (or a fragment) is not a list of {{name, ns}} with integer ns'}}
@@ -138,6 +144,9 @@ SELECT coalesce(TRY_CAST(id AS BIGINT), 0) AS ln, CASE WHEN orphan THEN 'skip' E
                           lambda x: x IS NOT NULL) END AS derived,
     CASE WHEN getvariable('clock_origin_us') IS NULL THEN 'relative' ELSE 'wall' END AS clock
 FROM r
+UNION ALL BY NAME
+-- children whose parent is not in the file: counted, not imported
+SELECT coalesce(TRY_CAST(id AS BIGINT), 0) AS ln, 'skip' AS row_kind FROM kids WHERE orphan
 UNION ALL BY NAME
 -- fragments without an id cannot be attributed to a request: each is a bad record (line 0: the file)
 SELECT 0 AS ln, 'record' AS row_kind, 'missing-field' AS reason_code, 'id is missing' AS reason_detail
