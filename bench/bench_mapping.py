@@ -12,7 +12,9 @@ Then, each in a child process so that peak RSS is per run (``wait4``):
 (b) the reference: ``COPY (SELECT <the same columns> FROM read_csv/read_json(file, columns =
     {...})) TO 'ref.parquet'``, same DuckDB settings as the importer's connection.
 
-Times are of the call alone (interpreter start and imports excluded). Rows/s = rows imported /
+Each import also says which reader took the file: ``fast`` (ingest's DuckDB-native reader, one
+parallel pass) or the line reader (and why the fast one gave up). Times are of the call alone
+(interpreter start and imports excluded; the CPU seconds include them, about 0.3 s). Rows/s = rows imported /
 seconds; ratio = import time / reference time. Target (issue #7, DESIGN.md §10): >= 1 M rows/s
 on 2 cores and peak RSS < 1 GB. The machine may be shared: the load average before each run and
 each child's CPU seconds are printed; on a busy machine the CPU figures are the steadier ones.
@@ -87,14 +89,28 @@ def generate(n: int, kind: str, path: Path) -> None:
 def _child(mode: str, kind: str, file: str, out: str, mapping: str, result: str) -> int:
     sys.path.insert(0, str(ROOT))
     if mode == "import":
+        from toolkit import ingest
         from toolkit.importers._common import ImportOptions
         from toolkit.ingest import import_traces
 
+        path = ["line reader"]  # which reader imported the file: the fast one, or the line reader (and why)
+        fast = ingest._import_fast
+
+        def spy(*a, **kw):  # type: ignore[no-untyped-def]
+            try:
+                r = fast(*a, **kw)
+            except Exception as e:
+                path[0] = f"line reader (fast reader: {type(e).__name__})"
+                raise
+            path[0] = "fast" if r is not None else "line reader (fast reader: line count)"
+            return r
+
+        ingest._import_fast = spy
         t0 = time.perf_counter()
         res = import_traces([file], out, fmt="mapping", options=ImportOptions(mapping=mapping)).to_json()
         secs = time.perf_counter() - t0
         rows = res["imported"]
-        extra = {"read": res["read"], "quarantined": res["quarantined"]}
+        extra = {"read": res["read"], "quarantined": res["quarantined"], "reader": path[0]}
     else:
         import duckdb
 
@@ -159,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         ref = run_child("reference", kind, file, mapping, work)
         row = {"kind": kind, "rows": n, "file_mb": file.stat().st_size / 1e6,
                "import_s": imp["seconds"], "import_rows_per_s": imp["rows"] / imp["seconds"],
-               "imported": imp["rows"], "quarantined": imp["quarantined"],
+               "imported": imp["rows"], "quarantined": imp["quarantined"], "reader": imp["reader"],
                "import_rss_mb": imp["peak_rss_mb"], "import_cpu_s": imp["cpu_s"],
                "ref_s": ref["seconds"], "ref_rows_per_s": ref["rows"] / ref["seconds"],
                "ref_rss_mb": ref["peak_rss_mb"], "ref_cpu_s": ref["cpu_s"],
@@ -176,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['import_cpu_s'] / r['ref_cpu_s']:>9.2f} {r['load_before']:>5.1f}")
         ok = r["import_rows_per_s"] >= TARGET_ROWS_PER_S and r["import_rss_mb"] < RSS_LIMIT_MB
         print(f"  {r['kind']}: target >= 1 M rows/s and RSS < 1 GB: {'met' if ok else 'MISSED'}"
-              f" (cores: {os.cpu_count()}, shared machine: see load)")
+              f" (cores: {os.cpu_count()}, shared machine: see load); reader: {r['reader']}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=2))
     shutil.rmtree(work, ignore_errors=True)

@@ -300,3 +300,4 @@ def test_bench_mapping_smoke(tmp_path: Path) -> None:
 
     rows = json.loads(out.read_text())
     assert [(r["kind"], r["imported"], r["quarantined"]) for r in rows] == [("csv", 2000, 0), ("jsonl", 2000, 0)]
+    assert [r["reader"] for r in rows] == ["fast", "fast"]  # DuckDB's parallel reader took both files

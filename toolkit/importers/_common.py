@@ -12,10 +12,12 @@ which returns the importer bound to that file (``ingest._configure`` calls it pe
 Fast reader (optional, ``ingest._import_fast``): an importer that defines ``FAST_SPEC`` (the
 ``json_transform`` structure of one JSON line) or ``fast_records()`` (its own SELECT over
 ``getvariable('source_path')``: ``read_csv`` for CSV or text lines; with ``fast_first_line(src)``
-giving the lines before the first record, e.g. 1 for a header) also accepts ``fast=True`` in
+giving the lines before the first record, e.g. 1 for a header, counted as skipped) also accepts ``fast=True`` in
 ``requests_sql``/``spans_sql`` and then reads the view ``records(ln, ...)`` instead of ``lines``.
 There ``ln`` is 1 on a record's first candidate row and 0 on further rows of the same record
-(ingest numbers the stream itself). A file the fast reader cannot parse or number exactly is
+(ingest numbers the stream itself). An id synthesized from the line number (``<file hash>-<line>``)
+is named by ``FAST_LINE_ID`` (the IDENTITY column): the fast SQL gives its prefix, ingest appends
+the line and hashes the identity once numbered. A file the fast reader cannot parse or number exactly is
 rolled back and read line by line, so both paths must give the same rows: tests/test_fast_path.py
 checks every sample and case file both ways.
 When both functions exist, a line's 'skip' and 'unparseable' rows come from ``requests_sql``

@@ -14,6 +14,12 @@ From the mapping this module generates one vectorized SELECT, in the importer co
   (text fields the mapping does not name are never read); a CSV line is split with
   ``string_split`` (or a regular expression when it holds quotes) and its fields are found by the
   header's positions. A CSV record cannot span lines.
+* A plain (uncompressed) JSON-lines or CSV file with a mapped ``request_id`` is first tried by
+  ingest's fast reader (``_common``: Fast reader; ``_bind_fast``): ``read_json`` with the same
+  structure as the ``json_transform`` above, or ``read_csv`` cutting whole lines that the same
+  splitting SQL then reads, in one parallel DuckDB pass. Whatever it cannot read exactly as the
+  line reader does (a JSON value of another type, a blank JSON line, a lone CR) sends the file
+  back to the line reader; tests/test_fast_path.py checks that both give the same dataset.
 * Parquet is read as a document (``read_parquet`` with ``file_row_number``: the row number is the
   ``source_line``).
 
@@ -403,8 +409,9 @@ def _s(text: str) -> str:
 class _Reader:
     """Per source layout: how to read a source column's raw value, and whether it was present."""
 
-    def __init__(self, m: Mapping, fmt: str, src: Source) -> None:
+    def __init__(self, m: Mapping, fmt: str, src: Source, fast: bool = False) -> None:
         self.fmt = fmt
+        self.fast = fast  # read ``records`` (ingest's fast reader) instead of ``lines``
         self.m = m
         self.src = src
         self.index: dict[str, int] = {}  # source column -> c<i>
@@ -453,28 +460,57 @@ class _Reader:
 
     def present(self, col: str) -> str:
         c = f"c{self.index[col]}"
-        if self.fmt != "jsonl":
+        if self.fmt != "jsonl" or self.fast:
+            # fast JSON: read_json converts strictly (a value it cannot convert fails the whole
+            # read, and the line reader takes over), so a value is there iff it is not NULL
             return f"{c} IS NOT NULL"
         path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
         return f"coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL'"
 
+    def json_spec(self) -> dict:
+        """The ``json_transform`` structure of one JSON line: the mapped fields only."""
+        cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
+        spec: dict = {}
+        for c in cols:
+            node = spec
+            keys = c.split(".")
+            for k in keys[:-1]:
+                nxt = node.setdefault(k, {})
+                if not isinstance(nxt, dict):
+                    raise MappingError(f"{self.m.path}: {k!r} is used both as a value and as an object")
+                node = nxt
+            if isinstance(node.get(keys[-1]), dict):
+                raise MappingError(f"{self.m.path}: {c!r} is used both as a value and as an object")
+            node[keys[-1]] = self.json_type(c)
+        return spec or {"_": "VARCHAR"}
+
+    def fast_records(self) -> str:
+        """CSV for ingest's fast reader: DuckDB's parallel ``read_csv`` cuts the file into whole
+        lines only (one VARCHAR column: no quoting, a delimiter no text line holds; a line that
+        holds it fails the read), and ``extract_sql`` splits them with the line reader's own SQL,
+        so both readers see the same fields. The header is skipped (``fast_first_line``); a blank
+        line comes as NULL. A line DuckDB cannot cut like the line reader (a lone CR, invalid
+        UTF-8) fails the read, and the line reader takes the file."""
+        cut = "\x02" if self.delim == "\x01" else "\x01"  # a control character, never the file's delimiter
+        return ("SELECT 1 AS ln, line FROM read_csv(getvariable('source_path'), columns = {'line': 'VARCHAR'}, "
+                f"header = false, skip = 1, delim = '{cut}', quote = '', escape = '', auto_detect = false, "
+                "strict_mode = true, null_padding = false, compression = 'none')")
+
     def extract_sql(self) -> str:
         """The first CTEs, ending in ``x(ln, row_kind, _bad, c0, c1, ...)``."""
         cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
+        if self.fmt == "jsonl" and self.fast:
+            # records(ln, j): read_json with the type of json_spec(); a line that is not an
+            # object of that shape fails the read (the line reader takes over), JSON null is NULL
+            access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
+            return f"""
+x AS (
+    SELECT ln, CAST(NULL AS VARCHAR) AS line,
+        CASE WHEN j IS NULL THEN 'line is not a JSON object' END AS _bad, 'record' AS row_kind
+        {', ' + access if access else ''}
+    FROM records)"""
         if self.fmt == "jsonl":
-            spec: dict = {}
-            for c in cols:
-                node = spec
-                keys = c.split(".")
-                for k in keys[:-1]:
-                    nxt = node.setdefault(k, {})
-                    if not isinstance(nxt, dict):
-                        raise MappingError(f"{self.m.path}: {k!r} is used both as a value and as an object")
-                    node = nxt
-                if isinstance(node.get(keys[-1]), dict):
-                    raise MappingError(f"{self.m.path}: {c!r} is used both as a value and as an object")
-                node[keys[-1]] = self.json_type(c)
-            spec_sql = _s(json.dumps(spec or {"_": "VARCHAR"}))
+            spec_sql = _s(json.dumps(self.json_spec()))
             access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
             return f"""
 r AS (SELECT ln, line, try(json_transform(line, {spec_sql})) AS j FROM lines),
@@ -493,8 +529,11 @@ x AS (
             dre = re.escape(d)
             split_re = _s(f'("(?:[^"]|"")*"|[^{dre}"]*){dre}')
             access = ", ".join(f"nullif(f[{pos[c]}], '') AS c{i}" for i, c in enumerate(cols))
+            # the line reader's line 1 is the header; the fast reader's records start after it
+            line, table, header = ("coalesce(line, '')", "records", "") if self.fast else ("line", "lines", "WHEN ln = 1 THEN 'skip' ")
             return f"""
-r AS (SELECT ln, CASE WHEN ends_with(line, chr(13)) THEN rtrim(line, chr(13)) ELSE line END AS line FROM lines),
+r AS (SELECT ln, CASE WHEN ends_with(line, chr(13)) THEN rtrim(line, chr(13)) ELSE {line} END AS line
+      FROM {table}),
 s AS (
     SELECT ln, line,
         CASE WHEN strpos(line, '"') = 0 THEN string_split(line, {_s(d)})
@@ -505,7 +544,7 @@ s AS (
 x AS (
     SELECT ln, line,
         CASE WHEN len(f) <> {n} THEN 'line has ' || len(f) || ' fields, the header has {n}' END AS _bad,
-        CASE WHEN ln = 1 THEN 'skip' WHEN _bad IS NULL THEN 'record' WHEN trim(line) = '' THEN 'skip'
+        CASE {header}WHEN _bad IS NULL THEN 'record' WHEN trim(line) = '' THEN 'skip'
              ELSE 'record' END AS row_kind
         {', ' + access if access else ''}
     FROM s)"""
@@ -546,8 +585,9 @@ def _want(unit: str) -> str:
     return "VARCHAR" if unit in ("ns", "epoch_ns", "iso8601") else "DOUBLE"
 
 
-def build_sql(m: Mapping, fmt: str, src: Source) -> str:
-    rd = _Reader(m, fmt, src)
+def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> str:
+    """The candidate SELECT over ``lines`` (or, with a fast ``rd``, over ingest's ``records``)."""
+    rd = rd or _Reader(m, fmt, src)
     conv: list[str] = []  # converted columns, in CTE v
     checks: list[str] = []  # WHEN ... THEN {code, detail}
     seen_conv: set[str] = set()
@@ -662,7 +702,8 @@ def build_sql(m: Mapping, fmt: str, src: Source) -> str:
         if k not in m.columns and k not in m.constants and k not in m.values:
             out.append(f"getvariable('{k}') AS {k}")
     if "request_id" not in m.columns and "request_id" not in m.values and "request_id" not in m.constants:
-        out.append("getvariable('file_hash') || '-' || ln AS request_id")
+        # <file hash>-<line>; the fast reader numbers lines after the SQL: it appends them (FAST_LINE_ID)
+        out.append(f"getvariable('file_hash') || '-'{'' if rd.fast else ' || ln'} AS request_id")
     vantage_check = ""
     if "vantage" not in m.constants:
         vantage_check = ("WHEN vantage NOT IN ('client', 'gateway', 'server') THEN "
@@ -729,6 +770,39 @@ def configure(src: Source, options: Any) -> types.ModuleType:
         setattr(mod, k, globals()[k])
     mod.NAME = m.name
     mod.READS = "document" if fmt == "parquet" else "lines"
-    mod.requests_sql = lambda: sql
+    fast_sql = _bind_fast(mod, m, fmt, src)
+    mod.requests_sql = lambda fast=False: fast_sql if fast else sql
     mod.MAPPING = m
     return mod
+
+
+def _bind_fast(mod: types.ModuleType, m: Mapping, fmt: str, src: Source) -> str | None:
+    """Give ``mod`` ingest's fast reader (``_common``: Fast reader) where it reads exactly as the
+    line reader does; returns the candidate SELECT over ``records``, or None (lines only).
+
+    JSON lines: ``FAST_SPEC`` is the same structure the line reader's ``json_transform`` takes
+    (``read_json`` converts as it does, or fails and the file is read line by line). CSV:
+    ``fast_records`` cuts lines only and the line reader's SQL splits them (``_Reader``). A
+    synthesized ``request_id`` (``<file hash>-<line>``) is ``FAST_LINE_ID``: the fast SQL gives
+    the prefix and ingest appends the line once numbered. Not for JSON keys holding a double
+    quote (DuckDB's STRUCT type would not take them)."""
+    if fmt not in ("jsonl", "csv"):
+        return None
+    rd = _Reader(m, fmt, src, fast=True)
+    fast_sql = build_sql(m, fmt, src, rd)
+    if fmt == "jsonl":
+        spec = rd.json_spec()
+        if _quoted_key(spec):
+            return None
+        mod.FAST_SPEC = spec
+    else:
+        mod.fast_records = rd.fast_records
+        mod.fast_first_line = lambda src: 1  # the header
+    if not any("request_id" in d for d in (m.columns, m.values, m.constants)):
+        mod.FAST_LINE_ID = "request_id"
+    return fast_sql
+
+
+def _quoted_key(spec: dict) -> bool:
+    """Whether a key of the structure holds a double quote (DuckDB's STRUCT type would not parse it)."""
+    return any('"' in k or (isinstance(v, dict) and _quoted_key(v)) for k, v in spec.items())
