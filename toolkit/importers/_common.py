@@ -15,7 +15,9 @@ Fast reader (optional, ``ingest._import_fast``): an importer that defines ``FAST
 giving the lines before the first record, e.g. 1 for a header, counted as skipped) also accepts ``fast=True`` in
 ``requests_sql``/``spans_sql`` and then reads the view ``records(ln, ...)`` instead of ``lines``.
 There ``ln`` is 1 on a record's first candidate row and 0 on further rows of the same record
-(ingest numbers the stream itself). An id synthesized from the line number (``<file hash>-<line>``)
+(ingest numbers the stream itself). A table that gets no row from a line (otlp: a batch holding
+only tool spans, in the requests stream) still gives it one row of ``row_kind = 'mark'``, which only
+carries the line's number: neither counted nor written. An id synthesized from the line number (``<file hash>-<line>``)
 is named by ``FAST_LINE_ID`` (the IDENTITY column): the fast SQL gives its prefix, ingest appends
 the line and hashes the identity once numbered. A file the fast reader cannot parse or number exactly is
 rolled back and read line by line, so both paths must give the same rows: tests/test_fast_path.py

@@ -1,9 +1,14 @@
 """OTLP JSON helpers shared by the ``vllm-otlp`` and ``otlp`` importers.
 
-* attribute lookup (``attr``/``double``/``int_``/``has``) over a span's ``attributes`` list,
-  accepting ``intValue`` as a decimal string or a JSON number (both are valid OTLP/JSON);
+* ``span_rows``: parsed lines to one row per span, for both readers, in one pass: no CTE is read
+  twice, so the fast reader streams (see ``ingest._import_fast``). Each level is a plain
+  ``unnest`` (rebuilding the span lists with ``flatten``/``list_transform`` cost more than parsing),
+  zipped with ``range`` so a line holding no span still gives one row;
+* attribute lookup: the span's key list ``ak`` is built once per span and each key is found by
+  one native ``list_position`` (``val``); ``num``/``bigint`` read a value struct, accepting
+  ``intValue`` as a decimal string or a JSON number (both are valid OTLP/JSON);
 * ``hex_id``: lowercase hex ids, base64 ids (12 or 24 characters) converted, ``''`` is absent;
-* ``llm_request_ctes`` / ``llm_request_select``: vLLM's ``llm_request`` span as a server-vantage
+* ``llm_request_stages`` / ``llm_request_columns``: vLLM's ``llm_request`` span as a server-vantage
   ``requests`` row, so a Collector file holding vLLM's spans next to an agent's spans is read by
   ``otlp`` with exactly the mapping ``vllm-otlp`` uses (see vllm_otlp.py for the facts).
 """
@@ -15,22 +20,47 @@ from toolkit.importers._common import SKEW_TOLERANCE_US, derived_list, us
 ATTR = {"key": "VARCHAR", "value": {"stringValue": "VARCHAR", "intValue": "VARCHAR", "doubleValue": "DOUBLE"}}
 
 
+# Single-attribute lookups by a lambda filter over the whole list (one list scan per use): kept for
+# other callers; the importers here use ``val`` on the key list ``ak``.
 def attr(key: str, attrs: str = "sp['attributes']") -> str:
     return f"(list_filter({attrs}, lambda x: x['key'] = '{key}')[1])['value']"
 
 
 def double(key: str) -> str:
-    v = attr(key)
-    return f"coalesce({v}['doubleValue'], TRY_CAST({v}['intValue'] AS DOUBLE), TRY_CAST({v}['stringValue'] AS DOUBLE))"
+    return num(attr(key))
 
 
 def int_(key: str) -> str:
-    v = attr(key)
-    return f"coalesce(TRY_CAST({v}['intValue'] AS BIGINT), TRY_CAST({v}['stringValue'] AS BIGINT))"
+    return bigint(attr(key))
 
 
 def has(key: str) -> str:
     return f"len(list_filter(sp['attributes'], lambda x: x['key'] = '{key}')) > 0"
+
+
+def keys(attrs: str = "sp['attributes']") -> str:
+    """The attribute list's keys, in order (``ak``): built once per span."""
+    return f"list_transform({attrs}, lambda x: x['key'])"
+
+
+def pos(key: str, ak: str = "ak") -> str:
+    """1-based position of the first attribute named ``key``; NULL when absent."""
+    return f"list_position({ak}, '{key}')"
+
+
+def val(key: str, ak: str = "ak", attrs: str = "sp['attributes']") -> str:
+    """The value struct of the first attribute named ``key`` (NULL when absent)."""
+    return f"({attrs}[{pos(key, ak)}])['value']"
+
+
+def num(v: str) -> str:
+    """DOUBLE from a value struct: doubleValue, else intValue or stringValue as a number."""
+    return f"coalesce({v}['doubleValue'], TRY_CAST({v}['intValue'] AS DOUBLE), TRY_CAST({v}['stringValue'] AS DOUBLE))"
+
+
+def bigint(v: str) -> str:
+    """BIGINT from a value struct: intValue (string or number), else a numeric string."""
+    return f"coalesce(TRY_CAST({v}['intValue'] AS BIGINT), TRY_CAST({v}['stringValue'] AS BIGINT))"
 
 
 def hex_id(expr: str) -> str:
@@ -40,6 +70,64 @@ def hex_id(expr: str) -> str:
             f"ELSE lower({expr}) END")
 
 
+def chain(src: str, stages: list[list[str]], name: str) -> tuple[str, str]:
+    """CTEs ``{name}1..{name}N``, each ``SELECT *, <stage>`` over the one before (the first over
+    ``src``); returns (the CTE text, the last CTE's name)."""
+    ctes, prev = [], src
+    for i, cols in enumerate(stages, 1):
+        ctes.append(f"{name}{i} AS (\n    SELECT *, {', '.join(cols)}\n    FROM {prev}\n)")
+        prev = f"{name}{i}"
+    return ",\n".join(ctes), prev
+
+
+def span_rows(src: str, fast: bool) -> str:
+    """CTEs ending in ``spr``: one row per span of each line of ``src(ln, j, blank)``, where ``j`` is
+    the parsed ExportTraceServiceRequest (NULL: not JSON) and ``blank`` says whether an unparsed line
+    is blank. Columns: ``ln``; ``line_row`` (the one row of a line holding no span: ``sp`` NULL),
+    ``unparsed``, ``blank``, ``no_rs`` (JSON without ``resourceSpans``); the resource's
+    ``r_service``, ``r_instance``, ``r_process``; ``scope`` (name); ``sp`` (the span); ``mark``
+    (the line's first row). With ``fast`` (the view ``records``), ``ln`` is 1 on the mark and 0 on
+    the line's other rows (``ingest._import_fast`` numbers the stream)."""
+    def ra(key: str) -> str:
+        return attr(key, "rs['resource']['attributes']") + "['stringValue']"
+
+    return f"""o1 AS (
+    SELECT ln, j, blank, j['resourceSpans'] AS rsl,
+        list_transform(j['resourceSpans'], lambda r: coalesce(list_sum(list_transform(r['scopeSpans'],
+            lambda s: len(s['spans']))), 0) > 0) AS rs_has
+    FROM {src}
+), o2 AS (
+    SELECT ln, j IS NULL AS unparsed, blank, j IS NOT NULL AND rsl IS NULL AS no_rs,
+        coalesce(list_position(rs_has, true), 0) AS first_rs,
+        unnest(rsl) AS rs, unnest(range(1, greatest(len(rsl), 1) + 1)) AS i_rs
+    FROM o1
+), o3 AS (
+    SELECT ln, unparsed, blank, no_rs, first_rs, i_rs,
+        {ra('service.name')} AS r_service, {ra('service.instance.id')} AS r_instance,
+        {ra('vllm.process_id')} AS r_process,
+        list_position(list_transform(rs['scopeSpans'], lambda s: len(s['spans']) > 0), true) AS first_ss,
+        unnest(rs['scopeSpans']) AS ss, unnest(range(1, greatest(len(rs['scopeSpans']), 1) + 1)) AS i_ss
+    FROM o2
+), o4 AS (
+    SELECT ln, unparsed, blank, no_rs, first_rs, i_rs, r_service, r_instance, r_process, first_ss, i_ss,
+        ss['scope']['name'] AS scope, coalesce(len(ss['spans']), 0) AS n_sp,
+        unnest(ss['spans']) AS sp, unnest(range(1, greatest(len(ss['spans']), 1) + 1)) AS i_sp
+    FROM o3
+), spr AS (
+    SELECT {"CASE WHEN first_rs = 0 OR (i_rs = first_rs AND i_ss = first_ss AND i_sp = 1) THEN 1 ELSE 0 END"
+            if fast else "ln"} AS ln, first_rs = 0 AS line_row,
+        first_rs = 0 OR (i_rs = first_rs AND i_ss = first_ss AND i_sp = 1) AS mark,
+        unparsed, blank, no_rs, r_service, r_instance, r_process, scope, sp
+    FROM o4
+    WHERE (first_rs > 0 AND i_sp <= n_sp) OR (first_rs = 0 AND i_rs = 1 AND i_ss = 1 AND i_sp = 1)
+)"""
+
+
+def spans_of_records() -> str:
+    """``span_rows`` over the fast reader's view ``records(ln, j)``."""
+    return span_rows("(SELECT ln, j, false AS blank FROM records) AS rec", fast=True)
+
+
 LATENCIES = {
     "ttft": "gen_ai.latency.time_to_first_token",
     "e2e": "gen_ai.latency.e2e",
@@ -47,116 +135,95 @@ LATENCIES = {
     "prefill": "gen_ai.latency.time_in_model_prefill",
     "decode": "gen_ai.latency.time_in_model_decode",
 }
+_VLLM_KEYS = {**LATENCIES, "request_id": "gen_ai.request.id", "prompt": "gen_ai.usage.prompt_tokens",
+              "completion": "gen_ai.usage.completion_tokens", "response_model": "gen_ai.response.model",
+              "request_model": "gen_ai.request.model"}
 
 
-def spans_of_records() -> str:
-    """CTEs ending in ``sp(ln, rattrs, sp)``: every span of each parsed line (view ``records``, the
-    fast reader), in one pass. A line without spans gives one row with ``sp`` NULL (a 'skip'), so
-    every line is counted; ``ln`` is 1 on a line's first row and 0 on the others (see
-    ``ingest._import_fast``, which turns these marks into line numbers)."""
-    per_line = ("flatten(list_transform(j['resourceSpans'], lambda r: list_transform("
-                "flatten(list_transform(r['scopeSpans'], lambda s: s['spans'])), "
-                "lambda x: {'rattrs': r['resource']['attributes'], 'sp': x})))")
-    return f"""o1 AS (
-    SELECT {per_line} AS spans FROM records
-), o2 AS (
-    SELECT unnest(CASE WHEN coalesce(len(spans), 0) = 0 THEN [NULL]
-                       ELSE list_transform(spans, lambda x, i: {{'first': i = 1, 'rattrs': x['rattrs'], 'sp': x['sp']}})
-                  END) AS o
-    FROM o1
-), sp AS (
-    SELECT CASE WHEN o['first'] IS NOT false THEN 1 ELSE 0 END AS ln, o['rattrs'] AS rattrs, o['sp'] AS sp FROM o2
-)"""
+def llm_request_stages(p: str = "", gate: str | None = None) -> list[list[str]]:
+    """vLLM's mapping of an ``llm_request`` span (columns ``sp``, ``r_service``, ``r_instance``,
+    ``r_process`` of ``span_rows``) as stages for ``chain``; every column it adds is named with the
+    prefix ``p``. With ``gate`` (a condition), rows where it does not hold get NULLs, cheaply."""
+    def g(e: str) -> str:
+        return f"CASE WHEN {gate} THEN {e} END" if gate else e
+
+    ak = f"{p}ak"
+    v = {n: f"{p}v_{n}" for n in _VLLM_KEYS}
+    lookups = [f"{pos(k, ak)} AS {p}ix_{n}" for n, k in _VLLM_KEYS.items()]
+    values = [f"(sp['attributes'][{p}ix_{n}])['value'] AS {v[n]}" for n in _VLLM_KEYS]
+    ids = {n: g(hex_id(f"sp['{k}']")) for n, k in (("trace_id", "traceId"), ("span_id", "spanId"),
+                                                     ("parent_span_id", "parentSpanId"))}
+    start, end = (g(f"TRY_CAST(sp['{k}'] AS BIGINT) // 1000") for k in ("startTimeUnixNano", "endTimeUnixNano"))
+    status = g("sp['status']['code']")
+    f = [
+        *(f"{e} AS {p}{n}" for n, e in ids.items()),
+        f"{v['request_id']}['stringValue'] AS {p}request_id",
+        f"{start} AS {p}a",
+        f"{end} AS {p}end_read",
+        *(f"{us(num(v[n]))} AS {p}{n}" for n in LATENCIES),
+        *(f"{p}ix_{n} IS NOT NULL AS {p}has_{n}" for n in LATENCIES),
+        f"{bigint(v['prompt'])} AS {p}input_tokens",
+        f"{bigint(v['completion'])} AS {p}output_tokens",
+        f"coalesce({v['response_model']}['stringValue'], {v['request_model']}['stringValue']) AS {p}span_model",
+        f"{g('r_service')} AS {p}resource_service",
+        f"{g('coalesce(r_instance, r_process)')} AS {p}resource_replica",
+        f"{status} AS {p}status_code",
+    ]
+    t = [f"{p}prefill IS NOT NULL AS {p}v1", f"{p}a + {p}ttft AS {p}f_at",
+         f"coalesce({p}a + {p}e2e, {p}end_read) AS {p}e_at"]
+    # raw placement of the engine-clock boundaries on the wall clock
+    d = [f"CASE WHEN {p}v1 THEN {p}f_at - {p}prefill ELSE {p}a + {p}queue END AS {p}s_raw",
+         f"CASE WHEN {p}v1 THEN {p}f_at - {p}prefill - {p}queue END AS {p}q_raw",
+         f"CASE WHEN {p}v1 THEN {p}f_at + {p}decode END AS {p}l_raw"]
+    # NULL terms are skipped
+    x = [f"greatest({p}a - {p}q_raw, {p}a - {p}s_raw, {p}s_raw - {p}f_at, {p}l_raw - {p}e_at, 0) AS {p}shift"]
+    return [[g(keys()) + f" AS {ak}"], lookups, values, f, t, d, x]
 
 
-def llm_request_ctes(src: str, row_kind: str, prefix: str = "") -> str:
-    """CTEs ``{prefix}f, {prefix}t, {prefix}d, {prefix}x`` over ``src`` (columns ln, rattrs, sp).
-
-    ``row_kind`` is the SQL expression giving each span's row kind ('record' or 'skip').
-    """
-    lat = ",\n        ".join(f"{us(double(k))} AS {n}" for n, k in LATENCIES.items())
-    hs = ",\n        ".join(f"{has(k)} AS has_{n}" for n, k in LATENCIES.items())
-    f, t, d, x = (prefix + n for n in "ftdx")
-    return f"""{f} AS (
-    SELECT ln,
-        {row_kind} AS row_kind,
-        {hex_id("sp['traceId']")} AS trace_id,
-        {hex_id("sp['spanId']")} AS span_id,
-        {hex_id("sp['parentSpanId']")} AS parent_span_id,
-        {attr('gen_ai.request.id')}['stringValue'] AS request_id,
-        TRY_CAST(sp['startTimeUnixNano'] AS BIGINT) // 1000 AS a,
-        TRY_CAST(sp['endTimeUnixNano'] AS BIGINT) // 1000 AS end_read,
-        {lat},
-        {hs},
-        {int_('gen_ai.usage.prompt_tokens')} AS input_tokens,
-        {int_('gen_ai.usage.completion_tokens')} AS output_tokens,
-        coalesce({attr('gen_ai.response.model')}['stringValue'], {attr('gen_ai.request.model')}['stringValue']) AS span_model,
-        {attr('service.name', 'rattrs')}['stringValue'] AS resource_service,
-        coalesce({attr('service.instance.id', 'rattrs')}['stringValue'],
-                 {attr('vllm.process_id', 'rattrs')}['stringValue']) AS resource_replica,
-        sp['status']['code'] AS status_code
-    FROM {src}
-), {t} AS (
-    SELECT *, prefill IS NOT NULL AS v1,
-        a + ttft AS f_at,
-        coalesce(a + e2e, end_read) AS e_at
-    FROM {f}
-), {d} AS (
-    -- raw placement of the engine-clock boundaries on the wall clock
-    SELECT *,
-        CASE WHEN v1 THEN f_at - prefill ELSE a + queue END AS s_raw,
-        CASE WHEN v1 THEN f_at - prefill - queue END AS q_raw,
-        CASE WHEN v1 THEN f_at + decode END AS l_raw
-    FROM {t}
-), {x} AS (
-    SELECT *,
-        greatest(a - q_raw, a - s_raw, s_raw - f_at, l_raw - e_at, 0) AS shift  -- NULL terms are skipped
-    FROM {d}
-)"""
-
-
-def llm_request_select(x: str = "x") -> str:
-    """The candidate ``requests`` columns of vLLM ``llm_request`` spans, from ``llm_request_ctes``."""
+def llm_request_columns(p: str = "") -> dict[str, str]:
+    """The candidate ``requests`` columns of vLLM ``llm_request`` spans over ``llm_request_stages(p)``
+    (``_r``: the importer's verdict as ``{code, detail}``; reason_code/detail are read from it)."""
     bad_type = " ".join(
-        f"WHEN {n} IS NULL AND has_{n} THEN {{'code': 'bad-type', 'detail': '{k} is not a number'}}"
+        f"WHEN {p}{n} IS NULL AND {p}has_{n} THEN {{'code': 'bad-type', 'detail': '{k} is not a number'}}"
         for n, k in LATENCIES.items()
     )
     negative = " ".join(
-        f"WHEN {n} < 0 THEN {{'code': 'negative-duration', 'detail': '{k} is negative'}}"
+        f"WHEN {p}{n} < 0 THEN {{'code': 'negative-duration', 'detail': '{k} is negative'}}"
         for n, k in LATENCIES.items()
     )
     tol = SKEW_TOLERANCE_US
-    return f"""SELECT ln, row_kind,
-    CASE WHEN span_id IS NULL THEN {{'code': 'missing-field', 'detail': 'spanId is missing'}}
-         WHEN a IS NULL THEN {{'code': 'missing-field', 'detail': 'startTimeUnixNano is missing or not an integer'}}
+    a, f_at, e_at, q_raw, s_raw, l_raw = (f"{p}{n}" for n in ("a", "f_at", "e_at", "q_raw", "s_raw", "l_raw"))
+    return {
+        "_r": f"""CASE WHEN {p}span_id IS NULL THEN {{'code': 'missing-field', 'detail': 'spanId is missing'}}
+         WHEN {a} IS NULL THEN {{'code': 'missing-field', 'detail': 'startTimeUnixNano is missing or not an integer'}}
          {bad_type}
          {negative}
-         WHEN ttft IS NULL THEN {{'code': 'missing-field', 'detail': 'gen_ai.latency.time_to_first_token is missing'}}
-         WHEN e_at IS NULL THEN {{'code': 'missing-field', 'detail': 'gen_ai.latency.e2e is missing'}}
-         WHEN request_id IS NULL THEN {{'code': 'missing-field', 'detail': 'gen_ai.request.id is missing'}}
-         WHEN f_at > e_at THEN {{'code': 'out-of-order', 'detail': 'time_to_first_token exceeds e2e'}}
-         WHEN shift > {tol} THEN {{'code': 'out-of-order',
+         WHEN {p}ttft IS NULL THEN {{'code': 'missing-field', 'detail': 'gen_ai.latency.time_to_first_token is missing'}}
+         WHEN {e_at} IS NULL THEN {{'code': 'missing-field', 'detail': 'gen_ai.latency.e2e is missing'}}
+         WHEN {p}request_id IS NULL THEN {{'code': 'missing-field', 'detail': 'gen_ai.request.id is missing'}}
+         WHEN {f_at} > {e_at} THEN {{'code': 'out-of-order', 'detail': 'time_to_first_token exceeds e2e'}}
+         WHEN {p}shift > {tol} THEN {{'code': 'out-of-order',
               'detail': 'engine-clock stages overflow the wall-clock interval by more than 50 ms'}}
-    END AS _r,
-    _r['code'] AS reason_code, _r['detail'] AS reason_detail,
-    request_id, trace_id, span_id, parent_span_id,
-    'server' AS vantage,
-    coalesce(getvariable('service'), resource_service) AS service,
-    resource_replica AS replica,
-    coalesce(getvariable('model'), span_model) AS model,
-    a AS ts_arrival,
-    -- clamp derived boundaries into [arrival, first token] / [first token, end]; NULL stays NULL
-    -- (greatest/least skip NULLs, so each clamp is guarded)
-    CASE WHEN q_raw IS NOT NULL THEN least(greatest(q_raw, a), f_at) END AS ts_queued,
-    CASE WHEN s_raw IS NOT NULL THEN least(greatest(s_raw, a), f_at) END AS ts_scheduled,
-    f_at AS ts_first_token,
-    CASE WHEN l_raw IS NOT NULL THEN greatest(least(l_raw, e_at), f_at) END AS ts_last_token,
-    e_at AS ts_end,
-    input_tokens, output_tokens,
-    CASE WHEN status_code IN ('2', 'STATUS_CODE_ERROR') THEN 'error' ELSE 'ok' END AS status,
-    CASE WHEN shift > 0 THEN shift / 1e3 END AS clock_skew_ms,
-    {derived_list([("ts_queued", "q_raw IS NOT NULL"), ("ts_scheduled", "s_raw IS NOT NULL"),
-                   ("ts_first_token", "f_at IS NOT NULL"), ("ts_last_token", "l_raw IS NOT NULL"),
-                   ("ts_end", "e2e IS NOT NULL")])} AS derived,
-    'wall' AS clock
-FROM {x}"""
+    END""",
+        "request_id": f"{p}request_id", "trace_id": f"{p}trace_id", "span_id": f"{p}span_id",
+        "parent_span_id": f"{p}parent_span_id",
+        "vantage": "'server'",
+        "service": f"coalesce(getvariable('service'), {p}resource_service)",
+        "replica": f"{p}resource_replica",
+        "model": f"coalesce(getvariable('model'), {p}span_model)",
+        "ts_arrival": a,
+        # clamp derived boundaries into [arrival, first token] / [first token, end]; NULL stays NULL
+        # (greatest/least skip NULLs, so each clamp is guarded)
+        "ts_queued": f"CASE WHEN {q_raw} IS NOT NULL THEN least(greatest({q_raw}, {a}), {f_at}) END",
+        "ts_scheduled": f"CASE WHEN {s_raw} IS NOT NULL THEN least(greatest({s_raw}, {a}), {f_at}) END",
+        "ts_first_token": f_at,
+        "ts_last_token": f"CASE WHEN {l_raw} IS NOT NULL THEN greatest(least({l_raw}, {e_at}), {f_at}) END",
+        "ts_end": e_at,
+        "input_tokens": f"{p}input_tokens", "output_tokens": f"{p}output_tokens",
+        "status": f"CASE WHEN {p}status_code IN ('2', 'STATUS_CODE_ERROR') THEN 'error' ELSE 'ok' END",
+        "clock_skew_ms": f"CASE WHEN {p}shift > 0 THEN {p}shift / 1e3 END",
+        "derived": derived_list([("ts_queued", f"{q_raw} IS NOT NULL"), ("ts_scheduled", f"{s_raw} IS NOT NULL"),
+                                 ("ts_first_token", f"{f_at} IS NOT NULL"), ("ts_last_token", f"{l_raw} IS NOT NULL"),
+                                 ("ts_end", f"{p}e2e IS NOT NULL")]),
+        "clock": "'wall'",
+    }

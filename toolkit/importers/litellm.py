@@ -82,11 +82,22 @@ def _ts(expr: str) -> str:
 _SPANS_FILTER = r"""regexp_matches(line, '"(guardrail_information|mcp_tool_call_metadata)"\s*:\s*[\[{]')"""
 
 
-def _prefix(where: str = "true") -> str:
+# One payload per line, as json_transform (line reader) and read_json (fast reader) both take it.
+FAST_SPEC: dict = _SPEC_DICT
+
+
+def fast_ok(head: bytes) -> bool:
+    """The fast reader takes one payload object per line, not lines holding a JSON array."""
+    first = next((s for s in (line.strip() for line in head.splitlines()) if s), b"")
+    return first.startswith(b"{")
+
+
+def _prefix(where: str = "true", fast: bool = False) -> str:
     """Parse each line (an object, or an array of objects) into one row per payload ``r``, with the
-    shared columns every table needs (trace and session ids, whether the payload is a tool run)."""
-    return f"""
-WITH p0 AS (
+    shared columns every table needs (trace and session ids, whether the payload is a tool run).
+    With ``fast``: one row per line of the fast reader's ``records`` (``r`` NULL: the line is JSON
+    ``null``), read once."""
+    recs = "recs AS (\n    SELECT ln, j AS r FROM records\n)" if fast else f"""p0 AS (
     SELECT ln, line,
         CASE WHEN NOT starts_with(line, '[') THEN try(json_transform(line, '{_SPEC}')) END AS j,
         CASE WHEN starts_with(line, '[') THEN try(json_transform(line, '{_ARRAY_SPEC}')) END AS arr
@@ -98,7 +109,9 @@ WITH p0 AS (
     SELECT ln, j AS r FROM p WHERE j IS NOT NULL
     UNION ALL
     SELECT ln, unnest(arr) AS r FROM p WHERE arr IS NOT NULL
-), k AS (
+)"""
+    return f"""
+WITH {recs}, k AS (
     SELECT ln, r,
         lower(r['metadata']['requester_metadata']['trace_id']) AS otel_trace,
         nullif(r['trace_id'], '') AS payload_trace,
@@ -118,8 +131,13 @@ WITH p0 AS (
 )"""
 
 
-def requests_sql() -> str:
-    return _prefix() + f""",
+def requests_sql(fast: bool = False) -> str:
+    """One row per payload; with ``fast`` (one pass over ``records``), a payload that is a tool run
+    (``spans_sql``'s) is a ``mark`` row carrying its line's number, and a JSON ``null`` line is
+    quarantined here (the line reader quarantines it with the other unparsed lines)."""
+    unparsed = ("WHEN r IS NULL THEN {'code': 'unparseable', 'detail': 'line is not a JSON object or array of "
+                "objects'}" if fast else "")
+    return _prefix(fast=fast) + f""",
 m AS (
     SELECT *,
         {_ts("r['completionStartTime']")} AS t_cst,
@@ -127,10 +145,11 @@ m AS (
             AS streaming,
         TRY_CAST(r['prompt_tokens'] AS BIGINT) AS input_tokens,
         TRY_CAST(r['completion_tokens'] AS BIGINT) AS output_tokens
-    FROM c WHERE NOT is_tool
+    FROM c {"" if fast else "WHERE NOT is_tool"}
 )
-SELECT ln, 'record' AS row_kind,
-    CASE WHEN nullif(r['id'], '') IS NULL THEN {{'code': 'missing-field', 'detail': 'id is missing'}}
+SELECT ln, {"CASE WHEN is_tool THEN 'mark' ELSE 'record' END" if fast else "'record'"} AS row_kind,
+    CASE {unparsed}
+         WHEN nullif(r['id'], '') IS NULL THEN {{'code': 'missing-field', 'detail': 'id is missing'}}
          WHEN r['startTime'] IS NULL THEN {{'code': 'missing-field', 'detail': 'startTime is missing'}}
          WHEN t_start IS NULL THEN {{'code': 'bad-type', 'detail': 'startTime is not a number or a timestamp'}}
          WHEN r['endTime'] IS NULL THEN {{'code': 'missing-field', 'detail': 'endTime is missing'}}
@@ -164,16 +183,60 @@ SELECT ln, 'record' AS row_kind,
     [] AS derived,
     'wall' AS clock
 FROM m
-UNION ALL BY NAME
+""" + ("" if fast else """UNION ALL BY NAME
 -- lines that are not records: blank (skipped); not JSON (quarantined)
 SELECT ln, CASE WHEN blank THEN 'skip' ELSE 'record' END AS row_kind,
     CASE WHEN row_kind = 'record' THEN 'unparseable' END AS reason_code,
     CASE WHEN row_kind = 'record' THEN 'line is not a JSON object or array of objects' END AS reason_detail
 FROM p WHERE j IS NULL AND arr IS NULL
+""")
+
+
+def _spans_fast() -> str:
+    """spans_sql in one pass over ``records``: a payload's guardrails (one row each) or its tool run,
+    and a ``mark`` row for a line giving no span, so every line is numbered (``ingest._import_fast``)."""
+    tool = {
+        "reason_code": "CASE WHEN coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], '')) IS NULL "
+                       "THEN 'missing-field' END",
+        "reason_detail": "CASE WHEN coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], '')) IS NULL "
+                         "THEN 'litellm_call_id and id are missing' END",
+        "span_id": "coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], ''))",
+        "request_id": "CAST(NULL AS VARCHAR)",
+        "kind": "'tool'",
+        "name": "coalesce(r['metadata']['mcp_tool_call_metadata']['namespaced_tool_name'], "
+                "r['metadata']['mcp_tool_call_metadata']['name'])",
+        "ts_start": "t_start", "ts_end": "t_end",
+        "status": "CASE WHEN r['status'] = 'failure' THEN 'error' ELSE 'ok' END",
+    }
+    start, end = _ts("gr['start_time']"), _ts("gr['end_time']")
+    bad = f"{start} IS NULL OR {end} IS NULL"
+    guard = {
+        "reason_code": f"CASE WHEN {bad} THEN 'bad-type' END",
+        "reason_detail": f"CASE WHEN {bad} THEN 'guardrail_information start_time/end_time is not a number' END",
+        "span_id": "r['id'] || '/guardrail/' || i",
+        "request_id": "r['id']",
+        "kind": "'guardrail'",
+        "name": "gr['guardrail_name']",
+        "ts_start": start, "ts_end": end,
+        "status": "CASE WHEN gr['guardrail_status'] = 'guardrail_failed_to_respond' THEN 'error' ELSE 'ok' END",
+    }
+    cols = ",\n    ".join(f"CASE WHEN is_tool THEN {tool[n]} ELSE {guard[n]} END AS {n}" for n in tool)
+    return _prefix(fast=True) + f""",
+g AS (
+    SELECT *, unnest(gl) AS gr, unnest(range(1, greatest(len(gl), 1) + 1)) AS i
+    FROM (SELECT *, CASE WHEN NOT is_tool THEN r['guardrail_information'] END AS gl FROM c) AS t
+)
+SELECT CASE WHEN i = 1 THEN 1 ELSE 0 END AS ln,
+    CASE WHEN is_tool OR i <= coalesce(len(gl), 0) THEN 'record' ELSE 'mark' END AS row_kind,
+    trace_id, CAST(NULL AS VARCHAR) AS parent_span_id,
+    {cols}
+FROM g
 """
 
 
-def spans_sql() -> str:
+def spans_sql(fast: bool = False) -> str:
+    if fast:
+        return _spans_fast()
     return _prefix(_SPANS_FILTER) + f""",
 g AS (
     SELECT ln, trace_id, request_id, e['gr'] AS gr, e['i'] AS i

@@ -32,7 +32,15 @@ from __future__ import annotations
 import json
 
 from toolkit.importers._common import SKEW_TOLERANCE_US, us
-from toolkit.importers._otlp import hex_id, llm_request_ctes, llm_request_select
+from toolkit.importers._otlp import (
+    chain,
+    hex_id,
+    keys,
+    llm_request_columns,
+    llm_request_stages,
+    span_rows,
+    spans_of_records,
+)
 
 BATCH_BYTES = 16 << 20  # OTLP lines expand several-fold when parsed: smaller batches bound memory
 NAME = "otlp"
@@ -62,12 +70,12 @@ _SPAN = {
     "events": [{"timeUnixNano": "VARCHAR", "name": "VARCHAR"}],
     "status": {"code": "VARCHAR"},
 }
-# Two steps, 2-3x cheaper than one nested transform of a whole batch line (which holds ~100 spans):
-# the line's envelope with each span kept as JSON text, then each span on its own.
 _RES_ATTR = {"key": "VARCHAR", "value": {"stringValue": "VARCHAR"}}
-_ENVELOPE = json.dumps({"resourceSpans": [{"resource": {"attributes": [_RES_ATTR]},
-                                           "scopeSpans": [{"scope": {"name": "VARCHAR"}, "spans": ["JSON"]}]}]})
-_SPAN_SPEC = json.dumps(_SPAN)
+# One line (an ExportTraceServiceRequest), as json_transform (line reader) and read_json (fast reader)
+# both take it: parsed whole, in one step.
+FAST_SPEC: dict = {"resourceSpans": [{"resource": {"attributes": [_RES_ATTR]},
+                                      "scopeSpans": [{"scope": {"name": "VARCHAR"}, "spans": [_SPAN]}]}]}
+_SPEC = json.dumps(FAST_SPEC)
 
 _MODEL_OPS = ("chat", "text_completion", "completion", "generate_content", "generate", "embeddings", "embedding",
               "acompletion", "atext_completion", "aembedding", "responses", "aresponses", "anthropic_messages")
@@ -106,7 +114,7 @@ def sniff(head: bytes) -> bool:
 
 def _v(name: str) -> str:
     """The value struct of attribute ``_KEYS[name]`` (NULL when absent): a native search of the key
-    list ``ak``, several times cheaper than a lambda filter per attribute."""
+    list ``ak`` (built once per span), several times cheaper than a lambda filter per attribute."""
     return f"(sp['attributes'][list_position(ak, '{_KEYS[name]}')])['value']"
 
 
@@ -124,43 +132,26 @@ def _first_of_list(expr: str) -> str:
     return f"CASE WHEN starts_with({expr}, '[') THEN json_extract_string({expr}, '$[0]') ELSE {expr} END"
 
 
-# spans_sql parses only spans whose JSON text can classify as a spans row (one RE2 pass is cheaper
-# than parsing): the keys openinference/traceloop.span.kind, or an operation name of a tool, agent or
-# retrieval step. Model calls and unrelated spans (httpx, FastAPI, a gateway's internals) are not parsed.
-_SPAN_ROW_TEXT = ('"(openinference[.]span[.]kind|traceloop[.]span[.]kind)"'
-                  '|"(execute_tool|invoke_agent|create_agent|invoke_workflow|plan|retrieval)"')
+_SPAN_KINDS = ("tool", "agent", "retrieval", "guardrail", "other")  # classes that become spans rows
 
 
-def _prefix(requests: bool) -> str:
-    """Parse, unnest to one row per span, list the attribute keys once (``ak``), classify (``cls``).
-
-    requests_sql reads ``p`` twice (spans, and lines that hold none) and ``c`` three times (model calls,
-    vLLM spans, skipped spans): both are materialized there (measured: cheaper than re-parsing).
-    """
-    model_ops = ", ".join(f"'{o}'" for o in _MODEL_OPS)
-    agent_ops = ", ".join(f"'{o}'" for o in _AGENT_OPS)
-    return f"""
-WITH p0 AS (
-    SELECT ln, line, try(json_transform(line, '{_ENVELOPE}')) AS j FROM lines
-), p AS {"MATERIALIZED " if requests else ""}(
+def _classified(fast: bool) -> tuple[str, str]:
+    """CTEs over the spans of each line (``_otlp.span_rows``): the attribute keys once (``ak``), the
+    three dialects' kind attributes, the class ``cls``. Returns (CTE text, last CTE's name)."""
+    if fast:
+        spans = spans_of_records()
+    else:
+        spans = f"""p0 AS (
+    SELECT ln, line, try(json_transform(line, '{_SPEC}')) AS j FROM lines
+), p AS (
     -- the line itself is not kept: only whether an unparsed line is blank
     SELECT ln, j, CASE WHEN j IS NULL THEN trim(line) = '' END AS blank FROM p0
-), r AS (
-    SELECT ln, unnest(j['resourceSpans']) AS rs FROM p WHERE j IS NOT NULL
-), s1 AS (
-    SELECT ln, rs['resource']['attributes'] AS rattrs, unnest(rs['scopeSpans']) AS ss FROM r
-), s2 AS (
-    SELECT ln, rattrs, ss['scope']['name'] AS scope, unnest(ss['spans']) AS spj FROM s1
-), sp AS (
-    SELECT ln, rattrs, scope, json_transform(spj, '{_SPAN_SPEC}') AS sp FROM s2
-    {"" if requests else f"WHERE regexp_matches(spj, '{_SPAN_ROW_TEXT}')"}
-), a AS (
-    SELECT *, list_transform(sp['attributes'], lambda x: x['key']) AS ak FROM sp
-), k AS (
-    SELECT *, {_s('op')} AS op, {_s('oi')} AS oi, {_s('tl')} AS tl FROM a
-), c AS {"MATERIALIZED " if requests else ""}(
-    SELECT *,
-        CASE WHEN sp['name'] = 'llm_request' AND op IS NULL AND oi IS NULL AND tl IS NULL THEN 'server'
+), {span_rows("p", fast=False)}"""
+    model_ops = ", ".join(f"'{o}'" for o in _MODEL_OPS)
+    agent_ops = ", ".join(f"'{o}'" for o in _AGENT_OPS)
+    # unnest of a one-item list: a barrier DuckDB's filter pushdown stops at. Without it a WHERE on
+    # ``cls`` is rewritten into the whole CASE below, with each lookup's key list rebuilt (3x slower)
+    cls = f"""unnest([CASE WHEN sp['name'] = 'llm_request' AND op IS NULL AND oi IS NULL AND tl IS NULL THEN 'server'
              WHEN oi IN ('LLM', 'EMBEDDING') THEN 'model'
              WHEN oi = 'TOOL' THEN 'tool'
              WHEN oi = 'AGENT' THEN 'agent'
@@ -175,64 +166,69 @@ WITH p0 AS (
              WHEN op IN ({agent_ops}) THEN 'agent'
              WHEN op = 'retrieval' THEN 'retrieval'
              WHEN {_s('lrt')} IS NOT NULL THEN 'model'
-        END AS cls
-    FROM k
-)"""
+        END]) AS cls"""
+    ctes, last = chain("spr", [[f"{keys()} AS ak"], [f"{_s('op')} AS op", f"{_s('oi')} AS oi", f"{_s('tl')} AS tl"],
+                               [cls]], "k")
+    return f"{spans},\n{ctes}", last
 
 
-def requests_sql() -> str:
-    tol = SKEW_TOLERANCE_US
+
+def _model(e: str) -> str:
+    """``e`` on model-call spans only (other rows get NULL without evaluating it)."""
+    return f"CASE WHEN cls = 'model' THEN {e} END"
+
+
+def _model_stages() -> list[list[str]]:
+    """What model calls need, in stages over ``_classified`` (columns of model-call spans only)."""
     chunk_names = ", ".join(f"'{e}'" for e in _CHUNK_EVENTS)
-    return _prefix(requests=True) + f""",
--- what model calls need, and the whole span only for vLLM's server spans
-m AS (
-    SELECT ln, cls,
-        CASE WHEN cls = 'server' THEN sp END AS server_sp,
-        CASE WHEN cls = 'server' THEN rattrs END AS server_rattrs,
-        {hex_id("sp['traceId']")} AS trace_id,
-        {hex_id("sp['spanId']")} AS span_id,
-        {hex_id("sp['parentSpanId']")} AS parent_span_id,
-        TRY_CAST(sp['startTimeUnixNano'] AS BIGINT) // 1000 AS t_start,
-        TRY_CAST(sp['endTimeUnixNano'] AS BIGINT) // 1000 AS t_end,
-        sp['kind'] AS span_kind, scope, sp['status']['code'] AS status_code,
-        {_s('response_id')} AS response_id,
-        coalesce({_s('conversation')}, {_s('oi_session')}) AS session_id,
-        coalesce({_s('response_model')}, {_s('request_model')}, {_s('oi_model')}) AS span_model,
-        {_v('ttfc')} AS ttfc_v,
-        coalesce({_v('in_new')}, {_v('in_old')}, {_v('in_oi')}) AS in_v,
-        coalesce({_v('out_new')}, {_v('out_old')}, {_v('out_oi')}) AS out_v,
-        coalesce({_v('cache_new')}, {_v('cache_tl')}, {_v('cache_oi')}) AS cache_v,
-        coalesce(json_extract_string({_v('finish_list')}['arrayValue'], '$.values[0].stringValue'),
-                 {_first_of_list(_s('finish_list'))}, {_first_of_list(_s('finish_one'))},
-                 {_s('finish_oi')}, {_s('finish_tl_old')}) AS finish_reason,
-        {_s('error_type')} AS error_type,
-        (list_filter(sp['events'], lambda e: e['name'] = '{_FIRST_TOKEN_EVENT}')[1])['timeUnixNano'] AS fte_raw,
-        list_sort(list_transform(list_filter(sp['events'], lambda e: e['name'] IN ({chunk_names})),
-                                 lambda e: TRY_CAST(e['timeUnixNano'] AS BIGINT) // 1000)) AS chunks,
-        (list_filter(rattrs, lambda x: x['key'] = 'service.name')[1])['value']['stringValue'] AS resource_service,
-        (list_filter(rattrs, lambda x: x['key'] = 'service.instance.id')[1])['value']['stringValue']
-            AS resource_replica
-    FROM c WHERE cls IN ('model', 'server') OR cls IS NULL
-),
--- vLLM's server spans: the vllm-otlp mapping, unchanged
-{llm_request_ctes("(SELECT ln, server_rattrs AS rattrs, server_sp AS sp FROM m WHERE cls = 'server') AS vs",
-                  "'record'", prefix="v")},
-mt AS (
-    SELECT *,
-        {us("coalesce(ttfc_v['doubleValue'], TRY_CAST(ttfc_v['intValue'] AS DOUBLE), TRY_CAST(ttfc_v['stringValue'] AS DOUBLE))")} AS ttfc,
-        {_int('in_v')} AS input_tokens, {_int('out_v')} AS output_tokens, {_int('cache_v')} AS cached_input_tokens,
-        TRY_CAST(fte_raw AS BIGINT) // 1000 AS fte,
-        CASE WHEN len(chunks) > 0 THEN chunks[1] END AS chunk_first,
-        CASE WHEN len(chunks) > 0 THEN chunks[len(chunks)] END AS chunk_last
-    FROM m WHERE cls = 'model'
-), mf AS (
-    SELECT *,
-        coalesce(fte, chunk_first) AS f_read,
-        t_start + ttfc AS f_derived
-    FROM mt
-)
-SELECT ln, 'record' AS row_kind,
-    CASE WHEN span_id IS NULL THEN {{'code': 'missing-field', 'detail': 'spanId is missing'}}
+    start, end = (f"TRY_CAST(sp['{k}'] AS BIGINT) // 1000" for k in ("startTimeUnixNano", "endTimeUnixNano"))
+    session = f"coalesce({_s('conversation')}, {_s('oi_session')})"
+    model = f"coalesce({_s('response_model')}, {_s('request_model')}, {_s('oi_model')})"
+    finish = (f"coalesce(json_extract_string({_v('finish_list')}['arrayValue'], '$.values[0].stringValue'), "
+              f"{_first_of_list(_s('finish_list'))}, {_first_of_list(_s('finish_one'))}, "
+              f"{_s('finish_oi')}, {_s('finish_tl_old')})")
+    fte = f"(list_filter(sp['events'], lambda e: e['name'] = '{_FIRST_TOKEN_EVENT}')[1])['timeUnixNano']"
+    chunks = (f"list_sort(list_transform(list_filter(sp['events'], lambda e: e['name'] IN ({chunk_names})), "
+              "lambda e: TRY_CAST(e['timeUnixNano'] AS BIGINT) // 1000))")
+
+    def coalesced(*names: str) -> str:
+        return "coalesce(" + ", ".join(_v(n) for n in names) + ")"
+
+    m = [
+        *(f"{_model(hex_id(f'sp[{k!r}]'))} AS {n}" for n, k in (("trace_id", "traceId"), ("span_id", "spanId"),
+                                                                 ("parent_span_id", "parentSpanId"))),
+        f"{_model(start)} AS t_start", f"{_model(end)} AS t_end",
+        "sp['kind'] AS span_kind", "sp['status']['code'] AS status_code",
+        f"{_model(_s('response_id'))} AS response_id",
+        f"{_model(session)} AS session_id",
+        f"{_model(model)} AS span_model",
+        f"{_model(_v('ttfc'))} AS ttfc_v",
+        f"{_model(coalesced('in_new', 'in_old', 'in_oi'))} AS in_v",
+        f"{_model(coalesced('out_new', 'out_old', 'out_oi'))} AS out_v",
+        f"{_model(coalesced('cache_new', 'cache_tl', 'cache_oi'))} AS cache_v",
+        f"{_model(finish)} AS finish_reason",
+        f"{_model(_s('error_type'))} AS error_type",
+        f"{_model(fte)} AS fte_raw",
+        f"{_model(chunks)} AS chunks",
+    ]
+    mt = [
+        us("coalesce(ttfc_v['doubleValue'], TRY_CAST(ttfc_v['intValue'] AS DOUBLE), "
+           "TRY_CAST(ttfc_v['stringValue'] AS DOUBLE))") + " AS ttfc",
+        f"{_int('in_v')} AS input_tokens", f"{_int('out_v')} AS output_tokens",
+        f"{_int('cache_v')} AS cached_input_tokens",
+        "TRY_CAST(fte_raw AS BIGINT) // 1000 AS fte",
+        "CASE WHEN len(chunks) > 0 THEN chunks[1] END AS chunk_first",
+        "CASE WHEN len(chunks) > 0 THEN chunks[len(chunks)] END AS chunk_last",
+    ]
+    mf = ["coalesce(fte, chunk_first) AS f_read", "t_start + ttfc AS f_derived"]
+    return [m, mt, mf]
+
+
+def _model_columns() -> dict[str, str]:
+    """The candidate ``requests`` columns of a model-call span (``_r``: its verdict)."""
+    tol = SKEW_TOLERANCE_US
+    return {
+        "_r": f"""CASE WHEN span_id IS NULL THEN {{'code': 'missing-field', 'detail': 'spanId is missing'}}
          WHEN t_start IS NULL THEN {{'code': 'missing-field', 'detail': 'startTimeUnixNano is missing or not an integer'}}
          WHEN t_end IS NULL THEN {{'code': 'missing-field', 'detail': 'endTimeUnixNano is missing or not an integer'}}
          WHEN ttfc_v IS NOT NULL AND ttfc IS NULL THEN
@@ -248,61 +244,83 @@ SELECT ln, 'record' AS row_kind,
               {{'code': 'bad-type', 'detail': 'gen_ai.usage.output_tokens (or completion_tokens, llm.token_count.completion) is not an integer'}}
          WHEN f_read IS NULL AND f_derived > t_end + {tol} THEN
               {{'code': 'out-of-order', 'detail': 'gen_ai.response.time_to_first_chunk exceeds the span by more than 50 ms'}}
-    END AS _r,
-    _r['code'] AS reason_code, _r['detail'] AS reason_detail,
-    coalesce(response_id, span_id) AS request_id, trace_id, span_id, parent_span_id, session_id,
-    CASE WHEN span_kind = '2' OR starts_with(coalesce(scope, ''), 'litellm') THEN 'gateway' ELSE 'client' END AS vantage,
-    coalesce(getvariable('service'), resource_service) AS service,
-    resource_replica AS replica,
-    coalesce(getvariable('model'), span_model) AS model,
-    t_start AS ts_arrival,
-    -- a derived first token a little past the span end (clock rounding) is placed at the end
-    CASE WHEN f_read IS NOT NULL THEN f_read
+    END""",
+        "request_id": "coalesce(response_id, span_id)",
+        "trace_id": "trace_id", "span_id": "span_id", "parent_span_id": "parent_span_id", "session_id": "session_id",
+        "vantage": "CASE WHEN span_kind = '2' OR starts_with(coalesce(scope, ''), 'litellm') THEN 'gateway' "
+                   "ELSE 'client' END",
+        "service": "coalesce(getvariable('service'), r_service)",
+        "replica": "r_instance",
+        "model": "coalesce(getvariable('model'), span_model)",
+        "ts_arrival": "t_start",
+        # a derived first token a little past the span end (clock rounding) is placed at the end
+        "ts_first_token": f"""CASE WHEN f_read IS NOT NULL THEN f_read
          WHEN f_derived > t_end AND f_derived <= t_end + {tol} THEN t_end
-         ELSE f_derived END AS ts_first_token,
-    chunk_last AS ts_last_token,
-    t_end AS ts_end,
-    input_tokens, cached_input_tokens, output_tokens,
-    CASE WHEN status_code IN ('2', 'STATUS_CODE_ERROR') THEN 'error' ELSE 'ok' END AS status,
-    finish_reason, error_type,
-    CASE WHEN len(chunks) >= 2
-         THEN list_transform(range(1, len(chunks)), lambda i: CAST((chunks[i + 1] - chunks[i]) / 1e3 AS FLOAT)) END
-        AS itl_ms,
-    CASE WHEN f_read IS NULL AND f_derived > t_end AND f_derived <= t_end + {tol} THEN (f_derived - t_end) / 1e3 END
-        AS clock_skew_ms,
-    CASE WHEN f_read IS NULL AND f_derived IS NOT NULL THEN ['ts_first_token'] ELSE [] END AS derived,
-    'wall' AS clock
-FROM mf
-UNION ALL BY NAME
-{llm_request_select("vx")}
-UNION ALL BY NAME
--- spans that are neither model calls nor agent/tool steps (httpx POST, FastAPI, a gateway's internals)
-SELECT ln, 'skip' AS row_kind FROM m WHERE cls IS NULL
-UNION ALL BY NAME
--- lines that are not records: blank or an empty batch (skipped); not JSON, or JSON without
--- resourceSpans (quarantined)
+         ELSE f_derived END""",
+        "ts_last_token": "chunk_last",
+        "ts_end": "t_end",
+        "input_tokens": "input_tokens", "cached_input_tokens": "cached_input_tokens", "output_tokens": "output_tokens",
+        "status": "CASE WHEN status_code IN ('2', 'STATUS_CODE_ERROR') THEN 'error' ELSE 'ok' END",
+        "finish_reason": "finish_reason", "error_type": "error_type",
+        "itl_ms": "CASE WHEN len(chunks) >= 2 THEN list_transform(range(1, len(chunks)), "
+                  "lambda i: CAST((chunks[i + 1] - chunks[i]) / 1e3 AS FLOAT)) END",
+        "clock_skew_ms": f"CASE WHEN f_read IS NULL AND f_derived > t_end AND f_derived <= t_end + {tol} "
+                         "THEN (f_derived - t_end) / 1e3 END",
+        "derived": "CASE WHEN f_read IS NULL AND f_derived IS NOT NULL THEN ['ts_first_token'] ELSE [] END",
+        "clock": "'wall'",
+    }
+
+
+def requests_sql(fast: bool = False) -> str:
+    """One pass: each span is a model call (a record, client or gateway vantage), a vLLM server span
+    (a record, the vllm-otlp mapping), or neither (skipped); a line holding no span is one row
+    (skipped; quarantined when not JSON or without resourceSpans). Tool and agent spans are
+    ``spans_sql``'s: left out here, except (fast reader) as a ``mark`` row carrying a line's number."""
+    spans, last = _classified(fast)
+    stages = _model_stages() + llm_request_stages("v_", gate="cls = 'server'")
+    ctes, last = chain(last, stages, "m")
+    model, server = _model_columns(), llm_request_columns("v_")
+    line_reason = ("CASE WHEN unparsed THEN {'code': 'unparseable', 'detail': 'line is not valid JSON'} "
+                   "WHEN no_rs THEN {'code': 'missing-field', 'detail': 'resourceSpans is missing or not a list'} END")
+    cols = [f"""CASE WHEN line_row THEN {line_reason}
+         WHEN cls = 'server' THEN {server['_r']}
+         WHEN cls = 'model' THEN {model['_r']} END AS _r"""]
+    for name in [*model, *(n for n in server if n not in model)]:
+        if name == "_r":
+            continue
+        v, m = server.get(name, "NULL"), model.get(name, "NULL")
+        cols.append(f"CASE WHEN cls = 'server' THEN {v} ELSE {m} END AS {name}")
+    keep = "line_row OR cls IS NULL OR cls IN ('model', 'server')" + (" OR mark" if fast else "")
+    body = ",\n    ".join(cols)
+    return f"""
+WITH {spans},
+{ctes}
 SELECT ln,
-    CASE WHEN blank THEN 'skip'
-         WHEN j IS NULL OR j['resourceSpans'] IS NULL THEN 'record' ELSE 'skip' END AS row_kind,
-    CASE WHEN row_kind = 'record' AND j IS NULL THEN 'unparseable'
-         WHEN row_kind = 'record' THEN 'missing-field' END AS reason_code,
-    CASE WHEN row_kind = 'record' AND j IS NULL THEN 'line is not valid JSON'
-         WHEN row_kind = 'record' THEN 'resourceSpans is missing or not a list' END AS reason_detail
-FROM p
-WHERE j IS NULL
-   OR coalesce(len(flatten(list_transform(j['resourceSpans'],
-          lambda r: flatten(list_transform(r['scopeSpans'], lambda s: s['spans']))))), 0) = 0
+    CASE WHEN line_row THEN CASE WHEN blank THEN 'skip' WHEN unparsed OR no_rs THEN 'record' ELSE 'skip' END
+         WHEN cls IN ('model', 'server') THEN 'record'
+         WHEN cls IS NULL THEN 'skip'
+         ELSE 'mark' END AS row_kind,
+    {body},
+    _r['code'] AS reason_code, _r['detail'] AS reason_detail
+FROM {last}
+WHERE {keep}
 """
 
 
-def spans_sql() -> str:
-    return _prefix(requests=False) + f"""
-SELECT ln, 'record' AS row_kind,
+def spans_sql(fast: bool = False) -> str:
+    """Tool, agent, retrieval, guardrail and other classified spans, in one pass; with ``fast``, a
+    line's first row is kept as a ``mark`` row when it is not one of these (see requests_sql)."""
+    spans, last = _classified(fast)
+    kinds = ", ".join(f"'{k}'" for k in _SPAN_KINDS)
+    keep = f"cls IN ({kinds})" + (" OR mark" if fast else "")
+    return f"""
+WITH {spans}
+SELECT ln, CASE WHEN cls IN ({kinds}) THEN 'record' ELSE 'mark' END AS row_kind,
     CASE WHEN span_id IS NULL THEN 'missing-field' END AS reason_code,
     CASE WHEN span_id IS NULL THEN 'spanId is missing' END AS reason_detail,
     trace_id, span_id, parent_span_id, kind, name, ts_start, ts_end, status
 FROM (
-    SELECT ln,
+    SELECT ln, cls,
         {hex_id("sp['traceId']")} AS trace_id,
         {hex_id("sp['spanId']")} AS span_id,
         {hex_id("sp['parentSpanId']")} AS parent_span_id,
@@ -313,6 +331,6 @@ FROM (
         TRY_CAST(sp['startTimeUnixNano'] AS BIGINT) // 1000 AS ts_start,
         TRY_CAST(sp['endTimeUnixNano'] AS BIGINT) // 1000 AS ts_end,
         CASE WHEN sp['status']['code'] IN ('2', 'STATUS_CODE_ERROR') THEN 'error' ELSE 'ok' END AS status
-    FROM c WHERE cls IN ('tool', 'agent', 'retrieval', 'guardrail', 'other')
+    FROM {last} WHERE {keep}
 ) AS s
 """

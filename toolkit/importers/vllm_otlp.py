@@ -21,11 +21,17 @@ import json
 
 from toolkit.importers._otlp import ATTR as _ATTR
 from toolkit.importers._otlp import attr as _attr
+from toolkit.importers._otlp import (
+    chain,
+    llm_request_columns,
+    llm_request_stages,
+    span_rows,
+    spans_of_records,
+)
 from toolkit.importers._otlp import double as _double
 from toolkit.importers._otlp import has as _has
 from toolkit.importers._otlp import hex_id as _hex_id
 from toolkit.importers._otlp import int_ as _int
-from toolkit.importers._otlp import llm_request_ctes, llm_request_select, spans_of_records
 
 __all__ = ["_attr", "_double", "_has", "_hex_id", "_int", "requests_sql", "sniff"]
 
@@ -51,7 +57,7 @@ _SPAN = {
     "status": {"code": "VARCHAR"},
 }
 _SPEC = json.dumps({"resourceSpans": [{"resource": {"attributes": [_ATTR]},
-                                       "scopeSpans": [{"spans": [_SPAN]}]}]})
+                                       "scopeSpans": [{"scope": {"name": "VARCHAR"}, "spans": [_SPAN]}]}]})
 
 
 def sniff(head: bytes) -> bool:
@@ -63,29 +69,28 @@ FAST_SPEC: dict = json.loads(_SPEC)
 
 
 def requests_sql(fast: bool = False) -> str:
+    """One row per span (``llm_request`` a record, others skipped) and one per line holding no span
+    (skipped; not JSON: quarantined), in one pass over ``lines`` or, with ``fast``, ``records``."""
     if fast:
-        return f"""
-WITH {spans_of_records()}, {llm_request_ctes("sp", "CASE WHEN sp['name'] = 'llm_request' THEN 'record' ELSE 'skip' END")}
-{llm_request_select("x")}
-"""
-    return f"""
-WITH p AS (
+        spans = spans_of_records()
+    else:
+        spans = f"""p0 AS (
     SELECT ln, line, try(json_transform(line, '{_SPEC}')) AS j FROM lines
-), r AS (
-    SELECT ln, unnest(j['resourceSpans']) AS rs FROM p WHERE j IS NOT NULL
-), s1 AS (
-    SELECT ln, rs['resource']['attributes'] AS rattrs, unnest(rs['scopeSpans']) AS ss FROM r
-), sp AS (
-    SELECT ln, rattrs, unnest(ss['spans']) AS sp FROM s1
-), {llm_request_ctes("sp", "CASE WHEN sp['name'] = 'llm_request' THEN 'record' ELSE 'skip' END")}
-{llm_request_select("x")}
-UNION ALL BY NAME
--- lines that are not records: blank, or holding no span at all (skipped); or not JSON (quarantined)
-SELECT ln, CASE WHEN j IS NULL AND trim(line) <> '' THEN 'record' ELSE 'skip' END AS row_kind,
-    CASE WHEN row_kind = 'record' THEN 'unparseable' END AS reason_code,
-    CASE WHEN row_kind = 'record' THEN 'line is not valid JSON' END AS reason_detail
-FROM p
-WHERE j IS NULL
-   OR coalesce(len(flatten(list_transform(j['resourceSpans'],
-          lambda r: flatten(list_transform(r['scopeSpans'], lambda s: s['spans']))))), 0) = 0
+), p AS (
+    SELECT ln, j, CASE WHEN j IS NULL THEN trim(line) = '' END AS blank FROM p0
+), {span_rows("p", fast=False)}"""
+    ctes, last = chain("spr", llm_request_stages(), "v")
+    cols = llm_request_columns()
+    mapped = ",\n    ".join(f"{e} AS {n}" for n, e in cols.items() if n != "_r")
+    return f"""
+WITH {spans},
+{ctes}
+SELECT ln,
+    CASE WHEN line_row THEN CASE WHEN unparsed AND NOT blank THEN 'record' ELSE 'skip' END
+         WHEN sp['name'] = 'llm_request' THEN 'record' ELSE 'skip' END AS row_kind,
+    CASE WHEN line_row THEN CASE WHEN unparsed THEN {{'code': 'unparseable', 'detail': 'line is not valid JSON'}} END
+         ELSE {cols["_r"]} END AS _r,
+    _r['code'] AS reason_code, _r['detail'] AS reason_detail,
+    {mapped}
+FROM {last}
 """
