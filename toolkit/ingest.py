@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from toolkit import __version__, schema
+from toolkit import __version__, queries, schema
 from toolkit.importers import REGISTRY, detect, get_importer
 from toolkit.importers._common import SPAN_IDENTITY, ImportOptions, checked_sql
 from toolkit.seen import SeenSet, take_first_new
@@ -120,7 +120,7 @@ def _configure(imp: ModuleType, src: Source, options: ImportOptions) -> ModuleTy
 
 
 def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
+    con = queries.duck()
     con.execute(f"SET threads = {threads or os.cpu_count() or 2}")
     con.execute("SET memory_limit = '600MB'")
     con.execute("SET preserve_insertion_order = false")

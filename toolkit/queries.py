@@ -14,7 +14,9 @@ directly. A parameter declared by several files must have one type and one defau
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -205,9 +207,17 @@ def check_params(params: dict[str, object] | None) -> None:
         raise ValueError(f"unknown parameter(s): {', '.join(sorted(unknown))} (known: {known})")
 
 
+def duck() -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection that spills to the system's temporary directory (one per process),
+    not to DuckDB's default ``.tmp`` in whatever directory the user runs stagelens from."""
+    con = duckdb.connect()
+    con.execute("SET temp_directory = ?", [str(Path(tempfile.gettempdir()) / f"stagelens-duckdb-{os.getpid()}")])
+    return con
+
+
 def connect(dataset: str | Path, params: dict[str, object] | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with all views of ``dataset`` defined."""
-    con = duckdb.connect()
+    con = duck()
     con.execute(setup_sql(dataset, params))
     return con
 
