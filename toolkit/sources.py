@@ -109,7 +109,7 @@ class Source:
         self._lines = newlines + (last != 10) if self.compression is None else -1
 
 
-SCAN_BYTES = 16 << 20
+SCAN_BYTES = 256 << 10  # small enough for the compare and count to stay in cache
 
 
 def expand(paths: list[str], spool_dir: Path | None = None) -> list[Source]:
