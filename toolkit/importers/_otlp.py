@@ -128,6 +128,17 @@ def spans_of_records() -> str:
     return span_rows("(SELECT ln, j, false AS blank FROM records) AS rec", fast=True)
 
 
+def spans_of_lines(spec: str) -> str:
+    """``span_rows`` over the line reader's view ``lines(ln, line)``, each line parsed with ``spec``
+    (a ``json_transform`` structure, quoted for SQL)."""
+    return f"""p0 AS (
+    SELECT ln, line, try(json_transform(line, '{spec}')) AS j FROM lines
+), p AS (
+    -- the line itself is not kept: only whether an unparsed line is blank
+    SELECT ln, j, CASE WHEN j IS NULL THEN trim(line) = '' END AS blank FROM p0
+), {span_rows("p", fast=False)}"""
+
+
 LATENCIES = {
     "ttft": "gen_ai.latency.time_to_first_token",
     "e2e": "gen_ai.latency.e2e",

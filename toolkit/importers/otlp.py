@@ -38,7 +38,7 @@ from toolkit.importers._otlp import (
     keys,
     llm_request_columns,
     llm_request_stages,
-    span_rows,
+    spans_of_lines,
     spans_of_records,
 )
 
@@ -138,15 +138,7 @@ _SPAN_KINDS = ("tool", "agent", "retrieval", "guardrail", "other")  # classes th
 def _classified(fast: bool) -> tuple[str, str]:
     """CTEs over the spans of each line (``_otlp.span_rows``): the attribute keys once (``ak``), the
     three dialects' kind attributes, the class ``cls``. Returns (CTE text, last CTE's name)."""
-    if fast:
-        spans = spans_of_records()
-    else:
-        spans = f"""p0 AS (
-    SELECT ln, line, try(json_transform(line, '{_SPEC}')) AS j FROM lines
-), p AS (
-    -- the line itself is not kept: only whether an unparsed line is blank
-    SELECT ln, j, CASE WHEN j IS NULL THEN trim(line) = '' END AS blank FROM p0
-), {span_rows("p", fast=False)}"""
+    spans = spans_of_records() if fast else spans_of_lines(_SPEC)
     model_ops = ", ".join(f"'{o}'" for o in _MODEL_OPS)
     agent_ops = ", ".join(f"'{o}'" for o in _AGENT_OPS)
     # unnest of a one-item list: a barrier DuckDB's filter pushdown stops at. Without it a WHERE on

@@ -25,7 +25,7 @@ from toolkit.importers._otlp import (
     chain,
     llm_request_columns,
     llm_request_stages,
-    span_rows,
+    spans_of_lines,
     spans_of_records,
 )
 from toolkit.importers._otlp import double as _double
@@ -71,14 +71,7 @@ FAST_SPEC: dict = json.loads(_SPEC)
 def requests_sql(fast: bool = False) -> str:
     """One row per span (``llm_request`` a record, others skipped) and one per line holding no span
     (skipped; not JSON: quarantined), in one pass over ``lines`` or, with ``fast``, ``records``."""
-    if fast:
-        spans = spans_of_records()
-    else:
-        spans = f"""p0 AS (
-    SELECT ln, line, try(json_transform(line, '{_SPEC}')) AS j FROM lines
-), p AS (
-    SELECT ln, j, CASE WHEN j IS NULL THEN trim(line) = '' END AS blank FROM p0
-), {span_rows("p", fast=False)}"""
+    spans = spans_of_records() if fast else spans_of_lines(_SPEC)
     ctes, last = chain("spr", llm_request_stages(), "v")
     cols = llm_request_columns()
     mapped = ",\n    ".join(f"{e} AS {n}" for n, e in cols.items() if n != "_r")
