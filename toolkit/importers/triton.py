@@ -92,8 +92,9 @@ WITH x AS (
         coalesce(m3.id, m2.id, m.id) AS root,
         m2.id IS NULL OR (m2.parent_id IS NOT NULL AND m3.id IS NULL) AS orphan
     FROM (SELECT * FROM meta WHERE parent_id IS NOT NULL) m
-    LEFT JOIN meta m2 ON m2.id = m.parent_id
-    LEFT JOIN meta m3 ON m3.id = m2.parent_id
+    -- only parents can match: the join's hash tables hold those few, not every trace
+    LEFT JOIN (SELECT id, parent_id FROM meta WHERE id IN (SELECT parent_id FROM meta)) m2 ON m2.id = m.parent_id
+    LEFT JOIN (SELECT id FROM meta WHERE id IN (SELECT parent_id FROM meta)) m3 ON m3.id = m2.parent_id
 ), main AS (
     -- the model that computed longest under each root with children: its queue and compute start
     SELECT root,
