@@ -317,39 +317,62 @@ def _import_file(
         "imported_at": imported_at,
     }.items():
         con.execute(f"SET VARIABLE {name} = ?", [value])
+    tables = [t for t, fn in TABLE_SQL.items() if hasattr(imp, fn)]
+    if getattr(imp, "READS", "lines") == "document":
+        _import_document(con, writer, seen, src, imp, tables, imported_at, res, progress)
+    elif not (_fast_ok(src, imp, keep_raw) and _try_fast(con, writer, seen, src, imp, tables, imported_at, res,
+                                                          progress)):
+        _import_lines(con, writer, seen, src, imp, tables, keep_raw, batch_rows, res, progress)
+
+
+def _import_document(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet, src: Source,
+                     imp: ModuleType, tables: list[str], imported_at: datetime, res: FileResult,
+                     progress: Progress | None) -> None:
+    """One JSON document the importer reads itself (Triton, vLLM bench...): streamed like the fast
+    reader, so a large document never sits whole in a DuckDB table."""
+    con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
+    mark = writer.mark()
+    try:
+        counts = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress, document=True)
+    except _DATA_ERRORS:
+        writer.rollback(mark)
+        # DuckDB's message may quote the file's text (a prompt): say what, not what it read
+        raise InputError(f"{src.name}: not a complete {imp.NAME} document "
+                         "(truncated or malformed JSON); nothing was imported") from None
+    for key, value in (counts or {}).items():
+        setattr(res, key, value)
+
+
+def _try_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet, src: Source,
+              imp: ModuleType, tables: list[str], imported_at: datetime, res: FileResult,
+              progress: Progress | None) -> bool:
+    """The fast reader; on a parse error or a numbering doubt, roll back what it wrote (files and
+    seen ids) and return False so the line reader reads the file."""
+    mark, snapshot = writer.mark(), seen.snapshot()
+    try:
+        counts = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress)
+    except _DATA_ERRORS as e:  # a malformed line, a wrong type: the exact reader will say which
+        counts, why = None, type(e).__name__
+    else:
+        why = "a blank or split line shifts DuckDB's record numbering"
+    if counts is not None:
+        for key, value in counts.items():
+            setattr(res, key, value)
+        return True
+    writer.rollback(mark)
+    seen.restore(snapshot)
+    log.info("%s: fast reader gave up (%s); reading it line by line", src.name, why)
+    return False
+
+
+def _import_lines(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet, src: Source,
+                  imp: ModuleType, tables: list[str], keep_raw: bool, batch_rows: int, res: FileResult,
+                  progress: Progress | None) -> None:
+    """The line reader: batches of exactly numbered lines through the importer's SQL (any input,
+    compressed or with --keep-raw; and every file the fast reader gave up on)."""
     reasons: Counter = Counter()
     last_ln = 0
-    tables = [t for t, fn in TABLE_SQL.items() if hasattr(imp, fn)]
     compiled: dict[str, str] = {}
-    if getattr(imp, "READS", "lines") == "document":
-        # one JSON document the importer reads itself (Triton, vLLM bench...): streamed like the fast reader, so a large document never sits whole in a DuckDB table
-        con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
-        mark = writer.mark()
-        try:
-            fast = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress, document=True)
-        except _DATA_ERRORS:
-            writer.rollback(mark)
-            # DuckDB's message may quote the file's text (a prompt): say what, not what it read
-            raise InputError(f"{src.name}: not a complete {imp.NAME} document "
-                             "(truncated or malformed JSON); nothing was imported") from None
-        for key, value in (fast or {}).items():
-            setattr(res, key, value)
-        return
-    if _fast_ok(src, imp, keep_raw):
-        mark, snapshot = writer.mark(), seen.snapshot()
-        try:
-            fast = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress)
-        except _DATA_ERRORS as e:  # a malformed line, a wrong type: the exact reader will say which
-            fast, why = None, type(e).__name__
-        else:
-            why = "a blank or split line shifts DuckDB's record numbering"
-        if fast is not None:
-            for key, value in fast.items():
-                setattr(res, key, value)
-            return
-        writer.rollback(mark)
-        seen.restore(snapshot)
-        log.info("%s: fast reader gave up (%s); reading it line by line", src.name, why)
     for last_ln in _batches(src, imp, con, batch_rows):
         for table in tables:
             if table not in compiled:
