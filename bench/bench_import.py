@@ -147,6 +147,15 @@ def _child(mode: str, fmt: str, file: str, out: str, result: str, profile: str |
     return 0
 
 
+def warm(file: Path) -> None:
+    """Read the file once before each measured run, so the import and the reference both find it
+    in the page cache (as far as it fits): otherwise whichever runs first pays for the disk."""
+    with file.open("rb", buffering=0) as fh:
+        buf = bytearray(16 << 20)
+        while fh.readinto(buf):
+            pass
+
+
 def run_child(mode: str, fmt: str, file: Path, work: Path, profile: Path | None = None) -> dict:
     """Run one measured operation in a fresh process; its time, rows, peak RSS and CPU seconds."""
     out = work / f"{mode}-out"
@@ -206,6 +215,7 @@ def bench_format(fmt: str, args: argparse.Namespace) -> dict:
         runs: dict[str, list[dict]] = {"import": [], "reference": []}
         for i in range(args.repeat):
             for mode in ("import", "reference") if args.reference else ("import",):
+                warm(path)
                 r = run_child(mode, fmt, path, work)
                 print(f"[{fmt}] {mode} #{i + 1}: {r['seconds']:.2f} s, {r['rows_per_s']:,.0f} rows/s, "
                       f"peak RSS {r['peak_rss_mb']:,.0f} MB, CPU {r['cpu_s']:.1f} s, load {r['load_before']:.1f}",
