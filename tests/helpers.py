@@ -105,3 +105,14 @@ def make_dataset_from_arrow(tmp_path: Path, requests: pa.Table, name: str = "ds"
     write_table(root, "requests", pa.table(cols, schema=sch))
     (root / "manifest.json").write_text(json.dumps({"schema_version": schema.version(), "imports": []}))
     return root
+
+
+def query_table(ds: Path, table: str, query: str) -> list[dict]:
+    """Rows of ``query`` over the view ``table`` (the dataset's Parquet files), as dicts."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{ds}/{table}/**/*.parquet')")
+    cur = con.execute(query)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]

@@ -8,6 +8,7 @@ every sample and test case of those formats, and generated awkward files, both w
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import tempfile
 from pathlib import Path
@@ -166,28 +167,19 @@ MAPPING_CASES = [  # (input, mapping file, the reader that imports it)
     (REPO / "tests/cases/mapping/gateway.jsonl", MAPPING / "gateway_jsonl.toml", "InvalidInputException"),  # [1, 2]
     (REPO / "sample_traces/sglang/request_metrics.jsonl", MAPPING / "sglang.toml", "fast"),
 ]
-GW_TOML = """[constants]
-vantage = "gateway"
-[columns]
-request_id = "request_id"
-model = "model"
-input_tokens = "prompt_tokens"
-output_tokens = "completion_tokens"
-[values.status]
-from = "http_status"
-map = { "200" = "ok", "499" = "aborted" }
-default = "error"
-[boundaries]
-ts_arrival = "arrival_ms"
-ts_first_token = "ts_arrival + ttft_ms"
-ts_end = "ts_arrival + total_ms"
-[units]
-arrival_ms = "epoch_ms"
-ttft_ms = "ms"
-total_ms = "ms"
-"""
-GW_COLUMNS = ["request_id", "arrival_ms", "ttft_ms", "total_ms", "prompt_tokens", "completion_tokens", "model",
-              "http_status"]
+
+
+def _bench_mapping():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("bench_mapping", REPO / "bench" / "bench_mapping.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+# the gateway log of bench/bench_mapping.py: its mapping and its columns, in order
+_BENCH = _bench_mapping()
+GW_TOML = _BENCH.MAPPING
+GW_COLUMNS = list(_BENCH.COLUMNS)
 
 
 def _mapping_both_ways(kit, paths: list[Path], mapping: Path, tmp: Path, monkeypatch) -> tuple[dict, dict]:

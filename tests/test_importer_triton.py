@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pytest
 
+from tests.helpers import query_table as sql
 from toolkit.importers import detect, triton
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest import import_traces
@@ -23,14 +23,6 @@ GRPC = ROOT / "sample_traces/triton/golden_grpc_stream_trace.json"
 BAD = ROOT / "tests/cases/triton/bad_trace.json"
 TS = ("ts_arrival", "ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token", "ts_end")
 ORIGIN_US = 1_795_993_200_000_000  # 2026-11-29T23:00:00Z
-
-
-def sql(ds: Path, table: str, query: str) -> list[dict]:
-    con = duckdb.connect()
-    con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{ds}/{table}/**/*.parquet')")
-    cur = con.execute(query)
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def rows(ds: Path) -> dict[str, dict]:
