@@ -1,6 +1,6 @@
 """The DuckDB-native reader (``ingest._import_fast``) against the line reader, file for file.
 
-A plain JSON-lines file of an importer with ``FAST_SPEC`` is read by DuckDB's ``read_json`` in one
+A plain JSON-lines file of an importer with ``FAST_SPEC`` or ``FAST_COLUMNS`` is read by DuckDB's ``read_json`` in one
 parallel pass; anything it cannot number exactly or parse is rolled back and read line by line.
 Either way the dataset must be the same, row for row, reason for reason. These tests import
 every sample and test case of those formats, and generated awkward files, both ways.
@@ -21,7 +21,8 @@ from toolkit import ingest
 from toolkit.importers import REGISTRY
 
 REPO = Path(__file__).resolve().parent.parent
-FAST_FORMATS = sorted(name for name, imp in REGISTRY.items() if hasattr(imp, "FAST_SPEC") or hasattr(imp, "fast_records"))
+FAST_FORMATS = sorted(name for name, imp in REGISTRY.items()
+                      if any(hasattr(imp, a) for a in ("FAST_SPEC", "FAST_COLUMNS", "fast_records")))
 # where each fast format's real-shaped inputs live (sample_traces/ and tests/cases/ folders)
 FOLDERS = {"sglang": ["sglang"], "vllm-otlp": ["vllm", "otlp"], "otlp": ["otlp"], "litellm": ["litellm"],
            "tgi": ["tgi"], "langfuse": ["langfuse"], "trtllm": ["trtllm"], "aiperf": ["aiperf"],
@@ -98,7 +99,8 @@ def test_clean_file_is_read_fast_and_numbered_exactly(kit, tmp_path, monkeypatch
     assert [r["request_id"] for r in got] == [f"r{i}" for i in range(5000)]
 
 
-@pytest.mark.parametrize("trouble", ["blank line", "crlf blank line", "wrong type", "malformed", "two objects"])
+@pytest.mark.parametrize("trouble", ["blank line", "crlf blank line", "wrong type", "malformed", "two objects",
+                                     "null", "empty object"])
 def test_trouble_late_in_a_file_rolls_back_to_the_line_reader(kit, tmp_path, monkeypatch, trouble):
     """Output already written for the file's early rows is rolled back, seen ids too."""
     monkeypatch.setattr(ingest, "GATHER_ROWS", 1)  # write every DuckDB batch as it comes
@@ -106,7 +108,9 @@ def test_trouble_late_in_a_file_rolls_back_to_the_line_reader(kit, tmp_path, mon
     lines = [json.dumps(kit.sglang(f"r{i}", kit.T0_US + i * 1000)) for i in range(6000)]
     lines += [json.dumps(kit.sglang("r1", kit.T0_US)), json.dumps(kit.sglang("late", kit.T0_US))]  # r1: a duplicate
     bad = {"blank line": "", "crlf blank line": "\r", "wrong type": json.dumps(kit.sglang("x", prompt_tokens="many")),
-           "malformed": '{"id": "y", ', "two objects": '{"id": "a"} {"id": "b"}'}[trouble]
+           "malformed": '{"id": "y", ', "two objects": '{"id": "a"} {"id": "b"}',
+           # read_json gives both as a row of NULLs; the line reader says unparseable / missing-field
+           "null": "null", "empty object": "{}"}[trouble]
     lines.insert(5990, bad)
     f = tmp_path / "m.jsonl"
     f.write_text("\n".join(lines) + "\n")
@@ -142,14 +146,17 @@ VALUES = st.one_of(st.none(), st.integers(-5, 5), st.floats(allow_nan=False, all
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(["r1", "r2", "r3", None]),
                           st.dictionaries(st.sampled_from(SG_NUMERIC), VALUES, max_size=5),
-                          st.sampled_from(["", "", "", "blank", "garbage"])), min_size=1, max_size=12))
+                          st.sampled_from(["", "", "", "blank", "garbage", "null", "{}", "event"])),
+                min_size=1, max_size=12))
 def test_any_sglang_file_imports_the_same_both_ways(kit, monkeypatch, records):
     lines = []
     for rid, fields, extra in records:
         rec = kit.sglang(rid, kit.T0_US, **fields) if rid else {"request_received_ts": 1795993812.5, **fields}
         lines.append(json.dumps(rec))
-        if extra:
-            lines.append("" if extra == "blank" else "not json")
+        if extra == "event":  # the request-log layout, unprefixed: the record under out.meta_info
+            lines.append(json.dumps({"event": "request.finished", "rid": rid, "out": {"meta_info": rec}}))
+        elif extra:
+            lines.append({"blank": "", "garbage": "not json"}.get(extra, extra))
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "m.jsonl"
         f.write_text("\n".join(lines) + "\n")

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from toolkit import __version__, queries, schema
 from toolkit.importers import REGISTRY, detect, get_importer
-from toolkit.importers._common import SPAN_IDENTITY, ImportOptions, checked_sql
+from toolkit.importers._common import COMMON_COLUMNS, SPAN_IDENTITY, ImportOptions, checked_sql, duck_type
 from toolkit.seen import SeenSet, take_first_new
 from toolkit.sources import BATCH_BYTES, InputError, Source, expand, head, iter_lines, log
 from toolkit.store import Dataset, Staging
@@ -413,9 +413,11 @@ def _import_lines(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, see
 
 def _fast_ok(src: Source, imp: ModuleType, keep_raw: bool) -> bool:
     """Whether DuckDB can read the file natively: a plain file of an importer that declares its
-    record type (``FAST_SPEC``, JSON lines) or its own reader (``fast_records``: CSV, text lines).
+    record type (``FAST_SPEC`` or ``FAST_COLUMNS``, JSON lines) or its own reader (``fast_records``:
+    CSV, text lines).
     Compressed input and ``--keep-raw`` (which needs each line's text) take the line reader."""
-    if not FAST or keep_raw or src.compression or not (hasattr(imp, "FAST_SPEC") or hasattr(imp, "fast_records")):
+    if not FAST or keep_raw or src.compression or not any(
+            hasattr(imp, a) for a in ("FAST_SPEC", "FAST_COLUMNS", "fast_records")):
         return False
     ok = getattr(imp, "fast_ok", None)
     return ok is None or bool(ok(head(src, 64 << 10)))
@@ -424,22 +426,26 @@ def _fast_ok(src: Source, imp: ModuleType, keep_raw: bool) -> bool:
 def fast_records_sql(imp: ModuleType) -> str:
     """The view ``records`` of the fast reader: the importer's own (``fast_records()``, a SELECT
     over ``getvariable('source_path')`` giving ``1 AS ln`` and its columns, one row per record in
-    file order), else one JSON value per line parsed into ``j`` with the type of ``FAST_SPEC``."""
+    file order), else one JSON value per line: with ``FAST_COLUMNS`` a column per key, else
+    parsed into ``j`` with the type of ``FAST_SPEC``."""
     if hasattr(imp, "fast_records"):
         return imp.fast_records()
+    if hasattr(imp, "FAST_COLUMNS"):
+        # a column per key: no struct to build and take apart again (a fifth of sglang's query).
+        # A ``null`` line reads as a row of NULLs, like ``{}``, though the line reader tells them
+        # apart: such a row, or one the importer's FAST_GIVE_UP condition holds for, is an error
+        # here, so the line reader reads the file.
+        cols = ", ".join(f"'{k}': '{duck_type(v).replace(chr(39), chr(39) * 2)}'" for k, v in imp.FAST_COLUMNS.items())
+        give_up = " AND ".join(f'"{k}" IS NULL' for k in imp.FAST_COLUMNS)
+        if hasattr(imp, "FAST_GIVE_UP"):
+            give_up = f"({give_up}) OR ({imp.FAST_GIVE_UP})"
+        return (f"SELECT CASE WHEN {give_up} THEN error('a line the fast reader leaves to the line reader') "
+                "ELSE 1 END AS ln, * "
+                "FROM read_json(getvariable('source_path'), format = 'newline_delimited', records = 'true', "
+                f"compression = 'none', columns = {{{cols}}})")
     spec = duck_type(imp.FAST_SPEC).replace("'", "''")
     return ("SELECT 1 AS ln, json AS j FROM read_json(getvariable('source_path'), format = 'newline_delimited', "
             f"records = 'false', compression = 'none', columns = {{'json': '{spec}'}})")
-
-
-def duck_type(spec: object) -> str:
-    """A ``json_transform`` structure (``{"a": "BIGINT", "b": [{"c": "VARCHAR"}]}``) as a DuckDB type."""
-    if isinstance(spec, str):
-        return spec
-    if isinstance(spec, list):
-        return f"{duck_type(spec[0])}[]"
-    assert isinstance(spec, dict)
-    return "STRUCT(" + ", ".join(f'"{k}" {duck_type(v)}' for k, v in spec.items()) + ")"
 
 
 def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet, src: Source,
@@ -482,9 +488,10 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
             present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
             checked = (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {_identity(imp, table)} "
                        f"END AS _k FROM ({checked_sql(imp, cand, present, table)})")
+            consts = _Constants.of(table, imp.NAME, src.name, present)
             pending: list[pa.RecordBatch] = []
             size = 0
-            reader = con.sql(_FAST_OUTPUT_SQL[table].format(checked=checked)).to_arrow_reader(WRITE_ROWS)
+            reader = con.sql(_fast_output_sql(table, present).format(checked=checked)).to_arrow_reader(WRITE_ROWS)
             for batch in itertools.chain(_stream(reader), [None]):  # DuckDB's batches are small: gather them
                 if batch is not None:
                     pending.append(batch)
@@ -492,7 +499,7 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
                     if size < GATHER_ROWS:
                         continue
                 if pending:
-                    last = _split_batch(writer, seen, pa.Table.from_batches(pending), table,
+                    last = _split_batch(writer, seen, pa.Table.from_batches(pending), table, consts,
                                         counts, reasons, imported_at, last, line_id, numbered=document)
                     pending, size = [], 0
                     if progress:
@@ -518,7 +525,7 @@ def _stream(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
             raise FastReaderGaveUp from None
 
 
-def _split_batch(writer: _BackgroundWriter, seen: SeenSet, batch: pa.Table, table: str,
+def _split_batch(writer: _BackgroundWriter, seen: SeenSet, batch: pa.Table, table: str, consts: _Constants,
                  counts: dict, reasons: Counter, imported_at: datetime, last: int,
                  line_id: tuple | None = None, numbered: bool = False) -> int:
     """Number one Arrow batch of checked candidates (``last``: the line before it; ``numbered``:
@@ -544,8 +551,7 @@ def _split_batch(writer: _BackgroundWriter, seen: SeenSet, batch: pa.Table, tabl
             reasons[item["values"]] += item["counts"]
         m = bad.num_rows
         writer.put("quarantine", pa.table({
-            "source_format": bad.column("source_format"), "source_file": bad.column("source_file"),
-            "source_line": bad.column("source_line"), "reason_code": bad.column("_code"),
+            **consts.source(m), "source_line": bad.column("source_line"), "reason_code": bad.column("_code"),
             "reason_detail": bad.column("_detail"), "raw": pa.nulls(m, pa.string()),
             "imported_at": pa.array([imported_at] * m, pa.timestamp("us")),
             "_date": pa.array([imported_at.strftime("%Y-%m-%d")] * m),
@@ -560,7 +566,7 @@ def _split_batch(writer: _BackgroundWriter, seen: SeenSet, batch: pa.Table, tabl
         counts["imported"] += n_keep
         if n_keep:
             rows = good if n_keep == len(keys) else good.filter(pa.array(keep))
-            writer.put(table, rows.drop_columns(["_kind", "_code", "_detail", "_k"]))
+            writer.put(table, consts.add(rows.drop_columns(["_kind", "_code", "_detail", "_k"])))
     return max(last, int(lines.max())) if numbered else int(lines[-1])
 
 
@@ -578,12 +584,15 @@ def _complete_line_ids(batch: pa.Table, lines: np.ndarray, column: str, cur: duc
     return batch.set_column(batch.schema.get_field_index("_k"), "_k", keys)
 
 
-def _output_columns(table: str) -> str:
+def _output_columns(table: str, only: set[str] | None = None) -> str:
     """The table's columns as both readers stream them: timestamps stay BIGINT microseconds (cast
-    on write), and ``_date`` is the partition day as days since the epoch (no per-row strftime)."""
+    on write), and ``_date`` is the partition day as days since the epoch (no per-row strftime).
+    ``only``: the fast reader's subset (see ``_fast_output_sql``)."""
     t = schema.table(table)
     cols = []
     for c in t.columns:
+        if only is not None and c.name not in only:
+            continue
         if c.name in ("source_format", "source_file"):
             cols.append(f"getvariable('{c.name}') AS {c.name}")
         elif c.name == "source_line":
@@ -593,13 +602,42 @@ def _output_columns(table: str) -> str:
     return f"{', '.join(cols)}, {t.partition_by} // 86400000000 AS _date"
 
 
-def _fast_output_sql(table: str) -> str:
-    """The fast reader's stream: the table's columns, the check's verdict and the identity."""
+def _fast_output_sql(table: str, present: set[str]) -> str:
+    """The fast reader's stream: the check's verdict, the identity and the table's columns, less
+    those the same for every row of the file (``_Constants`` adds them in Arrow: DuckDB would
+    copy the file name into every row, a tenth of sglang's query)."""
+    only = {c.name for c in schema.table(table).columns if c.name in present and c.name not in COMMON_COLUMNS}
+    only.add("source_line")
     return (f"SELECT row_kind AS _kind, _why['code'] AS _code, _why['detail'] AS _detail, _k, "
-            f"{_output_columns(table)} FROM ({{checked}})")
+            f"{_output_columns(table, only)} FROM ({{checked}})")
 
 
-_FAST_OUTPUT_SQL = {name: _fast_output_sql(name) for name in TABLE_SQL}
+@dataclass
+class _Constants:
+    """The columns the fast reader's stream leaves out: the source format and file (a dictionary
+    of one value: no copy per row) and the columns the importer does not produce (NULL)."""
+
+    fmt: str
+    file: str
+    absent: list[pa.Field]
+
+    @classmethod
+    def of(cls, table: str, fmt: str, file: str, present: set[str]) -> _Constants:
+        fields = schema.table(table).arrow_schema()
+        return cls(fmt, file, [f for f in fields if f.name not in present and f.name not in COMMON_COLUMNS])
+
+    def source(self, n: int) -> dict[str, pa.Array]:
+        zeros = pa.array(np.zeros(n, np.int32))
+        return {"source_format": pa.DictionaryArray.from_arrays(zeros, pa.array([self.fmt])),
+                "source_file": pa.DictionaryArray.from_arrays(zeros, pa.array([self.file]))}
+
+    def add(self, rows: pa.Table) -> pa.Table:
+        n = rows.num_rows
+        for name, arr in self.source(n).items():
+            rows = rows.append_column(name, arr)
+        for f in self.absent:
+            rows = rows.append_column(f, pa.nulls(n, f.type))
+        return rows
 
 
 def _write_quarantine(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, keep_raw: bool) -> None:

@@ -10,7 +10,9 @@ getvariable('source_compression'), ...)`` itself and numbers its records as ``ln
 whose SQL depends on the file (a CSV header, a mapping file) defines ``configure(src, options)``,
 which returns the importer bound to that file (``ingest._configure`` calls it per file).
 Fast reader (optional, ``ingest._import_fast``): an importer that defines ``FAST_SPEC`` (the
-``json_transform`` structure of one JSON line) or ``fast_records()`` (its own SELECT over
+``json_transform`` structure of one JSON line, read into ``j``), ``FAST_COLUMNS`` (the same, read
+into a column per key; ``FAST_GIVE_UP``: a condition on them for lines the fast reader leaves to
+the line reader) or ``fast_records()`` (its own SELECT over
 ``getvariable('source_path')``: ``read_csv`` for CSV or text lines; with ``fast_first_line(src)``
 giving the lines before the first record, e.g. 1 for a header, counted as skipped) also accepts ``fast=True`` in
 ``requests_sql``/``spans_sql`` and then reads the view ``records(ln, ...)`` instead of ``lines``.
@@ -68,6 +70,16 @@ class ImportOptions:
 def us(seconds_expr: str) -> str:
     """SQL: float seconds (epoch or duration) to BIGINT microseconds; NULL when out of range."""
     return f"TRY_CAST(round(({seconds_expr}) * 1e6) AS BIGINT)"
+
+
+def duck_type(spec: object) -> str:
+    """A ``json_transform`` structure (``{"a": "BIGINT", "b": [{"c": "VARCHAR"}]}``) as a DuckDB type."""
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, list):
+        return f"{duck_type(spec[0])}[]"
+    assert isinstance(spec, dict)
+    return "STRUCT(" + ", ".join(f'"{k}" {duck_type(v)}' for k, v in spec.items()) + ")"
 
 
 def derived_list(pairs: list[tuple[str, str]]) -> str:
