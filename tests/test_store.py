@@ -172,8 +172,14 @@ def _big_sglang(path: Path, n: int) -> None:
 
 
 IMPORT_SCRIPT = """
-import sys
+import sys, time
+from toolkit import store
 from toolkit.ingest import import_traces
+_write = store.Staging.write
+def write(self, *args):  # a long import (the fast reader ends 300 k rows in a blink): killed while under way
+    _write(self, *args)
+    time.sleep(0.1)
+store.Staging.write = write
 import_traces([sys.argv[1]], sys.argv[2], fmt="sglang", batch_rows=20_000)
 """
 
