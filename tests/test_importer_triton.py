@@ -141,3 +141,23 @@ def test_truncated_document_is_an_input_error(tmp_path: Path) -> None:
 def test_sniffer() -> None:
     assert detect(HTTP.read_bytes()) is triton and detect(GRPC.read_bytes()) is triton
     assert not triton.sniff(b'[{"request_id": 1, "perf_metrics": {}}]')
+
+
+def test_triton_query_runs_in_its_smaller_buffer_pool_and_the_next_file_in_the_default(kit, tmp_path, monkeypatch):
+    """Triton's GROUP BY over every fragment asks for a 300 MB pool (MEMORY_LIMIT); the next file of
+    the same import, on the same connection, gets the default back."""
+    from toolkit import ingest
+
+    seen: list[tuple[str, str]] = []
+
+    def spying(real):  # type: ignore[no-untyped-def]
+        def spy(con, *args, **kwargs):  # type: ignore[no-untyped-def]
+            seen.append((args[2].name, con.execute("SELECT current_setting('memory_limit')").fetchone()[0]))
+            return real(con, *args, **kwargs)
+        return spy
+
+    monkeypatch.setattr(ingest, "_import_document", spying(ingest._import_document))
+    monkeypatch.setattr(ingest, "_try_fast", spying(ingest._try_fast))
+    sglang = kit.write(tmp_path / "after.jsonl", [kit.sglang("r1", kit.T0_US)])
+    import_traces([str(HTTP), str(sglang)], tmp_path / "ds")
+    assert seen == [(str(HTTP), "286.1 MiB"), (str(sglang), "572.2 MiB")]  # DuckDB's spelling of 300 / 600 MB

@@ -42,6 +42,7 @@ class FastReaderGaveUp(Exception):
 _DATA_ERRORS = (duckdb.InvalidInputException, duckdb.ConversionException, duckdb.OutOfRangeException,
                 FastReaderGaveUp)
 FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
+MEMORY_LIMIT = "600MB"  # DuckDB's buffer pool; an importer may ask for less (MEMORY_LIMIT: Triton's aggregate)
 WRITE_ROWS = 200_000  # rows per Arrow slice handed to the Parquet writer
 GATHER_ROWS = 100_000  # the fast reader's small batches are gathered to this many rows first (bounds RSS)
 Progress = Callable[[str, int], None]
@@ -122,7 +123,7 @@ def _configure(imp: ModuleType, src: Source, options: ImportOptions) -> ModuleTy
 def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     con = queries.duck()
     con.execute(f"SET threads = {threads or os.cpu_count() or 2}")
-    con.execute("SET memory_limit = '600MB'")
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET enable_progress_bar = false")  # stagelens draws its own, on a terminal only
     return con
@@ -319,7 +320,11 @@ def _import_file(
         con.execute(f"SET VARIABLE {name} = ?", [value])
     tables = [t for t, fn in TABLE_SQL.items() if hasattr(imp, fn)]
     if getattr(imp, "READS", "lines") == "document":
-        _import_document(con, writer, seen, src, imp, tables, imported_at, res, progress)
+        con.execute(f"SET memory_limit = '{getattr(imp, 'MEMORY_LIMIT', MEMORY_LIMIT)}'")
+        try:
+            _import_document(con, writer, seen, src, imp, tables, imported_at, res, progress)
+        finally:
+            con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     elif not (_fast_ok(src, imp, keep_raw) and _try_fast(con, writer, seen, src, imp, tables, imported_at, res,
                                                           progress)):
         _import_lines(con, writer, seen, src, imp, tables, keep_raw, batch_rows, res, progress)

@@ -6,7 +6,8 @@ Optional: ``spans_sql()`` (the same, producing ``spans`` rows: tool calls and ot
 intervals); ``BATCH_BYTES``, a smaller cap on the text per batch for formats that expand when
 parsed (OTLP); and ``READS = "document"`` for formats that are one JSON document rather than
 lines: such an importer reads ``read_json(getvariable('source_path'), compression =
-getvariable('source_compression'), ...)`` itself and numbers its records as ``ln``. An importer
+getvariable('source_compression'), ...)`` itself and numbers its records as ``ln`` (with
+``MEMORY_LIMIT``, a smaller DuckDB buffer pool for its query, e.g. ``"300MB"``). An importer
 whose SQL depends on the file (a CSV header, a mapping file) defines ``configure(src, options)``,
 which returns the importer bound to that file (``ingest._configure`` calls it per file).
 Fast reader (optional, ``ingest._import_fast``): an importer that defines ``FAST_SPEC`` (the
