@@ -483,6 +483,11 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
     reasons: Counter = Counter()
     # the stream's order is the file's (a document's order is its SQL's)
     con.execute(f"SET preserve_insertion_order = {str(not document).lower()}")
+    # spans carried inside the requests stream (FAST_NESTED_SPANS): one parse of the file, not two
+    nested = None
+    if not document and "spans" in tables and getattr(imp, "FAST_NESTED_SPANS", False):
+        nested = _NestedSpans(con.cursor(), imp, src.name)
+        tables = [t for t in tables if t != "spans"]
     try:
         for table in tables:
             last = first
@@ -493,7 +498,7 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
             present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
             checked = (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {_identity(imp, table)} "
                        f"END AS _k FROM ({checked_sql(imp, cand, present, table)})")
-            consts = _Constants.of(table, imp.NAME, src.name, present)
+            consts = _Constants.of(table, imp.NAME, src.name, present, nested if table == "requests" else None)
             pending: list[pa.RecordBatch] = []
             size = 0
             reader = con.sql(_fast_output_sql(table, present).format(checked=checked)).to_arrow_reader(WRITE_ROWS)
@@ -513,9 +518,43 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
                 return None
     finally:
         con.execute("SET preserve_insertion_order = false")
+        if nested:
+            nested.cur.close()
     counts["quarantined"] = sum(reasons.values())
     counts["by_reason"] = dict(reasons)  # type: ignore[assignment]
     return counts
+
+
+NESTED = "_spans"  # the requests stream's column of nested spans candidates (FAST_NESTED_SPANS)
+
+
+class _NestedSpans:
+    """Spans an importer gives inside its fast requests stream (``FAST_NESTED_SPANS``): each
+    requests candidate carries ``_spans``, a list of spans candidates of its line (``spans_sql``'s
+    columns less ``ln``), so the file is parsed once for both tables. Once a batch is numbered
+    they are unnested with their line's number, checked like any spans candidate and split."""
+
+    def __init__(self, cur: duckdb.DuckDBPyConnection, imp: ModuleType, file: str) -> None:
+        self.cur, self.imp, self.file = cur, imp, file
+        cur.execute("SET VARIABLE source_format = ?", [imp.NAME])  # the identity hash reads it
+        self._sql: str | None = None
+        self._consts: _Constants | None = None
+
+    def split(self, writer: _BackgroundWriter, seen: SeenSet, spans: pa.ChunkedArray, lines: np.ndarray,
+              counts: dict, reasons: Counter, imported_at: datetime) -> None:
+        self.cur.register("_nested", pa.table({"ln": lines, "s": spans}))
+        if self._sql is None:  # the candidates' columns are the struct's fields
+            cand = "SELECT ln, s.* FROM (SELECT ln, unnest(s) AS s FROM _nested)"
+            present = set(self.cur.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
+            checked = (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN "
+                       f"{_identity(self.imp, 'spans')} END AS _k "
+                       f"FROM ({checked_sql(self.imp, cand, present, 'spans')})")
+            self._sql = _fast_output_sql("spans", present).format(checked=checked)
+            self._consts = _Constants.of("spans", self.imp.NAME, self.file, present)
+        rows = self.cur.sql(self._sql).to_arrow_table()
+        self.cur.unregister("_nested")
+        assert self._consts is not None
+        _split_batch(writer, seen, rows, "spans", self._consts, counts, reasons, imported_at, 0, numbered=True)
 
 
 def _stream(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
@@ -546,6 +585,9 @@ def _split_batch(writer: _BackgroundWriter, seen: SeenSet, batch: pa.Table, tabl
         batch = batch.set_column(batch.schema.get_field_index("source_line"), "source_line", pa.array(lines))
     if line_id:
         batch = _complete_line_ids(batch, lines, *line_id)
+    if consts.nested:
+        consts.nested.split(writer, seen, batch.column(NESTED), lines, counts, reasons, imported_at)
+        batch = batch.drop_columns([NESTED])
     records = pc.sum(pc.equal(batch.column("_kind"), "record")).as_py() or 0
     counts["read"] += records
     counts["skipped"] += pc.sum(pc.equal(batch.column("_kind"), "skip")).as_py() or 0  # not 'mark' rows
@@ -610,26 +652,30 @@ def _output_columns(table: str, only: set[str] | None = None) -> str:
 def _fast_output_sql(table: str, present: set[str]) -> str:
     """The fast reader's stream: the check's verdict, the identity and the table's columns, less
     those the same for every row of the file (``_Constants`` adds them in Arrow: DuckDB would
-    copy the file name into every row, a tenth of sglang's query)."""
+    copy the file name into every row, a tenth of sglang's query); and nested spans, if any."""
     only = {c.name for c in schema.table(table).columns if c.name in present and c.name not in COMMON_COLUMNS}
     only.add("source_line")
-    return (f"SELECT row_kind AS _kind, _why['code'] AS _code, _why['detail'] AS _detail, _k, "
+    nested = f"{NESTED}, " if NESTED in present else ""
+    return (f"SELECT row_kind AS _kind, _why['code'] AS _code, _why['detail'] AS _detail, _k, {nested}"
             f"{_output_columns(table, only)} FROM ({{checked}})")
 
 
 @dataclass
 class _Constants:
     """The columns the fast reader's stream leaves out: the source format and file (a dictionary
-    of one value: no copy per row) and the columns the importer does not produce (NULL)."""
+    of one value: no copy per row) and the columns the importer does not produce (NULL); and the
+    spans nested in a requests stream (``nested``), split out once the stream is numbered."""
 
     fmt: str
     file: str
     absent: list[pa.Field]
+    nested: _NestedSpans | None = None
 
     @classmethod
-    def of(cls, table: str, fmt: str, file: str, present: set[str]) -> _Constants:
+    def of(cls, table: str, fmt: str, file: str, present: set[str],
+           nested: _NestedSpans | None = None) -> _Constants:
         fields = schema.table(table).arrow_schema()
-        return cls(fmt, file, [f for f in fields if f.name not in present and f.name not in COMMON_COLUMNS])
+        return cls(fmt, file, [f for f in fields if f.name not in present and f.name not in COMMON_COLUMNS], nested)
 
     def source(self, n: int) -> dict[str, pa.Array]:
         zeros = pa.array(np.zeros(n, np.int32))

@@ -136,8 +136,9 @@ def checked_sql(importer: ModuleType, candidate_sql: str, present: set[str], tab
     check = "CASE WHEN row_kind <> 'record' THEN NULL " \
             "WHEN reason_code IS NOT NULL THEN {'code': reason_code, 'detail': reason_detail} " \
             + " ".join(whens) + " END"
+    carried = "_spans, " if "_spans" in present else ""  # nested spans (FAST_NESTED_SPANS) pass through
     return (
-        f"SELECT ln, row_kind, {', '.join(cols)}, {check} AS _why "
+        f"SELECT ln, row_kind, {carried}{', '.join(cols)}, {check} AS _why "
         f"FROM ({candidate_sql}) AS candidates"
     )
 

@@ -84,6 +84,8 @@ _SPANS_FILTER = r"""regexp_matches(line, '"(guardrail_information|mcp_tool_call_
 
 # One payload per line, as json_transform (line reader) and read_json (fast reader) both take it.
 FAST_SPEC: dict = _SPEC_DICT
+# The fast reader parses the file once: requests_sql(fast=True) carries each payload's spans.
+FAST_NESTED_SPANS = True
 
 
 def fast_ok(head: bytes) -> bool:
@@ -133,8 +135,9 @@ WITH {recs}, k AS (
 
 def requests_sql(fast: bool = False) -> str:
     """One row per payload; with ``fast`` (one pass over ``records``), a payload that is a tool run
-    (``spans_sql``'s) is a ``mark`` row carrying its line's number, and a JSON ``null`` line is
-    quarantined here (the line reader quarantines it with the other unparsed lines)."""
+    (``spans_sql``'s) is a ``mark`` row carrying its line's number, every row carries the payload's
+    spans (``_spans``: FAST_NESTED_SPANS), and a JSON ``null`` line is quarantined here (the line
+    reader quarantines it with the other unparsed lines)."""
     unparsed = ("WHEN r IS NULL THEN {'code': 'unparseable', 'detail': 'line is not a JSON object or array of "
                 "objects'}" if fast else "")
     return _prefix(fast=fast) + f""",
@@ -181,7 +184,7 @@ SELECT ln, {"CASE WHEN is_tool THEN 'mark' ELSE 'record' END" if fast else "'rec
     nullif(r['response']['choices'][1]['finish_reason'], '') AS finish_reason,
     nullif(r['error_information']['error_class'], '') AS error_type,
     [] AS derived,
-    'wall' AS clock
+    'wall' AS clock{(", " + _nested_spans() + " AS _spans") if fast else ""}
 FROM m
 """ + ("" if fast else """UNION ALL BY NAME
 -- lines that are not records: blank (skipped); not JSON (quarantined)
@@ -192,15 +195,18 @@ FROM p WHERE j IS NULL AND arr IS NULL
 """)
 
 
-def _spans_fast() -> str:
-    """spans_sql in one pass over ``records``: a payload's guardrails (one row each) or its tool run,
-    and a ``mark`` row for a line giving no span, so every line is numbered (``ingest._import_fast``)."""
+def _nested_spans() -> str:
+    """The fast reader's spans (``FAST_NESTED_SPANS``), a list per payload inside the requests
+    stream: its guardrails (one each) or its tool run. Same columns and values as ``spans_sql``."""
     tool = {
+        "row_kind": "'record'",
         "reason_code": "CASE WHEN coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], '')) IS NULL "
                        "THEN 'missing-field' END",
         "reason_detail": "CASE WHEN coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], '')) IS NULL "
                          "THEN 'litellm_call_id and id are missing' END",
+        "trace_id": "trace_id",
         "span_id": "coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], ''))",
+        "parent_span_id": "CAST(NULL AS VARCHAR)",
         "request_id": "CAST(NULL AS VARCHAR)",
         "kind": "'tool'",
         "name": "coalesce(r['metadata']['mcp_tool_call_metadata']['namespaced_tool_name'], "
@@ -211,32 +217,28 @@ def _spans_fast() -> str:
     start, end = _ts("gr['start_time']"), _ts("gr['end_time']")
     bad = f"{start} IS NULL OR {end} IS NULL"
     guard = {
+        "row_kind": "'record'",
         "reason_code": f"CASE WHEN {bad} THEN 'bad-type' END",
         "reason_detail": f"CASE WHEN {bad} THEN 'guardrail_information start_time/end_time is not a number' END",
+        "trace_id": "trace_id",
         "span_id": "r['id'] || '/guardrail/' || i",
+        "parent_span_id": "CAST(NULL AS VARCHAR)",
         "request_id": "r['id']",
         "kind": "'guardrail'",
         "name": "gr['guardrail_name']",
         "ts_start": start, "ts_end": end,
         "status": "CASE WHEN gr['guardrail_status'] = 'guardrail_failed_to_respond' THEN 'error' ELSE 'ok' END",
     }
-    cols = ",\n    ".join(f"CASE WHEN is_tool THEN {tool[n]} ELSE {guard[n]} END AS {n}" for n in tool)
-    return _prefix(fast=True) + f""",
-g AS (
-    SELECT *, unnest(gl) AS gr, unnest(range(1, greatest(len(gl), 1) + 1)) AS i
-    FROM (SELECT *, CASE WHEN NOT is_tool THEN r['guardrail_information'] END AS gl FROM c) AS t
-)
-SELECT CASE WHEN i = 1 THEN 1 ELSE 0 END AS ln,
-    CASE WHEN is_tool OR i <= coalesce(len(gl), 0) THEN 'record' ELSE 'mark' END AS row_kind,
-    trace_id, CAST(NULL AS VARCHAR) AS parent_span_id,
-    {cols}
-FROM g
-"""
+
+    def struct(d: dict[str, str]) -> str:
+        return "{" + ", ".join(f"'{k}': {v}" for k, v in d.items()) + "}"
+
+    return (f"CASE WHEN is_tool THEN [{struct(tool)}] "
+            f"ELSE list_transform(r['guardrail_information'], lambda gr, i: {struct(guard)}) END")
 
 
-def spans_sql(fast: bool = False) -> str:
-    if fast:
-        return _spans_fast()
+def spans_sql() -> str:
+    """The line reader's spans (the fast reader's are nested in ``requests_sql``)."""
     return _prefix(_SPANS_FILTER) + f""",
 g AS (
     SELECT ln, trace_id, request_id, e['gr'] AS gr, e['i'] AS i
