@@ -542,6 +542,11 @@ class _NestedSpans:
 
     def split(self, writer: _BackgroundWriter, seen: SeenSet, spans: pa.ChunkedArray, lines: np.ndarray,
               counts: dict, reasons: Counter, imported_at: datetime) -> None:
+        if spans.null_count == len(spans):
+            return
+        if spans.null_count:  # most rows of a stream carry no span: leave them out before DuckDB
+            keep = pc.is_valid(spans)
+            spans, lines = spans.filter(keep), lines[keep.to_numpy(zero_copy_only=False)]
         self.cur.register("_nested", pa.table({"ln": lines, "s": spans}))
         if self._sql is None:  # the candidates' columns are the struct's fields
             cand = "SELECT ln, s.* FROM (SELECT ln, unnest(s) AS s FROM _nested)"

@@ -22,7 +22,11 @@ There ``ln`` is 1 on a record's first candidate row and 0 on further rows of the
 only tool spans, in the requests stream) still gives it one row of ``row_kind = 'mark'``, which only
 carries the line's number: neither counted nor written. An id synthesized from the line number (``<file hash>-<line>``)
 is named by ``FAST_LINE_ID`` (the IDENTITY column): the fast SQL gives its prefix, ingest appends
-the line and hashes the identity once numbered. A file the fast reader cannot parse or number exactly is
+the line and hashes the identity once numbered. An importer with both tables may set
+``FAST_NESTED_SPANS``: its fast ``requests_sql`` then carries each row's spans candidates as
+``_spans`` (a list of structs: ``spans_sql``'s columns less ``ln``), so the file is parsed once;
+ingest unnests them once the stream is numbered and ``spans_sql`` serves the line reader only.
+A file the fast reader cannot parse or number exactly is
 rolled back and read line by line, so both paths must give the same rows: tests/test_fast_path.py
 checks every sample and case file both ways.
 When both functions exist, a line's 'skip' and 'unparseable' rows come from ``requests_sql``

@@ -76,6 +76,8 @@ _RES_ATTR = {"key": "VARCHAR", "value": {"stringValue": "VARCHAR"}}
 FAST_SPEC: dict = {"resourceSpans": [{"resource": {"attributes": [_RES_ATTR]},
                                       "scopeSpans": [{"scope": {"name": "VARCHAR"}, "spans": [_SPAN]}]}]}
 _SPEC = json.dumps(FAST_SPEC)
+# The fast reader parses the file once: requests_sql(fast=True) carries the classified spans.
+FAST_NESTED_SPANS = True
 
 _MODEL_OPS = ("chat", "text_completion", "completion", "generate_content", "generate", "embeddings", "embedding",
               "acompletion", "atext_completion", "aembedding", "responses", "aresponses", "anthropic_messages")
@@ -267,7 +269,8 @@ def requests_sql(fast: bool = False) -> str:
     """One pass: each span is a model call (a record, client or gateway vantage), a vLLM server span
     (a record, the vllm-otlp mapping), or neither (skipped); a line holding no span is one row
     (skipped; quarantined when not JSON or without resourceSpans). Tool and agent spans are
-    ``spans_sql``'s: left out here, except (fast reader) as a ``mark`` row carrying a line's number."""
+    ``spans_sql``'s: left out here, except (fast reader) as a ``mark`` row carrying its candidate
+    in ``_spans`` (FAST_NESTED_SPANS) and the line's number."""
     spans, last = _classified(fast)
     stages = _model_stages() + llm_request_stages("v_", gate="cls = 'server'")
     ctes, last = chain(last, stages, "m")
@@ -282,7 +285,9 @@ def requests_sql(fast: bool = False) -> str:
             continue
         v, m = server.get(name, "NULL"), model.get(name, "NULL")
         cols.append(f"CASE WHEN cls = 'server' THEN {v} ELSE {m} END AS {name}")
-    keep = "line_row OR cls IS NULL OR cls IN ('model', 'server')" + (" OR mark" if fast else "")
+    if fast:  # every span's row: a classified span's candidate rides along (FAST_NESTED_SPANS)
+        cols.append(f"{_nested_spans()} AS _spans")
+    keep = "true" if fast else "line_row OR cls IS NULL OR cls IN ('model', 'server')"
     body = ",\n    ".join(cols)
     return f"""
 WITH {spans},
@@ -299,30 +304,42 @@ WHERE {keep}
 """
 
 
-def spans_sql(fast: bool = False) -> str:
-    """Tool, agent, retrieval, guardrail and other classified spans, in one pass; with ``fast``, a
-    line's first row is kept as a ``mark`` row when it is not one of these (see requests_sql)."""
-    spans, last = _classified(fast)
+def _span_columns() -> dict[str, str]:
+    """A classified span as a ``spans`` candidate (over ``_classified``'s last CTE)."""
+    sid = hex_id("sp['spanId']")
+    return {
+        "row_kind": "'record'",
+        "reason_code": f"CASE WHEN {sid} IS NULL THEN 'missing-field' END",
+        "reason_detail": f"CASE WHEN {sid} IS NULL THEN 'spanId is missing' END",
+        "trace_id": hex_id("sp['traceId']"),
+        "span_id": sid,
+        "parent_span_id": hex_id("sp['parentSpanId']"),
+        "kind": "cls",
+        "name": f"""CASE cls WHEN 'tool' THEN coalesce({_s('tool_name')}, {_s('oi_tool_name')}, {_s('tl_entity')}, sp['name'])
+                 WHEN 'agent' THEN coalesce({_s('agent_name')}, {_s('oi_agent_name')}, {_s('tl_entity')}, sp['name'])
+                 ELSE sp['name'] END""",
+        "ts_start": "TRY_CAST(sp['startTimeUnixNano'] AS BIGINT) // 1000",
+        "ts_end": "TRY_CAST(sp['endTimeUnixNano'] AS BIGINT) // 1000",
+        "status": "CASE WHEN sp['status']['code'] IN ('2', 'STATUS_CODE_ERROR') THEN 'error' ELSE 'ok' END",
+    }
+
+
+def _nested_spans() -> str:
+    """The fast reader's spans (``FAST_NESTED_SPANS``): on each classified span's row of the
+    requests stream, a one-item list holding its ``spans`` candidate."""
     kinds = ", ".join(f"'{k}'" for k in _SPAN_KINDS)
-    keep = f"cls IN ({kinds})" + (" OR mark" if fast else "")
+    fields = ", ".join(f"'{k}': {v}" for k, v in _span_columns().items())
+    return f"CASE WHEN cls IN ({kinds}) THEN [{{{fields}}}] END"
+
+
+def spans_sql() -> str:
+    """Tool, agent, retrieval, guardrail and other classified spans, in one pass (the line reader;
+    the fast reader's ride in ``requests_sql``)."""
+    spans, last = _classified(fast=False)
+    kinds = ", ".join(f"'{k}'" for k in _SPAN_KINDS)
+    cols = ",\n    ".join(f"{v} AS {k}" for k, v in _span_columns().items())
     return f"""
 WITH {spans}
-SELECT ln, CASE WHEN cls IN ({kinds}) THEN 'record' ELSE 'mark' END AS row_kind,
-    CASE WHEN span_id IS NULL THEN 'missing-field' END AS reason_code,
-    CASE WHEN span_id IS NULL THEN 'spanId is missing' END AS reason_detail,
-    trace_id, span_id, parent_span_id, kind, name, ts_start, ts_end, status
-FROM (
-    SELECT ln, cls,
-        {hex_id("sp['traceId']")} AS trace_id,
-        {hex_id("sp['spanId']")} AS span_id,
-        {hex_id("sp['parentSpanId']")} AS parent_span_id,
-        cls AS kind,
-        CASE cls WHEN 'tool' THEN coalesce({_s('tool_name')}, {_s('oi_tool_name')}, {_s('tl_entity')}, sp['name'])
-                 WHEN 'agent' THEN coalesce({_s('agent_name')}, {_s('oi_agent_name')}, {_s('tl_entity')}, sp['name'])
-                 ELSE sp['name'] END AS name,
-        TRY_CAST(sp['startTimeUnixNano'] AS BIGINT) // 1000 AS ts_start,
-        TRY_CAST(sp['endTimeUnixNano'] AS BIGINT) // 1000 AS ts_end,
-        CASE WHEN sp['status']['code'] IN ('2', 'STATUS_CODE_ERROR') THEN 'error' ELSE 'ok' END AS status
-    FROM {last} WHERE {keep}
-) AS s
+SELECT ln, {cols}
+FROM {last} WHERE cls IN ({kinds})
 """
