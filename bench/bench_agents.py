@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_import import warm  # bench/ is the script's own directory
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -227,6 +226,8 @@ def _child(fmt: str, file: str, out: str, result: str) -> int:
 def run_child(fmt: str, file: Path, work: Path) -> dict:
     out, result = work / f"ds-{fmt}", work / f"{fmt}.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", fmt, str(file), str(out), str(result)]
+    from bench_import import warm  # here: tests load this file without bench/ on the path
+
     warm(file)  # in the page cache, as bench_import does: a run must not pay for the last one's reads
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     subprocess.run(cmd, cwd=ROOT, check=True)

@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from bench_import import warm  # bench/ is the script's own directory
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -188,6 +187,8 @@ def run_child(fmt: str, file: Path, work: Path) -> dict:
     out, result = work / "ds", work / "result.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", fmt, "--file", str(file), "--out", str(out),
            "--result", str(result)]
+    from bench_import import warm  # here: tests load this file without bench/ on the path
+
     warm(file)  # in the page cache, as bench_import does: a run must not pay for the last one's reads
     load = os.getloadavg()[0]
     proc = subprocess.Popen(cmd, cwd=ROOT)
