@@ -470,3 +470,24 @@ def test_import_json_has_the_documented_keys(kit, tmp_path):
     assert (f["path"], f["format"], f["size"]) == (str(tmp_path / "a.jsonl"), "sglang",
                                                    (tmp_path / "a.jsonl").stat().st_size)
     assert f["digest"].startswith("xxh3_128:") and len(f["digest"]) == 9 + 32
+
+
+@pytest.mark.parametrize(("fmt", "sample"), [
+    ("litellm", "litellm/golden_retail_agent.jsonl"),  # identity reads ts_arrival; guardrail and tool spans
+    ("otlp", "otlp/golden_retail_agent_genai.jsonl"),  # tool and agent spans
+    ("langfuse", "langfuse/golden_export_observations.jsonl"),
+    ("sglang", "sglang/request_metrics.jsonl"),
+])
+def test_records_imported_before_from_other_bytes_are_duplicates(kit, tmp_path, fmt, sample):
+    """The same records in a file with other bytes (one more newline at the end): every record is
+    a duplicate of the dataset's, requests and spans alike, and no row is added."""
+    src = Path(__file__).resolve().parent.parent / "sample_traces" / sample
+    again = tmp_path / ("again" + src.suffix)
+    again.write_bytes(src.read_bytes() + b"\n")
+    ds = tmp_path / "ds"
+    first = kit.run([src], ds, fmt=fmt)
+    before = {t: len(kit.rows(ds, t)) for t in ("requests", "spans")}
+    second = kit.run([again], ds, fmt=fmt)
+    assert first["imported"] > 0 and second["files"][0]["status"] == "imported"
+    assert (second["imported"], second["duplicates"]) == (0, first["imported"])
+    assert {t: len(kit.rows(ds, t)) for t in ("requests", "spans")} == before

@@ -229,17 +229,23 @@ def _identity(imp: ModuleType, table: str = "requests") -> str:
 
 
 def _load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: ModuleType, seen: SeenSet) -> None:
-    """Identities already in the dataset for this format, so re-imported records count as duplicates."""
-    glob = ds.table_glob("requests")
-    if glob is None:
-        return
+    """Identities already in the dataset for this format (requests, and spans for importers that
+    write them), so re-imported records count as duplicates. Hashed as the import hashes its
+    candidates, whose timestamps are BIGINT microseconds: the stored TIMESTAMPs are converted
+    back first (an identity may read one: litellm's request id + arrival)."""
     con.execute("SET VARIABLE source_format = ?", [imp.NAME])
-    keys = con.execute(
-        f"SELECT DISTINCT {_identity(imp)} AS k FROM read_parquet(?, hive_partitioning = true) "
-        "WHERE source_format = getvariable('source_format')",
-        [glob],
-    ).fetchnumpy()["k"]
-    seen.add(np.asarray(keys, dtype=np.uint64))
+    for table, fn in TABLE_SQL.items():
+        glob = ds.table_glob(table)
+        if glob is None or not hasattr(imp, fn):
+            continue
+        stamps = ", ".join(f"epoch_us({c.name}) AS {c.name}" for c in schema.table(table).columns
+                           if c.type == "timestamp")
+        keys = con.execute(
+            f"SELECT DISTINCT {_identity(imp, table)} AS k FROM (SELECT * REPLACE ({stamps}) "
+            "FROM read_parquet(?, hive_partitioning = true) WHERE source_format = getvariable('source_format'))",
+            [glob],
+        ).fetchnumpy()["k"]
+        seen.add(np.asarray(keys, dtype=np.uint64))
 
 
 class _BackgroundWriter:
