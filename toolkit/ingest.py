@@ -26,7 +26,14 @@ import pyarrow.compute as pc
 
 from toolkit import __version__, queries, schema
 from toolkit.importers import REGISTRY, detect, get_importer
-from toolkit.importers._common import COMMON_COLUMNS, SPAN_IDENTITY, ImportOptions, checked_sql, duck_type
+from toolkit.importers._common import (
+    COMMON_COLUMNS,
+    NESTED,
+    SPAN_IDENTITY,
+    ImportOptions,
+    checked_sql,
+    duck_type,
+)
 from toolkit.seen import SeenSet, take_first_new
 from toolkit.sources import BATCH_BYTES, InputError, Source, expand, head, iter_lines, log
 from toolkit.store import Dataset, Staging
@@ -504,7 +511,7 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
             present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
             checked = (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {_identity(imp, table)} "
                        f"END AS _k FROM ({checked_sql(imp, cand, present, table)})")
-            consts = _Constants.of(table, imp.NAME, src.name, present, nested if table == "requests" else None)
+            consts = _Constants.of(table, imp.NAME, src.name, present)
             pending: list[pa.RecordBatch] = []
             size = 0
             reader = con.sql(_fast_output_sql(table, present).format(checked=checked)).to_arrow_reader(WRITE_ROWS)
@@ -516,7 +523,8 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
                         continue
                 if pending:
                     last = _split_batch(writer, seen, pa.Table.from_batches(pending), table, consts,
-                                        counts, reasons, imported_at, last, line_id, numbered=document)
+                                        counts, reasons, imported_at, last, line_id, numbered=document,
+                                        nested=nested)
                     pending, size = [], 0
                     if progress:
                         progress(src.name, last)
@@ -529,9 +537,6 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
     counts["quarantined"] = sum(reasons.values())
     counts["by_reason"] = dict(reasons)  # type: ignore[assignment]
     return counts
-
-
-NESTED = "_spans"  # the requests stream's column of nested spans candidates (FAST_NESTED_SPANS)
 
 
 class _NestedSpans:
@@ -582,10 +587,12 @@ def _stream(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
 
 def _split_batch(writer: _BackgroundWriter, seen: SeenSet, batch: pa.Table, table: str, consts: _Constants,
                  counts: dict, reasons: Counter, imported_at: datetime, last: int,
-                 line_id: tuple | None = None, numbered: bool = False) -> int:
+                 line_id: tuple | None = None, numbered: bool = False,
+                 nested: _NestedSpans | None = None) -> int:
     """Number one Arrow batch of checked candidates (``last``: the line before it; ``numbered``:
     the rows carry their own numbers), count it, and queue its quarantine rows and its new rows;
-    returns its last (highest) line number."""
+    ``nested``: split out the spans the rows carry, with their line numbers. Returns the batch's
+    last (highest) line number."""
     n = batch.num_rows
     if n == 0:
         return last
@@ -596,8 +603,8 @@ def _split_batch(writer: _BackgroundWriter, seen: SeenSet, batch: pa.Table, tabl
         batch = batch.set_column(batch.schema.get_field_index("source_line"), "source_line", pa.array(lines))
     if line_id:
         batch = _complete_line_ids(batch, lines, *line_id)
-    if consts.nested:
-        consts.nested.split(writer, seen, batch.column(NESTED), lines, counts, reasons, imported_at)
+    if nested:
+        nested.split(writer, seen, batch.column(NESTED), lines, counts, reasons, imported_at)
         batch = batch.drop_columns([NESTED])
     records = pc.sum(pc.equal(batch.column("_kind"), "record")).as_py() or 0
     counts["read"] += records
@@ -674,19 +681,16 @@ def _fast_output_sql(table: str, present: set[str]) -> str:
 @dataclass
 class _Constants:
     """The columns the fast reader's stream leaves out: the source format and file (a dictionary
-    of one value: no copy per row) and the columns the importer does not produce (NULL); and the
-    spans nested in a requests stream (``nested``), split out once the stream is numbered."""
+    of one value: no copy per row) and the columns the importer does not produce (NULL)."""
 
     fmt: str
     file: str
     absent: list[pa.Field]
-    nested: _NestedSpans | None = None
 
     @classmethod
-    def of(cls, table: str, fmt: str, file: str, present: set[str],
-           nested: _NestedSpans | None = None) -> _Constants:
+    def of(cls, table: str, fmt: str, file: str, present: set[str]) -> _Constants:
         fields = schema.table(table).arrow_schema()
-        return cls(fmt, file, [f for f in fields if f.name not in present and f.name not in COMMON_COLUMNS], nested)
+        return cls(fmt, file, [f for f in fields if f.name not in present and f.name not in COMMON_COLUMNS])
 
     def source(self, n: int) -> dict[str, pa.Array]:
         zeros = pa.array(np.zeros(n, np.int32))

@@ -59,6 +59,7 @@ SKEW_TOLERANCE_US = 50_000
 TS_MAX_US = 7_258_118_400_000_000
 COMMON_COLUMNS = ("source_format", "source_file", "source_line")
 SPAN_IDENTITY = "coalesce(trace_id, '') || '/' || span_id"
+NESTED = "_spans"  # a fast requests candidate's spans candidates (FAST_NESTED_SPANS)
 ORDER = {"requests": BOUNDARIES, "spans": ("ts_start", "ts_end")}
 
 
@@ -140,7 +141,7 @@ def checked_sql(importer: ModuleType, candidate_sql: str, present: set[str], tab
     check = "CASE WHEN row_kind <> 'record' THEN NULL " \
             "WHEN reason_code IS NOT NULL THEN {'code': reason_code, 'detail': reason_detail} " \
             + " ".join(whens) + " END"
-    carried = "_spans, " if "_spans" in present else ""  # nested spans (FAST_NESTED_SPANS) pass through
+    carried = f"{NESTED}, " if NESTED in present else ""  # nested spans (FAST_NESTED_SPANS) pass through
     return (
         f"SELECT ln, row_kind, {carried}{', '.join(cols)}, {check} AS _why "
         f"FROM ({candidate_sql}) AS candidates"

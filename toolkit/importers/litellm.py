@@ -195,17 +195,15 @@ FROM p WHERE j IS NULL AND arr IS NULL
 """)
 
 
-def _nested_spans() -> str:
-    """The fast reader's spans (``FAST_NESTED_SPANS``), a list per payload inside the requests
-    stream: its guardrails (one each) or its tool run. Same columns and values as ``spans_sql``."""
-    tool = {
+def _tool_span() -> dict[str, str]:
+    """A tool the proxy ran itself (MCP): the payload ``r`` is the span (``spans`` candidate columns)."""
+    span_id = "coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], ''))"
+    return {
         "row_kind": "'record'",
-        "reason_code": "CASE WHEN coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], '')) IS NULL "
-                       "THEN 'missing-field' END",
-        "reason_detail": "CASE WHEN coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], '')) IS NULL "
-                         "THEN 'litellm_call_id and id are missing' END",
+        "reason_code": f"CASE WHEN {span_id} IS NULL THEN 'missing-field' END",
+        "reason_detail": f"CASE WHEN {span_id} IS NULL THEN 'litellm_call_id and id are missing' END",
         "trace_id": "trace_id",
-        "span_id": "coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], ''))",
+        "span_id": span_id,
         "parent_span_id": "CAST(NULL AS VARCHAR)",
         "request_id": "CAST(NULL AS VARCHAR)",
         "kind": "'tool'",
@@ -214,9 +212,13 @@ def _nested_spans() -> str:
         "ts_start": "t_start", "ts_end": "t_end",
         "status": "CASE WHEN r['status'] = 'failure' THEN 'error' ELSE 'ok' END",
     }
+
+
+def _guardrail_span() -> dict[str, str]:
+    """A guardrail the proxy ran around the call: entry ``gr`` (the ``i``-th) of the payload ``r``."""
     start, end = _ts("gr['start_time']"), _ts("gr['end_time']")
     bad = f"{start} IS NULL OR {end} IS NULL"
-    guard = {
+    return {
         "row_kind": "'record'",
         "reason_code": f"CASE WHEN {bad} THEN 'bad-type' END",
         "reason_detail": f"CASE WHEN {bad} THEN 'guardrail_information start_time/end_time is not a number' END",
@@ -230,47 +232,32 @@ def _nested_spans() -> str:
         "status": "CASE WHEN gr['guardrail_status'] = 'guardrail_failed_to_respond' THEN 'error' ELSE 'ok' END",
     }
 
+
+def _nested_spans() -> str:
+    """The fast reader's spans (``FAST_NESTED_SPANS``), a list per payload inside the requests
+    stream: its guardrails (one each) or its tool run."""
     def struct(d: dict[str, str]) -> str:
         return "{" + ", ".join(f"'{k}': {v}" for k, v in d.items()) + "}"
 
-    return (f"CASE WHEN is_tool THEN [{struct(tool)}] "
-            f"ELSE list_transform(r['guardrail_information'], lambda gr, i: {struct(guard)}) END")
+    return (f"CASE WHEN is_tool THEN [{struct(_tool_span())}] "
+            f"ELSE list_transform(r['guardrail_information'], lambda gr, i: {struct(_guardrail_span())}) END")
 
 
 def spans_sql() -> str:
     """The line reader's spans (the fast reader's are nested in ``requests_sql``)."""
+    def cols(d: dict[str, str]) -> str:
+        return ", ".join(f"{v} AS {k}" for k, v in d.items())
+
     return _prefix(_SPANS_FILTER) + f""",
 g AS (
-    SELECT ln, trace_id, request_id, e['gr'] AS gr, e['i'] AS i
-    FROM (SELECT ln, trace_id, r['id'] AS request_id,
+    SELECT ln, trace_id, r, e['gr'] AS gr, e['i'] AS i
+    FROM (SELECT ln, trace_id, r,
                  unnest(list_transform(r['guardrail_information'], lambda x, i: {{'gr': x, 'i': i}})) AS e
           FROM c WHERE NOT is_tool AND len(r['guardrail_information']) > 0) AS u
 )
--- tools the proxy ran itself (MCP): the payload is the tool span
-SELECT ln, 'record' AS row_kind,
-    CASE WHEN coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], '')) IS NULL THEN 'missing-field' END
-        AS reason_code,
-    CASE WHEN reason_code IS NOT NULL THEN 'litellm_call_id and id are missing' END AS reason_detail,
-    trace_id, coalesce(nullif(r['litellm_call_id'], ''), nullif(r['id'], '')) AS span_id,
-    CAST(NULL AS VARCHAR) AS parent_span_id, CAST(NULL AS VARCHAR) AS request_id,
-    'tool' AS kind,
-    coalesce(r['metadata']['mcp_tool_call_metadata']['namespaced_tool_name'],
-             r['metadata']['mcp_tool_call_metadata']['name']) AS name,
-    t_start AS ts_start, t_end AS ts_end,
-    CASE WHEN r['status'] = 'failure' THEN 'error' ELSE 'ok' END AS status
-FROM c WHERE is_tool
+SELECT ln, {cols(_tool_span())} FROM c WHERE is_tool
 UNION ALL BY NAME
--- guardrails the proxy ran around a call
-SELECT ln, 'record' AS row_kind,
-    CASE WHEN {_ts("gr['start_time']")} IS NULL OR {_ts("gr['end_time']")} IS NULL THEN 'bad-type' END
-        AS reason_code,
-    CASE WHEN reason_code IS NOT NULL THEN 'guardrail_information start_time/end_time is not a number' END
-        AS reason_detail,
-    trace_id, request_id || '/guardrail/' || i AS span_id, CAST(NULL AS VARCHAR) AS parent_span_id, request_id,
-    'guardrail' AS kind, gr['guardrail_name'] AS name,
-    {_ts("gr['start_time']")} AS ts_start, {_ts("gr['end_time']")} AS ts_end,
-    CASE WHEN gr['guardrail_status'] = 'guardrail_failed_to_respond' THEN 'error' ELSE 'ok' END AS status
-FROM g
+SELECT ln, {cols(_guardrail_span())} FROM g
 """
 
 
