@@ -14,6 +14,7 @@ import queue
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -347,18 +348,45 @@ def _import_document(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, 
                      imp: ModuleType, tables: list[str], imported_at: datetime, res: FileResult,
                      progress: Progress | None) -> None:
     """One JSON document the importer reads itself (Triton, vLLM bench...): streamed like the fast
-    reader, so a large document never sits whole in a DuckDB table."""
+    reader, so a large document never sits whole in a DuckDB table. A JSON array whose elements
+    the importer can recognise (``ARRAY_ELEMENT``) is read in a part per DuckDB thread: DuckDB
+    parses one array on one thread. A part that does not parse (a cut in the wrong place, or a
+    malformed document) means reading the document whole again, which says what is wrong."""
     con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
-    mark = writer.mark()
-    try:
-        counts = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress, document=True)
-    except _DATA_ERRORS:
-        writer.rollback(mark)
-        # DuckDB's message may quote the file's text (a prompt): say what, not what it read
-        raise InputError(f"{src.name}: not a complete {imp.NAME} document "
-                         "(truncated or malformed JSON); nothing was imported") from None
+    element = getattr(imp, "ARRAY_ELEMENT", None)
+    parts = int(con.sql("SELECT current_setting('threads')").fetchall()[0][0]) if element else 1
+    while True:
+        mark, snapshot, split = writer.mark(), seen.snapshot(), False
+        try:
+            with _document_parts(con, src, parts, element) as paths:
+                split = len(paths) > 1
+                counts = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress, document=True,
+                                      paths=paths if split else None)
+            break
+        except _DATA_ERRORS:
+            writer.rollback(mark)
+            seen.restore(snapshot)
+            if split:
+                log.info("%s: a part of the document did not parse; reading it whole", src.name)
+                parts = 1
+                continue
+            # DuckDB's message may quote the file's text (a prompt): say what, not what it read
+            raise InputError(f"{src.name}: not a complete {imp.NAME} document "
+                             "(truncated or malformed JSON); nothing was imported") from None
     for key, value in (counts or {}).items():
         setattr(res, key, value)
+
+
+@contextmanager
+def _document_parts(con: duckdb.DuckDBPyConnection, src: Source, n: int, element: bytes | None) -> Iterator[list[str]]:
+    """``array_parts.parts`` for an importer that declares ``ARRAY_ELEMENT`` (imported only then:
+    fsspec is for this alone), else the file itself."""
+    if element is None or n < 2:
+        yield [str(src.path)]
+        return
+    from toolkit import array_parts
+    with array_parts.parts(con, src, n, element) as paths:
+        yield paths
 
 
 def _try_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet, src: Source,
@@ -468,7 +496,7 @@ def fast_records_sql(imp: ModuleType) -> str:
 
 def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet, src: Source,
                  imp: ModuleType, tables: list[str], imported_at: datetime,
-                 progress: Progress | None, document: bool = False) -> dict | None:
+                 progress: Progress | None, document: bool = False, paths: list[str] | None = None) -> dict | None:
     """One streaming DuckDB pass per table: ``read_json`` parses the whole file on all cores, the
     importer's SQL and the shared checks run in the same pipeline, and Python only splits each
     Arrow batch into quarantine, duplicates and rows (numpy), while Parquet is written on a thread.
@@ -483,9 +511,10 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
     propagate: same fallback.
 
     A ``document`` importer (one JSON document, which it reads itself and numbers as it likes,
-    e.g. Triton's trace ids) streams the same way, without renumbering or a line count.
+    e.g. Triton's trace ids) streams the same way, without renumbering or a line count; ``paths``:
+    the parts it reads instead of the file (``sources.array_parts``).
     """
-    con.execute("SET VARIABLE source_path = ?", [str(src.path)])
+    con.execute("SET VARIABLE source_path = ?", [paths or str(src.path)])
     first = 0
     if not document:
         con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {fast_records_sql(imp)}")
