@@ -119,8 +119,9 @@ _FS = _PartsFS()  # registered on each connection that reads parts
 @contextmanager
 def parts(con: duckdb.DuckDBPyConnection, src: Source, n: int, element: bytes) -> Iterator[list[str]]:
     """Paths of ``n`` parts of the JSON array ``src`` (``element``: a regex for the first key of
-    every element); ``[path]`` alone for a small or compressed file or when no cut is found."""
-    if n < 2 or src.compression is not None or src.size < MIN_BYTES:
+    every element); ``[path]`` alone for a small or compressed file, when no cut is found, or
+    where ``os.pread`` is missing (Windows)."""
+    if n < 2 or src.compression is not None or src.size < MIN_BYTES or not hasattr(os, "pread"):
         yield [str(src.path)]
         return
     fd = os.open(src.path, os.O_RDONLY)
