@@ -131,7 +131,7 @@ def test_a_cut_inside_a_nested_list_falls_back_to_the_whole_file(tmp_path: Path,
     with caplog.at_level("INFO", logger="stagelens"):
         res = import_traces([str(f)], tmp_path / "ds", fmt="triton").to_json()
     assert cut_small == [3]  # one attempt in parts, which failed; then the whole file
-    assert "a part of the document did not parse; reading it whole" in caplog.text
+    assert "reading the document in parts failed (InvalidInputException); reading it whole" in caplog.text
     with pytest.MonkeyPatch.context() as m:
         m.setattr(array_parts, "MIN_BYTES", 1 << 40)
         ref = import_traces([str(f)], tmp_path / "ref", fmt="triton").to_json()
@@ -145,3 +145,34 @@ def test_a_truncated_document_read_in_parts_is_still_one_input_error(tmp_path: P
     with pytest.raises(InputError, match="not a complete triton document"):
         import_traces([str(f)], tmp_path / "ds", fmt="triton")
     assert cut_small[0] > 1 and not list((tmp_path / "ds").glob("requests/**/*.parquet"))
+
+
+def test_parts_that_outgrow_the_buffer_pool_fall_back_to_the_whole_file(tmp_path: Path, cut_small: list[int],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each part's reader holds its own buffers: 8 parts of a 1 GB Triton file ran out of the 300 MB
+    pool. Simulated here (the samples are small): the read in parts fails with DuckDB's
+    OutOfMemoryException, and the whole file is read instead, with the same result."""
+    real = ingest._import_fast
+
+    def oom_in_parts(*args, paths=None, **kwargs):  # type: ignore[no-untyped-def]
+        if paths:
+            raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data")
+        return real(*args, paths=paths, **kwargs)
+
+    monkeypatch.setattr(ingest, "_import_fast", oom_in_parts)
+    res = import_traces([str(TRITON[2])], tmp_path / "ds", fmt="triton").to_json()
+    assert cut_small == [3]
+    monkeypatch.setattr(ingest, "_import_fast", real)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(array_parts, "MIN_BYTES", 1 << 40)
+        ref = import_traces([str(TRITON[2])], tmp_path / "ref", fmt="triton").to_json()
+    assert res["by_format"] == ref["by_format"]
+    assert _dataset(tmp_path / "ds") == _dataset(tmp_path / "ref")
+
+
+def test_parts_are_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(array_parts, "MIN_BYTES", 0)
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps(json.loads(TRITON[0].read_bytes()) * 20, separators=(",", ":")))
+    with array_parts.parts(duckdb.connect(), expand([str(f)])[0], 16, triton.ARRAY_ELEMENT) as paths:
+        assert len(paths) == array_parts.MAX_PARTS

@@ -29,6 +29,9 @@ from fsspec.spec import AbstractFileSystem
 from toolkit.sources import Source
 
 MIN_BYTES = 32 << 20  # a smaller document is read whole: a part per core would not pay for itself
+# Each part's reader holds its own buffers (DuckDB reads 32 MB at a time): 8 parts of a Triton file
+# ran out of Triton's 300 MB pool, 6 did not; parts beyond 4 gain nothing on this machine anyway
+MAX_PARTS = 4
 SEARCH_BYTES = 16 << 20  # how far past a nominal cut to look for a boundary between elements
 PROTOCOL = "stagelens-part"
 _tokens = itertools.count()
@@ -121,6 +124,7 @@ def parts(con: duckdb.DuckDBPyConnection, src: Source, n: int, element: bytes) -
     """Paths of ``n`` parts of the JSON array ``src`` (``element``: a regex for the first key of
     every element); ``[path]`` alone for a small or compressed file, when no cut is found, or
     where ``os.pread`` is missing (Windows)."""
+    n = min(n, MAX_PARTS)
     if n < 2 or src.compression is not None or src.size < MIN_BYTES or not hasattr(os, "pread"):
         yield [str(src.path)]
         return

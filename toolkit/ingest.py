@@ -349,9 +349,10 @@ def _import_document(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, 
                      progress: Progress | None) -> None:
     """One JSON document the importer reads itself (Triton, vLLM bench...): streamed like the fast
     reader, so a large document never sits whole in a DuckDB table. A JSON array whose elements
-    the importer can recognise (``ARRAY_ELEMENT``) is read in a part per DuckDB thread: DuckDB
-    parses one array on one thread. A part that does not parse (a cut in the wrong place, or a
-    malformed document) means reading the document whole again, which says what is wrong."""
+    the importer can recognise (``ARRAY_ELEMENT``) is read in a part per DuckDB thread (up to
+    ``array_parts.MAX_PARTS``): DuckDB parses one array on one thread. A part that does not parse (a
+    cut in the wrong place, or a malformed document), or parts that outgrow the buffer pool, mean
+    reading the document whole again, which says what is wrong if anything is."""
     con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
     element = getattr(imp, "ARRAY_ELEMENT", None)
     parts = int(con.sql("SELECT current_setting('threads')").fetchall()[0][0]) if element else 1
@@ -363,13 +364,16 @@ def _import_document(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, 
                 counts = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress, document=True,
                                       paths=paths if split else None)
             break
-        except _DATA_ERRORS:
+        except (*_DATA_ERRORS, duckdb.OutOfMemoryException) as e:
             writer.rollback(mark)
             seen.restore(snapshot)
-            if split:
-                log.info("%s: a part of the document did not parse; reading it whole", src.name)
+            if split:  # each part's reader holds its own buffers: a small pool may not hold them all
+                log.info("%s: reading the document in parts failed (%s); reading it whole", src.name,
+                         type(e).__name__)
                 parts = 1
                 continue
+            if isinstance(e, duckdb.OutOfMemoryException):
+                raise
             # DuckDB's message may quote the file's text (a prompt): say what, not what it read
             raise InputError(f"{src.name}: not a complete {imp.NAME} document "
                              "(truncated or malformed JSON); nothing was imported") from None
