@@ -46,9 +46,18 @@ class FastReaderGaveUp(Exception):
     """DuckDB's reader failed mid-stream on the file's content."""
 
 
+class ReaderOutOfMemory(Exception):
+    """DuckDB's buffer pool ran out mid-stream (each reader thread holds its own buffers)."""
+
+
 # what a file's content can make DuckDB's reader raise (anything else is a bug: it propagates)
 _DATA_ERRORS = (duckdb.InvalidInputException, duckdb.ConversionException, duckdb.OutOfRangeException,
                 FastReaderGaveUp)
+# too many reader threads for the buffer pool: the same read is tried again with half as many
+_OUT_OF_MEMORY = (duckdb.OutOfMemoryException, ReaderOutOfMemory)
+# Import threads: DuckDB's buffers grow with them, and the pool is bounded (MEMORY_LIMIT): at 16
+# threads the sglang and TGI imports ran out of it, at 8 the OTLP ones (retried with 4: 0.9 GB)
+IMPORT_THREADS = 8
 FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
 MEMORY_LIMIT = "600MB"  # DuckDB's buffer pool; an importer may ask for less (MEMORY_LIMIT: Triton's aggregate)
 WRITE_ROWS = 200_000  # rows per Arrow slice handed to the Parquet writer
@@ -130,7 +139,8 @@ def _configure(imp: ModuleType, src: Source, options: ImportOptions) -> ModuleTy
 
 def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     con = queries.duck()
-    con.execute(f"SET threads = {threads or os.cpu_count() or 2}")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    con.execute(f"SET threads = {threads or min(cpus, IMPORT_THREADS)}")
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET enable_progress_bar = false")  # stagelens draws its own, on a terminal only
@@ -333,15 +343,33 @@ def _import_file(
     }.items():
         con.execute(f"SET VARIABLE {name} = ?", [value])
     tables = [t for t, fn in TABLE_SQL.items() if hasattr(imp, fn)]
-    if getattr(imp, "READS", "lines") == "document":
-        con.execute(f"SET memory_limit = '{getattr(imp, 'MEMORY_LIMIT', MEMORY_LIMIT)}'")
-        try:
-            _import_document(con, writer, seen, src, imp, tables, imported_at, res, progress)
-        finally:
-            con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-    elif not (_fast_ok(src, imp, keep_raw) and _try_fast(con, writer, seen, src, imp, tables, imported_at, res,
-                                                          progress)):
-        _import_lines(con, writer, seen, src, imp, tables, keep_raw, batch_rows, res, progress)
+    threads = _threads(con)  # a read that ran out of memory lowers it for the file: restored after
+    try:
+        if getattr(imp, "READS", "lines") == "document":
+            con.execute(f"SET memory_limit = '{getattr(imp, 'MEMORY_LIMIT', MEMORY_LIMIT)}'")
+            try:
+                _import_document(con, writer, seen, src, imp, tables, imported_at, res, progress)
+            finally:
+                con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        elif not (_fast_ok(src, imp, keep_raw) and _try_fast(con, writer, seen, src, imp, tables, imported_at, res,
+                                                              progress)):
+            _import_lines(con, writer, seen, src, imp, tables, keep_raw, batch_rows, res, progress)
+    finally:
+        con.execute(f"SET threads = {threads}")
+
+
+def _threads(con: duckdb.DuckDBPyConnection) -> int:
+    return int(con.sql("SELECT current_setting('threads')").fetchall()[0][0])
+
+
+def _fewer_threads(con: duckdb.DuckDBPyConnection, src: Source) -> bool:
+    """Halve DuckDB's threads after a read ran out of its buffer pool; False when already one."""
+    n = _threads(con)
+    if n <= 1:
+        return False
+    con.execute(f"SET threads = {n // 2}")
+    log.info("%s: DuckDB's buffer pool ran out with %d threads; reading again with %d", src.name, n, n // 2)
+    return True
 
 
 def _import_document(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet, src: Source,
@@ -355,7 +383,7 @@ def _import_document(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, 
     reading the document whole again, which says what is wrong if anything is."""
     con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
     element = getattr(imp, "ARRAY_ELEMENT", None)
-    parts = int(con.sql("SELECT current_setting('threads')").fetchall()[0][0]) if element else 1
+    parts = _threads(con) if element else 1
     while True:
         mark, snapshot, split = writer.mark(), seen.snapshot(), False
         try:
@@ -364,7 +392,7 @@ def _import_document(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, 
                 counts = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress, document=True,
                                       paths=paths if split else None)
             break
-        except (*_DATA_ERRORS, duckdb.OutOfMemoryException) as e:
+        except (*_DATA_ERRORS, *_OUT_OF_MEMORY) as e:
             writer.rollback(mark)
             seen.restore(snapshot)
             if split:  # each part's reader holds its own buffers: a small pool may not hold them all
@@ -372,7 +400,9 @@ def _import_document(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, 
                          type(e).__name__)
                 parts = 1
                 continue
-            if isinstance(e, duckdb.OutOfMemoryException):
+            if isinstance(e, _OUT_OF_MEMORY):
+                if _fewer_threads(con, src):
+                    continue
                 raise
             # DuckDB's message may quote the file's text (a prompt): say what, not what it read
             raise InputError(f"{src.name}: not a complete {imp.NAME} document "
@@ -397,14 +427,23 @@ def _try_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: S
               imp: ModuleType, tables: list[str], imported_at: datetime, res: FileResult,
               progress: Progress | None) -> bool:
     """The fast reader; on a parse error or a numbering doubt, roll back what it wrote (files and
-    seen ids) and return False so the line reader reads the file."""
-    mark, snapshot = writer.mark(), seen.snapshot()
-    try:
-        counts = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress)
-    except _DATA_ERRORS as e:  # a malformed line, a wrong type: the exact reader will say which
-        counts, why = None, type(e).__name__
-    else:
-        why = "a blank or split line shifts DuckDB's record numbering"
+    seen ids) and return False so the line reader reads the file. Out of memory: again with half
+    the threads (the line reader's batches are bounded: it takes the file if one thread fails)."""
+    while True:
+        mark, snapshot = writer.mark(), seen.snapshot()
+        try:
+            counts = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress)
+        except _OUT_OF_MEMORY:
+            writer.rollback(mark)
+            seen.restore(snapshot)
+            if _fewer_threads(con, src):
+                continue
+            counts, why = None, "out of memory with one thread"
+        except _DATA_ERRORS as e:  # a malformed line, a wrong type: the exact reader will say which
+            counts, why = None, type(e).__name__
+        else:
+            why = "a blank or split line shifts DuckDB's record numbering"
+        break
     if counts is not None:
         for key, value in counts.items():
             setattr(res, key, value)
@@ -614,7 +653,9 @@ def _stream(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
             yield reader.read_next_batch()
         except StopIteration:
             return
-        except OSError:
+        except OSError as e:  # the class, and whether it is DuckDB's buffer pool, are all that is kept
+            if "Out of Memory Error" in str(e):
+                raise ReaderOutOfMemory from None
             raise FastReaderGaveUp from None
 
 
