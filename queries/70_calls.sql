@@ -58,12 +58,16 @@ lk AS (SELECT upper_key, lower_key, upper_vantage, lower_vantage, join_key FROM 
 cs AS (SELECT upper_key, lower_key, join_key FROM lk WHERE upper_vantage = 'client' AND lower_vantage = 'server'),
 cg AS (SELECT upper_key, lower_key, join_key FROM lk WHERE upper_vantage = 'client' AND lower_vantage = 'gateway'),
 gs AS (SELECT upper_key, lower_key, join_key FROM lk WHERE upper_vantage = 'gateway' AND lower_vantage = 'server'),
+-- Only the records in a link need the joins below (hash tables over every record outgrew the
+-- report's 1.5 GB pool at 10 M records); every other record is a call of its own (j_alone).
+lk_keys AS (SELECT upper_key AS k FROM lk UNION SELECT lower_key FROM lk),
+rl AS (SELECT * FROM r WHERE row_key IN (SELECT k FROM lk_keys)),
 anchors AS (
-    SELECT row_key AS call_key FROM r WHERE vantage = 'server'
+    SELECT row_key AS call_key FROM rl WHERE vantage = 'server'
     UNION ALL
-    SELECT row_key FROM r WHERE vantage = 'gateway' AND row_key NOT IN (SELECT upper_key FROM gs)
+    SELECT row_key FROM rl WHERE vantage = 'gateway' AND row_key NOT IN (SELECT upper_key FROM gs)
     UNION ALL
-    SELECT row_key FROM r
+    SELECT row_key FROM rl
     WHERE vantage NOT IN ('server', 'gateway') AND row_key NOT IN (SELECT upper_key FROM lk)
 ),
 chain AS (
@@ -77,12 +81,12 @@ chain AS (
         gs.join_key AS gateway_join_key,
         fin.vantage
     FROM anchors a
-    JOIN r fin ON fin.row_key = a.call_key
+    JOIN rl fin ON fin.row_key = a.call_key
     LEFT JOIN gs ON gs.lower_key = a.call_key
     LEFT JOIN cs ON cs.lower_key = a.call_key
     LEFT JOIN cg ON cg.lower_key = CASE WHEN fin.vantage = 'gateway' THEN fin.row_key ELSE gs.upper_key END
 ),
-j AS (
+j_linked AS (
     SELECT
         ch.*,
         c.request_id AS c_id, g.request_id AS g_id, sv.request_id AS s_id,
@@ -96,9 +100,40 @@ j AS (
         g.a AS ga, g.f AS gf, g.e AS ge,
         sv.a AS sa, sv.q AS sq, sv.s AS ss, sv.f AS sf, sv.l AS sl, sv.e AS se
     FROM chain ch
-    LEFT JOIN r c ON c.row_key = ch.c_key
-    LEFT JOIN r g ON g.row_key = ch.g_key
-    LEFT JOIN r sv ON sv.row_key = ch.s_key
+    LEFT JOIN rl c ON c.row_key = ch.c_key
+    LEFT JOIN rl g ON g.row_key = ch.g_key
+    LEFT JOIN rl sv ON sv.row_key = ch.s_key
+),
+-- a record in no link: the call is that record alone, at its own vantage (as j_linked would give it)
+alone AS (
+    SELECT *, vantage = 'server' AS is_s, vantage = 'gateway' AS is_g, vantage NOT IN ('server', 'gateway') AS is_c
+    FROM r WHERE vantage IS NOT NULL AND row_key NOT IN (SELECT k FROM lk_keys)
+),
+j_alone AS (
+    SELECT
+        row_key AS call_key,
+        CASE WHEN is_s THEN row_key END AS s_key,
+        CASE WHEN is_g THEN row_key END AS g_key,
+        CASE WHEN is_c THEN row_key END AS c_key,
+        CAST(NULL AS VARCHAR) AS join_key,
+        CAST(NULL AS VARCHAR) AS gateway_join_key,
+        vantage,
+        CASE WHEN is_c THEN request_id END AS c_id,
+        CASE WHEN is_g THEN request_id END AS g_id,
+        CASE WHEN is_s THEN request_id END AS s_id,
+        trace_id, model, service, replica, tenant,
+        CASE WHEN is_c THEN source_format END AS client_format,
+        CASE WHEN is_c THEN a END AS ca, CASE WHEN is_c THEN f END AS cf, CASE WHEN is_c THEN l END AS cl,
+        CASE WHEN is_c THEN e END AS ce, CASE WHEN is_c THEN itl_ms END AS c_itl,
+        CASE WHEN is_g THEN a END AS ga, CASE WHEN is_g THEN f END AS gf, CASE WHEN is_g THEN e END AS ge,
+        CASE WHEN is_s THEN a END AS sa, CASE WHEN is_s THEN q END AS sq, CASE WHEN is_s THEN s END AS ss,
+        CASE WHEN is_s THEN f END AS sf, CASE WHEN is_s THEN l END AS sl, CASE WHEN is_s THEN e END AS se
+    FROM alone
+),
+j AS (
+    SELECT * FROM j_linked
+    UNION ALL BY NAME
+    SELECT * FROM j_alone
 ),
 m AS (
     SELECT
