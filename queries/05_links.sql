@@ -38,14 +38,21 @@ WITH r AS (
     FROM requests
 ),
 up AS (SELECT * FROM r WHERE vantage IN ('client', 'gateway')),
+-- an upper record's time-tokens key, for the second of its arrival and the next (see pairs)
+up_tt AS (
+    SELECT hash(input_tokens, output_tokens, CAST(floor(a_us / 1e6) AS BIGINT) + d) AS tt
+    FROM up, (VALUES (0), (1)) AS shift(d)
+    WHERE input_tokens IS NOT NULL AND output_tokens IS NOT NULL
+),
 -- only records that could pair with an upper one join: a semi-join against the (small, often
--- empty) upper side first, so a server-only dataset pays nothing for the equi-joins below
+-- empty) upper side first, so a server-only dataset pays nothing for the equi-joins below (by
+-- the time-tokens key, not input tokens alone, which let nearly every server record through)
 low AS (
     SELECT * FROM r
     WHERE vantage IN ('gateway', 'server')
       AND (trace_id IN (SELECT trace_id FROM up)
            OR rid IN (SELECT rid FROM up)
-           OR input_tokens IN (SELECT input_tokens FROM up))
+           OR hash(input_tokens, output_tokens, CAST(floor(a_us / 1e6) AS BIGINT)) IN (SELECT tt FROM up_tt))
 ),
 pairs AS (
     SELECT up.row_key AS upper_key, low.row_key AS lower_key, up.vantage AS upper_vantage,
