@@ -132,7 +132,7 @@ def parts(con: duckdb.DuckDBPyConnection, src: Source, n: int, element: bytes) -
     keys: list[str] = []
     try:
         cuts = [_boundary(fd, src.size * i // n, element) for i in range(1, n)]
-        if any(c is None for c in cuts) or len({c for c in cuts}) < len(cuts):
+        if any(c is None for c in cuts) or len(set(cuts)) < len(cuts):
             yield [str(src.path)]
             return
         ends = [c[0] for c in cuts if c] + [src.size]

@@ -246,6 +246,14 @@ def _identity(imp: ModuleType, table: str = "requests") -> str:
     return f"hash(getvariable('source_format'), {imp.IDENTITY})"
 
 
+def _checked(con: duckdb.DuckDBPyConnection, imp: ModuleType, cand: str, table: str) -> tuple[str, set[str]]:
+    """An importer's candidate SELECT with the shared checks (``_why``) and the identity hash of
+    each good record (``_k``); and the columns the candidates have (the rest are filled in)."""
+    present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
+    return (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {_identity(imp, table)} END AS _k "
+            f"FROM ({checked_sql(imp, cand, present, table)})"), present
+
+
 def _load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: ModuleType, seen: SeenSet) -> None:
     """Identities already in the dataset for this format (requests, and spans for importers that
     write them), so re-imported records count as duplicates. Hashed as the import hashes its
@@ -431,27 +439,23 @@ def _try_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: S
     the threads (the line reader's batches are bounded: it takes the file if one thread fails)."""
     while True:
         mark, snapshot = writer.mark(), seen.snapshot()
+        out_of_memory = False
         try:
             counts = _import_fast(con, writer, seen, src, imp, tables, imported_at, progress)
+            why = "a blank or split line shifts DuckDB's record numbering"
         except _OUT_OF_MEMORY:
-            writer.rollback(mark)
-            seen.restore(snapshot)
-            if _fewer_threads(con, src):
-                continue
-            counts, why = None, "out of memory with one thread"
+            counts, why, out_of_memory = None, "out of memory with one thread", True
         except _DATA_ERRORS as e:  # a malformed line, a wrong type: the exact reader will say which
             counts, why = None, type(e).__name__
-        else:
-            why = "a blank or split line shifts DuckDB's record numbering"
-        break
-    if counts is not None:
-        for key, value in counts.items():
-            setattr(res, key, value)
-        return True
-    writer.rollback(mark)
-    seen.restore(snapshot)
-    log.info("%s: fast reader gave up (%s); reading it line by line", src.name, why)
-    return False
+        if counts is not None:
+            for key, value in counts.items():
+                setattr(res, key, value)
+            return True
+        writer.rollback(mark)
+        seen.restore(snapshot)
+        if not (out_of_memory and _fewer_threads(con, src)):
+            log.info("%s: fast reader gave up (%s); reading it line by line", src.name, why)
+            return False
 
 
 def _import_lines(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen: SeenSet, src: Source,
@@ -465,11 +469,7 @@ def _import_lines(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, see
     for last_ln in _batches(src, imp, con, batch_rows):
         for table in tables:
             if table not in compiled:
-                cand = getattr(imp, TABLE_SQL[table])()
-                present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
-                compiled[table] = (
-                    f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {_identity(imp, table)} END AS _k "
-                    f"FROM ({checked_sql(imp, cand, present, table)})")
+                compiled[table] = _checked(con, imp, getattr(imp, TABLE_SQL[table])(), table)[0]
             con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {compiled[table]}")
             bad = 0
             for kind, code, n in con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
@@ -580,9 +580,7 @@ def _import_fast(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, seen
             # ids made of the line number (FAST_LINE_ID): completed once the stream is numbered
             line_id = ((imp.FAST_LINE_ID, con.cursor(), imp.NAME)
                        if table == "requests" and hasattr(imp, "FAST_LINE_ID") and not document else None)
-            present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
-            checked = (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {_identity(imp, table)} "
-                       f"END AS _k FROM ({checked_sql(imp, cand, present, table)})")
+            checked, present = _checked(con, imp, cand, table)
             consts = _Constants.of(table, imp.NAME, src.name, present)
             pending: list[pa.RecordBatch] = []
             size = 0
@@ -633,10 +631,7 @@ class _NestedSpans:
         self.cur.register("_nested", pa.table({"ln": lines, "s": spans}))
         if self._sql is None:  # the candidates' columns are the struct's fields
             cand = "SELECT ln, s.* FROM (SELECT ln, unnest(s) AS s FROM _nested)"
-            present = set(self.cur.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
-            checked = (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN "
-                       f"{_identity(self.imp, 'spans')} END AS _k "
-                       f"FROM ({checked_sql(self.imp, cand, present, 'spans')})")
+            checked, present = _checked(self.cur, self.imp, cand, "spans")
             self._sql = _fast_output_sql("spans", present).format(checked=checked)
             self._consts = _Constants.of("spans", self.imp.NAME, self.file, present)
         rows = self.cur.sql(self._sql).to_arrow_table()
