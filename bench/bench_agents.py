@@ -1,10 +1,13 @@
 """Agent-trace import benchmark: the ``otlp`` and ``litellm`` importers on generated data.
 
-    python bench/bench_agents.py [--n 1M] [--formats otlp,litellm] [--keep-data] [--json OUT]
+    python bench/bench_agents.py [--n 1M] [--formats otlp,litellm] [--keep-data] [--json OUT] [--no-reference]
 
 For each format: generate N records into bench/data/ (reused with ``--keep-data``), then import
 the file in a child process (``toolkit.ingest.import_traces``) and report wall time, records/s
-and the child's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)`` after the child exits).
+and the child's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)`` after the child exits). Then,
+in another child, DuckDB's own read of the same file as the reference (as bench_import.py does):
+``read_json`` with explicit types for the fields the importer reads, at the same depth, to typed
+columns, ``COPY`` to Parquet. Ratio = import time / reference time.
 
 * ``otlp``: OTLP JSON lines as a Collector file exporter writes them, the shape of the real agent
   capture (real-gateway-agent.md §6): per trace an ``invoke_agent`` span, two ``chat`` CLIENT
@@ -211,21 +214,88 @@ GENERATORS = {"otlp": generate_otlp, "litellm": generate_litellm}
 
 # ---------------------------------------------------------------------------------------------- runs
 
-def _child(fmt: str, file: str, out: str, result: str) -> int:
-    from toolkit.ingest import import_traces
+# ---------------------------------------------------------------------------------------------- reference
+#
+# DuckDB alone on the same file: read_json with explicit types for the fields the importer reads, at
+# the same depth, to typed columns, COPY to Parquet; same settings as the importer's connection. Not
+# the importer's work (no checks, identities, duplicates or quarantine): the floor it runs above.
+
+def _typ(spec: object) -> str:
+    from toolkit.importers._common import duck_type
+    return duck_type(spec).replace("'", "''")
+
+
+def _otlp_reference(file: str) -> str:
+    from toolkit.importers import otlp
+    ak = "list_transform(sp.attributes, lambda x: x.key)"
+
+    def v(key: str) -> str:
+        return f"(sp.attributes[list_position(ak, '{key}')]).value"
+
+    ints = {"in_new", "in_old", "in_oi", "out_new", "out_old", "out_oi", "cache_new", "cache_tl", "cache_oi"}
+    cols = [f"CAST({v(k)}.intValue AS BIGINT) AS {n}" if n in ints
+            else f"{v(k)}.doubleValue AS {n}" if n == "ttfc" else f"{v(k)}.stringValue AS {n}"
+            for n, k in otlp._KEYS.items()]
+    return f"""
+        WITH r AS (SELECT unnest(resourceSpans) AS rs FROM read_json('{file}', format = 'newline_delimited',
+                   records = 'true', columns = {{'resourceSpans': '{_typ(otlp.FAST_SPEC["resourceSpans"])}'}})),
+        s AS (SELECT (list_filter(rs.resource.attributes, lambda x: x.key = 'service.name')[1]).value.stringValue
+                     AS service, unnest(rs.scopeSpans) AS ss FROM r),
+        p AS (SELECT service, ss.scope.name AS scope, unnest(ss.spans) AS sp FROM s),
+        k AS (SELECT *, {ak} AS ak FROM p)
+        SELECT service, scope, sp.traceId AS trace_id, sp.spanId AS span_id, sp.parentSpanId AS parent_span_id,
+            sp.name AS name, sp.kind AS kind, CAST(sp.startTimeUnixNano AS BIGINT) // 1000 AS ts_start,
+            CAST(sp.endTimeUnixNano AS BIGINT) // 1000 AS ts_end, sp.status.code AS status_code,
+            (list_filter(sp.events, lambda e: e.name = 'First Token Stream Event')[1]).timeUnixNano AS fte,
+            {", ".join(cols)}
+        FROM k"""
+
+
+def _litellm_reference(file: str) -> str:
+    from toolkit.importers import litellm
+    cols = ", ".join(f"'{k}': '{_typ(t)}'" for k, t in litellm.FAST_SPEC.items())
+    return f"""
+        SELECT id, litellm_call_id, trace_id, session_id, call_type, TRY_CAST(stream AS BOOLEAN) AS stream, status,
+            CAST(startTime AS DOUBLE) AS t_start, CAST(endTime AS DOUBLE) AS t_end,
+            TRY_CAST(completionStartTime AS DOUBLE) AS t_cst, model, model_group,
+            CAST(prompt_tokens AS BIGINT) AS prompt_tokens, CAST(completion_tokens AS BIGINT) AS completion_tokens,
+            team_id, metadata.user_api_key_team_id AS key_team, metadata.requester_metadata.trace_id AS otel_trace,
+            CAST(metadata.usage_object.prompt_tokens_details.cached_tokens AS BIGINT) AS cached,
+            metadata.mcp_tool_call_metadata.name AS tool, TRY_CAST(model_parameters.stream AS BOOLEAN) AS p_stream,
+            error_information.error_code AS error_code, error_information.error_class AS error_class,
+            response.choices[1].finish_reason AS finish_reason, len(guardrail_information) AS guardrails
+        FROM read_json('{file}', format = 'newline_delimited', records = 'true', columns = {{{cols}}})"""
+
+
+REFERENCES = {"otlp": _otlp_reference, "litellm": _litellm_reference}
+
+
+def _child(mode: str, fmt: str, file: str, out: str, result: str) -> int:
     t = time.perf_counter()
-    res = import_traces([file], out, fmt=fmt).to_json()
+    if mode == "import":
+        from toolkit.ingest import import_traces
+        res = import_traces([file], out, fmt=fmt).to_json()
+        info = {k: res[k] for k in ("read", "imported", "quarantined", "skipped")}
+    else:
+        import duckdb
+
+        from toolkit.ingest import IMPORT_THREADS, MEMORY_LIMIT
+        con = duckdb.connect()
+        con.execute(f"SET threads = {min(len(os.sched_getaffinity(0)), IMPORT_THREADS)}")
+        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        con.execute("SET preserve_insertion_order = false")
+        (rows,) = con.execute(f"COPY ({REFERENCES[fmt](file)}) TO '{out}.parquet' "
+                              "(FORMAT parquet, COMPRESSION snappy)").fetchone()
+        info = {"imported": rows}
     secs = time.perf_counter() - t
     cpu = resource.getrusage(resource.RUSAGE_SELF)
-    Path(result).write_text(json.dumps({
-        "seconds": secs, "read": res["read"], "imported": res["imported"], "quarantined": res["quarantined"],
-        "skipped": res["skipped"], "cpu_s": cpu.ru_utime + cpu.ru_stime}))
+    Path(result).write_text(json.dumps({"seconds": secs, **info, "cpu_s": cpu.ru_utime + cpu.ru_stime}))
     return 0
 
 
-def run_child(fmt: str, file: Path, work: Path) -> dict:
-    out, result = work / f"ds-{fmt}", work / f"{fmt}.json"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", fmt, str(file), str(out), str(result)]
+def run_child(fmt: str, file: Path, work: Path, mode: str = "import") -> dict:
+    out, result = work / f"{mode}-{fmt}", work / f"{mode}-{fmt}.json"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", mode, fmt, str(file), str(out), str(result)]
     from bench_import import warm  # here: tests load this file without bench/ on the path
 
     warm(file)  # in the page cache, as bench_import does: a run must not pay for the last one's reads
@@ -248,12 +318,14 @@ def parse_count(s: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
-        return _child(*argv[1:5])
+        return _child(*argv[1:6])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", default="1M", help="records (litellm) or spans (otlp) per format")
     ap.add_argument("--formats", default="otlp,litellm")
     ap.add_argument("--keep-data", action="store_true", help="reuse a generated file of the same size")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--no-reference", dest="reference", action="store_false",
+                    help="skip DuckDB's own read of the same file (read_json -> Parquet)")
     args = ap.parse_args(argv)
     n = parse_count(args.n)
     DATA.mkdir(exist_ok=True)
@@ -268,17 +340,22 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
         with tempfile.TemporaryDirectory() as work:
             r = run_child(fmt, path, Path(work))
+            ref = run_child(fmt, path, Path(work), "reference") if args.reference else None
+        if ref:
+            r.update(ref_seconds=ref["seconds"], ref_rows_per_s=ref["rows_per_s"], ref_cpu_s=ref["cpu_s"],
+                     ratio=r["seconds"] / ref["seconds"])
         r.update(format=fmt, n=n, mb=path.stat().st_size / 1e6, target=TARGETS[fmt], load_before=load)
         r["ok"] = r["rows_per_s"] >= TARGETS[fmt] and r["peak_rss_mb"] < RSS_LIMIT_MB
         rows.append(r)
         if not args.keep_data:
             path.unlink()
     print(f"\n{'format':8} {'records':>10} {'MB':>7} {'seconds':>8} {'rows/s':>10} {'target':>9} "
-          f"{'CPU s':>7} {'peak RSS MB':>12}  ok")
+          f"{'CPU s':>7} {'peak RSS MB':>12}  ok   {'ref s':>6} {'ref rows/s':>10} {'ref CPU s':>9} {'ratio':>6}")
     for r in rows:
         print(f"{r['format']:8} {r['imported']:>10,} {r['mb']:>7.0f} {r['seconds']:>8.2f} {r['rows_per_s']:>10,.0f} "
               f"{r['target']:>9,} {r['cpu_s']:>7.1f} {r['peak_rss_mb']:>12.0f}  {'yes' if r['ok'] else 'NO'}"
-              f"{r['rss_note']}")
+              f"{r['rss_note']}" + (f"  {r['ref_seconds']:>6.2f} {r['ref_rows_per_s']:>10,.0f} "
+                                    f"{r['ref_cpu_s']:>9.1f} {r['ratio']:>5.2f}x" if "ratio" in r else ""))
     print(f"cores: {os.cpu_count()}, load average before: {load:.1f} (shared machine: figures are pessimistic)")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

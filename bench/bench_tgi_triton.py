@@ -6,7 +6,9 @@
 For each format: generate N records into bench/data/ (vectorized: numpy arrays rendered through
 pyarrow string kernels and fixed templates, no per-record json.dumps), then import the file with
 ``toolkit.ingest.import_traces`` in a child process, timing the call alone and reading the child's
-peak RSS from ``wait4``. Rows/s = records imported / seconds. DESIGN.md §10 and issue #5 targets:
+peak RSS from ``wait4``. Rows/s = records imported / seconds. For Triton, a second child runs
+DuckDB alone on the same file as the reference (``triton_reference``: read_json of the array, one
+row per trace id, to Parquet); ratio = import time / reference time. DESIGN.md §10 and issue #5 targets:
 TGI JSON >= 500 k lines/s, TGI text >= 300 k lines/s, Triton >= 300 k requests/s; peak RSS < 1 GB.
 The machine may be shared: the load average before each run and the child's CPU seconds are printed
 beside the wall time.
@@ -169,24 +171,63 @@ GENERATORS = {"triton": triton_requests, "trtllm": trtllm_records}
 # ---------------------------------------------------------------------------------------------
 
 
-def _child(fmt: str, file: str, out: str, result: str) -> int:
+def triton_reference(file: str) -> str:
+    """DuckDB alone on a Triton trace file: ``read_json`` of the array with the importer's columns,
+    timestamps unnested, one row per trace id with each timestamp the importer reads as a column
+    (the same FILTER aggregates), to Parquet; no checks, ensemble trees or identities."""
+    from toolkit.importers import triton
+    aggs = ", ".join([f"min(ns) FILTER (WHERE name = '{a}') AS {k}" for k, a in triton._MIN.items()]
+                     + [f"max(ns) FILTER (WHERE name = '{a}') AS {k}" for k, a in triton._MAX.items()]
+                     + [f"count(*) FILTER (WHERE name = '{a}') AS {k}" for k, a in triton._COUNT.items()])
+    return f"""
+        SELECT id, any_value(model_name) AS model_name, any_value(request_id) AS request_id,
+            any_value(parent_id) AS parent_id, {aggs}
+        FROM (SELECT id, model_name, request_id, parent_id, t.name AS name, CAST(t.ns AS BIGINT) AS ns
+              FROM (SELECT id, model_name, request_id, parent_id, unnest(timestamps) AS t
+                    FROM read_json('{file}', format = 'array', columns = {triton._COLUMNS})))
+        GROUP BY id"""
+
+
+REFERENCES = {"triton": triton_reference}
+
+
+def _reference(fmt: str, file: str, out: str) -> dict:
+    import duckdb
+
+    from toolkit.importers.triton import MEMORY_LIMIT as TRITON_MEMORY
+    from toolkit.ingest import IMPORT_THREADS, MEMORY_LIMIT
+
+    con = duckdb.connect()
+    con.execute(f"SET threads = {min(len(os.sched_getaffinity(0)), IMPORT_THREADS)}")
+    con.execute(f"SET memory_limit = '{TRITON_MEMORY if fmt == 'triton' else MEMORY_LIMIT}'")
+    con.execute("SET preserve_insertion_order = false")
+    (rows,) = con.execute(f"COPY ({REFERENCES[fmt](file)}) TO '{out}.parquet' (FORMAT parquet, COMPRESSION snappy)"
+                          ).fetchone()
+    Path(f"{out}.parquet").unlink()
+    return {"imported": rows}
+
+
+def _child(fmt: str, file: str, out: str, result: str, reference: bool = False) -> int:
     from toolkit.importers._common import ImportOptions
     from toolkit.ingest import import_traces
 
     t = time.perf_counter()
-    res = import_traces([file], out, fmt=IMPORTER[fmt], options=ImportOptions(clock_origin_us=None)).to_json()
+    if reference:
+        info = _reference(fmt, file, out)
+    else:
+        res = import_traces([file], out, fmt=IMPORTER[fmt], options=ImportOptions(clock_origin_us=None)).to_json()
+        info = {k: res[k] for k in ("read", "imported", "quarantined", "duplicates", "skipped")}
     dt = time.perf_counter() - t
     hwm = next((int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines()
                 if x.startswith("VmHWM:")), 0)
-    Path(result).write_text(json.dumps({"seconds": dt, "vm_hwm_mb": hwm * 1024 / 1e6, **{
-        k: res[k] for k in ("read", "imported", "quarantined", "duplicates", "skipped")}}))
+    Path(result).write_text(json.dumps({"seconds": dt, "vm_hwm_mb": hwm * 1024 / 1e6, **info}))
     return 0
 
 
-def run_child(fmt: str, file: Path, work: Path) -> dict:
+def run_child(fmt: str, file: Path, work: Path, reference: bool = False) -> dict:
     out, result = work / "ds", work / "result.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", fmt, "--file", str(file), "--out", str(out),
-           "--result", str(result)]
+           "--result", str(result), *(["--reference"] if reference else [])]
     from bench_import import warm  # here: tests load this file without bench/ on the path
 
     warm(file)  # in the page cache, as bench_import does: a run must not pay for the last one's reads
@@ -223,9 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file")
     ap.add_argument("--out")
     ap.add_argument("--result")
+    ap.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--no-reference", dest="with_reference", action="store_false",
+                    help="skip DuckDB's own read of the same file (Triton only)")
     args = ap.parse_args(argv)
     if args.child:
-        return _child(args.child, args.file, args.out, args.result)
+        return _child(args.child, args.file, args.out, args.result, args.reference)
     if args.generate:
         generate(args.generate, Path(args.file), args.n)
         return 0
@@ -244,6 +288,13 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         try:
             r = run_child(fmt, path, work)
+            if args.with_reference and fmt in REFERENCES:
+                ref = run_child(fmt, path, work, reference=True)
+                r.update(ref_seconds=ref["seconds"], ref_rows_per_s=ref["rows_per_s"], ref_cpu_s=ref["cpu_s"],
+                         ref_rss_mb=ref["peak_rss_mb"], ratio=r["seconds"] / ref["seconds"])
+                print(f"[{fmt}] reference (DuckDB read_json -> Parquet): {ref['seconds']:.2f} s, "
+                      f"{ref['rows_per_s']:,.0f} rows/s, peak RSS {ref['peak_rss_mb']:,.0f} MB, "
+                      f"CPU {ref['cpu_s']:.1f} s", file=sys.stderr)
         except RuntimeError as e:  # report it and go on with the other formats
             print(f"[{fmt}] {e}", file=sys.stderr)
             continue
@@ -257,11 +308,12 @@ def main(argv: list[str] | None = None) -> int:
               f"CPU {r['cpu_s']:.1f} s, load {r['load_before']:.1f}", file=sys.stderr)
         rows.append(r)
     print(f"{'format':<10} {'records':>11} {'seconds':>8} {'rows/s':>11} {'target':>9} {'RSS MB':>7} {'CPU s':>6} "
-          f"{'load':>5}  met")
+          f"{'load':>5}  met  {'ref s':>6} {'ratio':>6}")
     for r in rows:
         print(f"{r['format']:<10} {r['imported']:>11,} {r['seconds']:>8.2f} {r['rows_per_s']:>11,.0f} "
               f"{r['target']:>9,} {r['peak_rss_mb']:>7,.0f} {r['cpu_s']:>6.1f} {r['load_before']:>5.1f}  "
-              f"{'yes' if r['met'] else 'NO'}")
+              f"{'yes' if r['met'] else 'NO '}" + (f"  {r['ref_seconds']:>6.2f} {r['ratio']:>5.2f}x"
+                                                   if "ratio" in r else ""))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0

@@ -97,3 +97,37 @@ def test_vllm_lines_have_the_real_capture_shape(gen, tmp_path: Path) -> None:
         assert len(s["traceId"]) == 32 and len(s["spanId"]) == 16
     ends = [int(s["endTimeUnixNano"]) for s in requests]
     assert sum(b < a for a, b in zip(ends, ends[1:], strict=False)) < n / 1000  # end-time order, per chunk
+
+
+def _bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(name, GEN_PATH.parent / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("fmt", "n", "rows"), [("otlp", 500, 500), ("litellm", 300, 300)])
+def test_agent_references_read_every_record(tmp_path: Path, fmt: str, n: int, rows: int) -> None:
+    """bench_agents.py's DuckDB reference reads every span (otlp) or payload (litellm) into typed
+    columns: the floor it reports is of the same work, not of an empty read."""
+    import duckdb
+
+    mod = _bench_module("bench_agents")
+    f = tmp_path / f"{fmt}.jsonl"
+    mod.GENERATORS[fmt](f, n)
+    start = {"otlp": "ts_start", "litellm": "t_start"}[fmt]
+    got = duckdb.execute(f"SELECT count(*), count({start}) FROM ({mod.REFERENCES[fmt](str(f))})").fetchone()
+    assert got == (rows, rows)
+
+
+def test_triton_reference_reads_every_trace(tmp_path: Path) -> None:
+    """bench_tgi_triton.py's DuckDB reference gives one row per trace id, with its timestamps."""
+    import duckdb
+
+    mod = _bench_module("bench_tgi_triton")
+    f = tmp_path / "t.json"
+    mod.generate("triton", f, 400)
+    res = import_traces([str(f)], tmp_path / "ds", fmt="triton").to_json()
+    got = duckdb.execute(f"SELECT count(*), count(queue), count(req_end) FROM ({mod.triton_reference(str(f))})").fetchone()
+    assert got[0] >= res["imported"] == 400 and got[1] == got[2] == got[0]
