@@ -194,3 +194,40 @@ def test_demo_directory_imports(tmp_path):
     r = _run("import", str(SAMPLES), "--out", str(tmp_path / "ds"), "--json")
     assert r.returncode == 0, r.stderr[-500:]
     assert json.loads(r.stdout)["quarantined"] == 0
+
+
+def test_demo_writes_everything_under_out(tmp_path):
+    """``stagelens demo --out DIR``: the dataset in DIR/dataset, the three report files in DIR, and
+    nothing beside DIR; the headline tells the sample's story (queueing in the burst)."""
+    from toolkit.demo import run_demo
+
+    said: list[str] = []
+    out = tmp_path / "tour"
+    ds = run_demo(out, echo=said.append)
+    assert ds == out / "dataset"
+    assert sorted(p.name for p in out.iterdir()) == ["dataset", "report.html", "report.json", "report.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tour"]
+    text = "\n".join(said)
+    assert "quarantined 0, duplicates 0" in text
+    assert "queue explains" in text
+
+
+def test_wheel_carries_the_folders_read_at_run_time():
+    """A wheel installs only packages: pyproject.toml maps each top-level folder the code reads
+    (``_paths.shipped``) into the package, with package data that covers every file in it."""
+    import fnmatch
+    import re
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    used = set(re.findall(r'shipped\("(\w+)"\)', "".join(p.read_text() for p in (ROOT / "toolkit").rglob("*.py"))))
+    assert used == {"schemas", "queries", "sample_traces"}
+    for name in used:
+        pkg = f"toolkit._{name}"
+        assert pkg in cfg["packages"] and cfg["package-dir"][pkg] == name
+        globs = cfg["package-data"][pkg]
+        files = [p.relative_to(ROOT / name).as_posix() for p in (ROOT / name).rglob("*") if p.is_file()]
+        # setuptools' globs: ``**/`` matches no folder too
+        missed = [f for f in files if not any(fnmatch.fnmatch(f, g) or fnmatch.fnmatch(f, g.removeprefix("**/"))
+                                             for g in globs)]
+        assert not missed, (name, missed)

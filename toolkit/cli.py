@@ -447,7 +447,8 @@ def replay_cmd(
 
 @app.command("demo")
 def demo_cmd(
-    out: Annotated[Path | None, typer.Option("--out", help="Where to write the dataset (default: a temp dir).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Directory for the demo: the dataset goes to DIR/dataset, the "
+                                                 "report files to DIR (default: a new temp dir).")] = None,
 ) -> None:
     """Import the bundled sample_traces/ and print what they show: the one-minute tour."""
     from toolkit.demo import run_demo

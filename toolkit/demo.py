@@ -7,22 +7,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit import queries
+from toolkit._paths import shipped
 from toolkit.ingest import import_traces
 from toolkit.sources import is_data_file
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+SAMPLES = shipped("sample_traces")
 DEMO_SERVICE = "chat-assistant"  # the vLLM service whose burst the sample traces record
 
 
 def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> Path:
-    """Import every sample trace into ``out`` (a new temp dir by default) and print a summary."""
-    target = Path(out) if out else Path(tempfile.mkdtemp(prefix="stagelens-demo-")) / "dataset"
+    """Import every sample trace into ``<out>/dataset`` (``out``: a new temp dir by default), print
+    a summary and write the report files into ``out``. Returns the dataset's path."""
+    out_dir = Path(out) if out else Path(tempfile.mkdtemp(prefix="stagelens-demo-"))
+    target = out_dir / "dataset"
     # golden_* files are the exact-row test inputs, recorded on another day: not part of the story
     files = sorted(str(f) for f in SAMPLES.rglob("*") if is_data_file(f) and not f.name.startswith("golden_"))
     result = import_traces(files, target)
     s = result.to_json()
     echo(f"imported {s['imported']} of {s['read']} records from {len(result.files)} sample files into {target}")
-    echo(f"  quarantined {s['quarantined']} {s['by_reason'] or ''}, duplicates {s['duplicates']}")
+    echo(f"  quarantined {s['quarantined']}{' ' + str(s['by_reason']) if s['by_reason'] else ''}, "
+         f"duplicates {s['duplicates']}")
     summary = queries.run_sql(
         target,
         """SELECT source_format, vantage, count(*) AS requests,
@@ -39,7 +43,6 @@ def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> Path:
     from toolkit.report.render import RENDERERS
 
     report = build_report(target, filters={"service": DEMO_SERVICE})
-    out_dir = target.parent
     for kind in ("html", "md", "json"):
         (out_dir / f"report.{kind}").write_text(RENDERERS[kind](report), encoding="utf-8")
     echo(f"\n{report.meta['headline']}")

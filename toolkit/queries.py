@@ -24,9 +24,10 @@ import duckdb
 import pyarrow as pa
 
 from toolkit import schema
+from toolkit._paths import shipped
 from toolkit.store import Dataset
 
-QUERY_DIR = Path(__file__).resolve().parent.parent / "queries"
+QUERY_DIR = shipped("queries")
 BASE_TABLES = schema.TABLES
 HEADER_KEYS = ("name", "kind", "description", "percentiles", "requires", "params", "columns")
 """Keys a query header may hold; any other ``--`` line in the header is a free-form note."""

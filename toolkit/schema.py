@@ -9,11 +9,12 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 import pyarrow as pa
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+from toolkit._paths import shipped
+
+SCHEMA_DIR = shipped("schemas")
 SCHEMA_FILE = SCHEMA_DIR / "stagelens.v1.toml"
 TABLES = ("requests", "spans", "quarantine")
 
