@@ -4,7 +4,7 @@
 -- percentiles: none
 -- requires: _bounds
 -- params:
---   $bucket_s DOUBLE = 0  bucket width in seconds; 0 = auto: 60 s, or for data spanning under an hour the largest of 30, 15, 10, 5, 2, 1 s that still gives >= 60 buckets (1 s at least)
+--   $bucket_s DOUBLE = 0  bucket width in seconds; 0 = auto: 60 s, or for data spanning under an hour the largest of 30, 15, 10, 5, 2, 1 s that still gives >= 60 buckets (1 s at least); either way widened to whole seconds if it would give more than 100 000 buckets
 -- columns:
 --   bucket_us: us; bucket width
 --   first_bucket: index; first bucket (bucket start = index * bucket_us from the Unix epoch)
@@ -18,7 +18,7 @@
 WITH span AS (
     SELECT min(a_us) AS lo, max(e_us) AS hi FROM _bounds WHERE in_load
 ),
-w AS (
+w0 AS (
     SELECT
         lo,
         hi,
@@ -30,9 +30,16 @@ w AS (
             WHEN (hi - lo) / 1e6 >= 600 THEN 10e6
             WHEN (hi - lo) / 1e6 >= 300 THEN 5e6
             WHEN (hi - lo) / 1e6 >= 120 THEN 2e6
-            ELSE 1e6 END AS BIGINT) AS bucket_us
+            ELSE 1e6 END AS BIGINT) AS w0
     FROM span
     WHERE lo IS NOT NULL
+),
+w AS (
+    -- at most 100 000 buckets: a wider span (a stray timestamp years away, or a tiny $bucket_s)
+    -- widens them to whole seconds, rather than a row per bucket for decades
+    SELECT lo, hi,
+        CASE WHEN hi - lo > 100000 * w0 THEN CAST(ceil((hi - lo) / 1e5 / 1e6) * 1e6 AS BIGINT) ELSE w0 END AS bucket_us
+    FROM w0
 )
 SELECT
     bucket_us,

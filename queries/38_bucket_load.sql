@@ -4,7 +4,7 @@
 -- percentiles: exact (one median over buckets, for the busy threshold)
 -- requires: _bounds
 -- params:
---   $bucket_s DOUBLE = 0  bucket width in seconds; 0 = auto: 60 s, or for data spanning under an hour the largest of 30, 15, 10, 5, 2, 1 s that still gives >= 60 buckets (1 s at least)
+--   $bucket_s DOUBLE = 0  bucket width in seconds; 0 = auto: 60 s, or for data spanning under an hour the largest of 30, 15, 10, 5, 2, 1 s that still gives >= 60 buckets (1 s at least); either way widened to whole seconds if it would give more than 100 000 buckets
 --   $busy_factor DOUBLE = 2.0  a bucket is busy when its mean in-flight is at least this many times the median bucket's
 --   $busy_z DOUBLE = 3.0  and at least this many Poisson standard deviations (sqrt of the median) above the median, so noise in small buckets is not busy
 --   $busy_min_buckets BIGINT = 2  and in a run of at least this many consecutive such buckets (a lone noisy bucket is not a busy period)
@@ -16,7 +16,7 @@
 --   in_flight_at_start: requests; in flight at the bucket's first instant, before its events
 --   mean_in_flight: requests; time-weighted mean in flight over the bucket
 --   mean_e2e_ms: ms; mean e2e of the bucket's arrivals
---   busy_threshold: requests; max($busy_factor * m, m + $busy_z * sqrt(m)), m = median mean_in_flight
+--   busy_threshold: requests; max($busy_factor * m, m + $busy_z * sqrt(m)), m = median mean_in_flight over buckets with any load
 --   busy: bool; mean_in_flight >= busy_threshold, in a run of at least $busy_min_buckets such buckets
 --
 -- Why a helper: busy flags are needed by load, metrics and goodput, and they need only the
@@ -35,7 +35,7 @@ WITH calls AS (
 span AS (
     SELECT min(a_us) AS lo, max(e_us) AS hi FROM calls
 ),
-w AS (
+w0 AS (
     SELECT
         lo,
         hi,
@@ -47,9 +47,16 @@ w AS (
             WHEN (hi - lo) / 1e6 >= 600 THEN 10e6
             WHEN (hi - lo) / 1e6 >= 300 THEN 5e6
             WHEN (hi - lo) / 1e6 >= 120 THEN 2e6
-            ELSE 1e6 END AS BIGINT) AS bucket_us
+            ELSE 1e6 END AS BIGINT) AS w0
     FROM span
     WHERE lo IS NOT NULL
+),
+w AS (
+    -- at most 100 000 buckets: a wider span (a stray timestamp years away, or a tiny $bucket_s)
+    -- widens them to whole seconds, rather than a row per bucket for decades
+    SELECT lo, hi,
+        CASE WHEN hi - lo > 100000 * w0 THEN CAST(ceil((hi - lo) / 1e5 / 1e6) * 1e6 AS BIGINT) ELSE w0 END AS bucket_us
+    FROM w0
 ),
 b AS (
     SELECT bucket_us, lo // bucket_us AS first_bucket, greatest(lo, hi - 1) // bucket_us AS last_bucket FROM w
@@ -114,7 +121,9 @@ with_mean AS (
 ),
 threshold AS (
     SELECT greatest($busy_factor * m, m + $busy_z * sqrt(m)) AS busy_threshold
-    FROM (SELECT quantile_cont(mean_in_flight, 0.5) AS m FROM with_mean) AS med
+    -- over the buckets with any load: idle ones (nights, gaps between captures) say nothing of
+    -- the typical load, and with more than half idle the median was 0, so every bucket was busy
+    FROM (SELECT quantile_cont(mean_in_flight, 0.5) FILTER (WHERE mean_in_flight > 0) AS m FROM with_mean) AS med
 ),
 flagged AS (
     SELECT

@@ -18,7 +18,7 @@
 --   peak_in_flight: requests; most requests in flight at any instant of the bucket
 --   mean_e2e_ms: ms; mean e2e_ms of the requests arriving in the bucket
 --   littles_ratio: ratio; mean_in_flight / (arrivals_per_s * mean e2e in s): near 1 when the data is consistent (Little's law)
---   busy_threshold: requests; max($busy_factor * m, m + $busy_z * sqrt(m)), m = median mean_in_flight over all buckets
+--   busy_threshold: requests; max($busy_factor * m, m + $busy_z * sqrt(m)), m = median mean_in_flight over the buckets with any load (idle ones excluded)
 --   busy: bool; mean_in_flight >= busy_threshold, in a run of at least $busy_min_buckets such buckets
 --
 -- Rows: the counted record of each call on the main clock (_bounds.in_load). Every bucket from
@@ -30,7 +30,8 @@
 -- after the last event of an instant is the one that holds. A bucket's peak is the largest such
 -- count at one of its instants, or the count carried in from the previous bucket
 -- when that holds for a while (no event exactly at the bucket's start).
--- Busy rule: with m the median of mean_in_flight over all buckets, a bucket is busy when
+-- Busy rule: with m the median of mean_in_flight over the buckets with any load (idle buckets,
+-- such as nights or the gap between two captures, say nothing of the typical load), a bucket is busy when
 -- mean_in_flight >= max($busy_factor * m, m + $busy_z * sqrt(m)). The median is robust: a burst
 -- covering under half of the span does not move it. The second term is a Poisson noise guard
 -- (in-flight counts of independent arrivals have variance about their mean): with small buckets

@@ -93,3 +93,11 @@ def test_print_setup_runs_in_plain_duckdb(mixed: Path) -> None:
     assert con.sql("SELECT count(*) FROM stages").fetchall() == [(2,)]
     assert con.sql("SELECT min(bucket_s) FROM load").fetchall() == [(1.0,)]
     assert con.sql("SELECT count(*) FROM metrics").fetchall()[0][0] > 0
+
+
+@pytest.mark.parametrize("width", ["0", "-5", "0.0001", "nan"])
+def test_report_rejects_a_bucket_width_that_is_not_one(mixed: Path, width: str) -> None:
+    """--bucket-s 0 or -5 was silently replaced by the automatic width; a tiny one ran out of memory."""
+    res = runner.invoke(app, ["report", str(mixed), "--bucket-s", width])
+    assert res.exit_code == 2
+    assert "--bucket-s is a width in seconds" in res.stderr and "Traceback" not in res.output

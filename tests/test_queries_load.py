@@ -127,3 +127,42 @@ def test_bucket_load_uses_the_bucket_rule(tmp_path: Path, bucket_s: float) -> No
         got = con.sql("SELECT any_value(bucket_us), min(bucket_index), max(bucket_index), count(DISTINCT bucket_us) "
                       "FROM _bucket_load").fetchall()
         assert got[0][3] == 1 and [tuple(got[0][:3])] == want, (span_s, got, want)
+
+
+def _shifted(t: pa.Table, seconds: float, prefix: str) -> pa.Table:
+    """``t`` moved by ``seconds`` with fresh request ids (a second capture of the same service)."""
+    d = int(seconds * 1e6)
+    return pa.table({
+        "request_id": pa.array([f"{prefix}{i}" for i in range(t.num_rows)]),
+        "ts_arrival": pa.array(t["ts_arrival"].cast(pa.int64()).to_numpy() + d, pa.timestamp("us")),
+        "ts_end": pa.array(t["ts_end"].cast(pa.int64()).to_numpy() + d, pa.timestamp("us")),
+    })
+
+
+def test_idle_gap_between_captures_is_not_busy(tmp_path: Path) -> None:
+    """Two captures two days apart: most buckets in between are idle. Those say nothing of the
+    typical load; counted in the median they made it 0 and every bucket, idle ones too, busy."""
+    burst_start, burst_end = 3000.0, 4200.0
+    first = poisson_trace(1, 2.0, 7200, (burst_start, burst_end, 4.0))
+    later = _shifted(poisson_trace(9, 2.0, 600), 2 * 86400, "later-")
+    ds = make_dataset_from_arrow(tmp_path, pa.concat_tables([first, later]))
+    rows = queries.run_sql(ds, "SELECT ts_start, ts_end FROM busy_periods").to_pylist()
+    assert len(rows) == 1, rows
+    start, end = ((rows[0][k] - T0).total_seconds() for k in ("ts_start", "ts_end"))
+    assert abs(start - burst_start) <= 60 and abs(end - burst_end) <= 60, (start, end)
+    idle_busy = queries.run_sql(ds, "SELECT count(*) AS n FROM load WHERE busy AND mean_in_flight = 0")
+    assert idle_busy.to_pylist()[0]["n"] == 0
+
+
+@pytest.mark.parametrize("bucket_s", [None, "0.001"])
+def test_bucket_count_is_capped(tmp_path: Path, bucket_s: str | None) -> None:
+    """A stray timestamp 30 years away (or a 1 ms bucket over hours) would give millions of buckets:
+    they widen to whole seconds, at most 100 000 of them, and the burst is still found."""
+    stray = pa.table({"request_id": ["stray"], "ts_arrival": pa.array([T0_US - 30 * 365 * 86400 * 10**6],
+                                                                         pa.timestamp("us")),
+                      "ts_end": pa.array([T0_US - 30 * 365 * 86400 * 10**6 + 10**6], pa.timestamp("us"))})
+    trace = poisson_trace(1, 2.0, 7200, (3000.0, 4200.0, 4.0))
+    ds = make_dataset_from_arrow(tmp_path, pa.concat_tables([trace, stray]) if bucket_s is None else trace)
+    params = {"bucket_s": bucket_s} if bucket_s else None
+    got = queries.run_sql(ds, "SELECT count(*) AS n, min(bucket_s) AS b FROM load", params).to_pylist()[0]
+    assert got["n"] <= 100_001 and got["b"] == (9461 if bucket_s is None else 1)

@@ -263,3 +263,21 @@ def test_load_chart_accepts_either_in_flight_key(report: Report) -> None:
                for r in report.charts.series]
     assert ch.load_chart(renamed) is not None
     assert ch.load_chart([{"busy": True, "ttft_p95_ms": None}]) is None
+
+
+def test_context_dates_a_span_over_midnight_and_windows() -> None:
+    """The headline's times: a busy period within a day as HH:MM–HH:MM; one over midnight, and
+    every window, with their dates (a 3-year span read "18:17–10:14")."""
+    from types import SimpleNamespace
+
+    from toolkit.report.build import _context
+
+    day = [{"start": "2026-11-29T14:25:00Z", "end": "2026-11-29T14:38:00Z"}]
+    long = [{"start": "2023-11-16T18:17:00Z", "end": "2026-11-30T10:14:00Z"}]
+    none = SimpleNamespace(description={})
+    assert _context("busy-vs-quiet", day, none, none) == "Busy 14:25–14:38 UTC vs quiet time"
+    assert _context("busy-vs-quiet", long, none, none) == "Busy 2023-11-16 18:17–2026-11-30 10:14 UTC vs quiet time"
+    cur = SimpleNamespace(description={"windows": [{"start": "2030-01-01T00:00:00Z", "end": "2030-01-02T00:00:00Z"}]})
+    base = SimpleNamespace(description={"windows": [{"start": "2029-12-31T09:00:00Z", "end": "2029-12-31T10:00:00Z"}]})
+    assert _context("windows", [], cur, base) == ("2030-01-01 00:00–2030-01-02 00:00 UTC vs "
+                                                  "2029-12-31 09:00–10:00")

@@ -280,7 +280,8 @@ def report_cmd(
     service: Annotated[str | None, typer.Option(help="Only this service.")] = None,
     replica: Annotated[str | None, typer.Option(help="Only this replica.")] = None,
     tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
-    bucket_s: Annotated[float | None, typer.Option(help="Load bucket width in seconds (default: adapts to the data).")] = None,
+    bucket_s: Annotated[float | None, typer.Option(help="Load bucket width in seconds (default: adapts to the data; "
+                                                                "widened if it would give over 100 000 buckets).")] = None,
 ) -> None:
     """Which stage made latency worse: busy periods vs quiet time, two windows, or two datasets.
 
@@ -291,6 +292,8 @@ def report_cmd(
 
     if not 50 <= tail < 100:
         raise fail("--tail is a percentile between 50 and 100, e.g. 95", EXIT_USAGE)
+    if bucket_s is not None and not bucket_s >= 0.001:
+        raise fail("--bucket-s is a width in seconds, at least 0.001 (leave it out to adapt to the data)", EXIT_USAGE)
     quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
     progress = None if quiet or not sys.stderr.isatty() else (lambda msg: typer.echo(f"… {msg}", err=True))
     try:

@@ -303,14 +303,23 @@ def _context(kind: str, busy: list[dict], cur: Selection, base: Selection) -> st
     def hm(iso: str) -> str:
         return iso[11:16]
 
+    def day_hm(iso: str) -> str:
+        return iso[:16].replace("T", " ")
+
+    def span(start: str, end: str, dated: bool) -> str:
+        """HH:MM–HH:MM, with the dates when they are needed: a span over midnight says both."""
+        if start[:10] != end[:10]:
+            return f"{day_hm(start)}–{day_hm(end)}"
+        return f"{day_hm(start) if dated else hm(start)}–{hm(end)}"
+
     if kind == "busy-vs-quiet":
         if not busy:
             return "No busy period"
-        spans = ", ".join(f"{hm(b['start'])}–{hm(b['end'])}" for b in busy[:3]) + (" …" if len(busy) > 3 else "")
+        spans = ", ".join(span(b["start"], b["end"], False) for b in busy[:3]) + (" …" if len(busy) > 3 else "")
         return f"Busy {spans} UTC vs quiet time"
     if kind == "windows":
         c, b = cur.description["windows"][0], base.description["windows"][0]
-        return f"{c['start'][:16].replace('T', ' ')}–{hm(c['end'])} UTC vs {b['start'][:16].replace('T', ' ')}–{hm(b['end'])}"
+        return f"{span(c['start'], c['end'], True)} UTC vs {span(b['start'], b['end'], True)}"
     return f"{cur.description['dataset']} vs baseline {base.description['dataset']}"
 
 
