@@ -117,3 +117,29 @@ def test_cli_json_html_md(ab: tuple[Path, Path], tmp_path: Path) -> None:
     page = html.read_text()
     assert "<svg" in page and "<script" not in page and "http://" not in page.replace("http://www.w3.org", "")
     assert "finishes sooner" in md.read_text()
+
+
+@pytest.mark.parametrize("args", [["--a", "model = 'nonexistent'"], ["--b", "output_tokens > 1e9"]])
+def test_a_side_with_no_request_is_one_line(ab: tuple[Path, Path], args: list[str]) -> None:
+    """A filter (or a dataset) that matches nothing ended in a TypeError traceback."""
+    res = CliRunner().invoke(app, ["compare", str(ab[0]), str(ab[0]), *args])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip().endswith("has no requests") and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_each_side_states_the_reply_length_its_completion_is_for(tmp_path: Path) -> None:
+    """Sides with different median replies: completion_ms of both is for one N (the mean of the
+    medians), and each side's output_tokens says that N; its own median stays beside it. The
+    Markdown escapes labels (a filter is the user's text, a model name the logs')."""
+    rows = [{"request_id": f"{m}{i}", "model": m, "ts_arrival": ms(0), "ts_first_token": ms(100),
+             "ts_end": ms(100 + 10 * (n - 1)), "output_tokens": n}
+            for m, n in (("<b>x</b>", 101), ("y", 61)) for i in range(5)]
+    ds = make_dataset(tmp_path, rows)
+    r = compare_datasets(ds, None, "model = '<b>x</b>'", "model = 'y'")
+    assert r["output_tokens"] == 81
+    assert (r["a"]["output_tokens"], r["b"]["output_tokens"]) == (81, 81)
+    assert (r["a"]["median_output_tokens"], r["b"]["median_output_tokens"]) == (101.0, 61.0)
+    assert r["a"]["completion_ms"]["median"] == r["b"]["completion_ms"]["median"] == 100 + 10 * 80
+    from toolkit.report.compare_page import render_md
+    md = render_md(r)
+    assert "<b>" not in md and "\\<b\\>x\\</b\\>" in md

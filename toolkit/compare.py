@@ -97,6 +97,7 @@ def _side_stats(side: Side) -> dict:
                    (epoch_us(max(ts_end)) - epoch_us(min(ts_arrival))) / 1e6
             FROM stages WHERE {cond}""", side.params).fetchone()
     n, ttft, tpot, med_out, vantages, formats, span_s = row
+    vantages, formats = vantages or [], formats or []  # no request matched: lists of nothing, not NULL
     return {
         "label": side.label,
         "requests": n,
@@ -216,13 +217,13 @@ def compare_datasets(
             "server's does not, so part of any difference is where it was measured.")
     pairs = {k: _pairs(s) for k, s in sides.items()}
     result: dict = {"a": stats["a"], "b": stats["b"], "warnings": warnings}
-    for k in ("a", "b"):
-        n = output_tokens or stats[k]["median_output_tokens"] or 1
-        result[k]["output_tokens"] = n
-    n_eval = output_tokens or round(np.nanmean([stats["a"]["median_output_tokens"] or np.nan,
-                                                stats["b"]["median_output_tokens"] or np.nan]) or 1)
+    # one reply length for both sides (given, else the mean of the two medians): each side's own
+    # median stays in median_output_tokens
+    medians = [m for m in (stats["a"]["median_output_tokens"], stats["b"]["median_output_tokens"]) if m]
+    n_eval = output_tokens or (max(1, round(sum(medians) / len(medians))) if medians else 1)
     result["output_tokens"] = n_eval
     for k in ("a", "b"):
+        result[k]["output_tokens"] = n_eval  # the N its completion_ms is for
         result[k]["completion_ms"] = {stat: _r(completion(*pairs[k], np.array([n_eval]), q)[0])
                                       for stat, q in QUANTILES.items()}
     for stat in QUANTILES:

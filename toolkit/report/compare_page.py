@@ -8,6 +8,8 @@ import json
 import altair as alt
 import vl_convert as vlc
 
+from toolkit.report.render_md import md_escape
+
 SIDE_COLOURS = {"a": "#1f6feb", "b": "#d9480f"}
 
 
@@ -36,8 +38,8 @@ def render_md(result: dict) -> str:
     a, b = result["a"], result["b"]
     n = result["output_tokens"]
 
-    def cell(x: object) -> str:
-        return "n/a" if x is None else f"{x:,.1f}" if isinstance(x, float) else str(x).replace("|", "\\|")
+    def cell(x: object) -> str:  # labels and warnings come from the command line and the logs: escaped
+        return "n/a" if x is None else f"{x:,.1f}" if isinstance(x, float) else md_escape(x, 500)
 
     lines = [f"**stagelens compare**: {cell(result['summary'])}", "",
              "| | A | B |", "|---|---|---|",
