@@ -117,7 +117,8 @@ def test_agent_references_read_every_record(tmp_path: Path, fmt: str, n: int, ro
     f = tmp_path / f"{fmt}.jsonl"
     mod.GENERATORS[fmt](f, n)
     start = {"otlp": "ts_start", "litellm": "t_start"}[fmt]
-    got = duckdb.execute(f"SELECT count(*), count({start}) FROM ({mod.REFERENCES[fmt](str(f))})").fetchone()
+    with duckdb.connect() as con:  # not the module's default connection: other tests share it
+        got = con.execute(f"SELECT count(*), count({start}) FROM ({mod.REFERENCES[fmt](str(f))})").fetchall()[0]
     assert got == (rows, rows)
 
 
@@ -129,5 +130,7 @@ def test_triton_reference_reads_every_trace(tmp_path: Path) -> None:
     f = tmp_path / "t.json"
     mod.generate("triton", f, 400)
     res = import_traces([str(f)], tmp_path / "ds", fmt="triton").to_json()
-    got = duckdb.execute(f"SELECT count(*), count(queue), count(req_end) FROM ({mod.triton_reference(str(f))})").fetchone()
+    with duckdb.connect() as con:
+        got = con.execute(f"SELECT count(*), count(queue), count(req_end) FROM ({mod.triton_reference(str(f))})"
+                          ).fetchall()[0]
     assert got[0] >= res["imported"] == 400 and got[1] == got[2] == got[0]

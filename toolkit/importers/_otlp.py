@@ -221,9 +221,9 @@ def llm_request_columns(p: str = "") -> dict[str, str]:
         "request_id": f"{p}request_id", "trace_id": f"{p}trace_id", "span_id": f"{p}span_id",
         "parent_span_id": f"{p}parent_span_id",
         "vantage": "'server'",
-        "service": f"coalesce(getvariable('service'), {p}resource_service)",
+        "service": f"coalesce({p}resource_service, getvariable('service'))",
         "replica": f"{p}resource_replica",
-        "model": f"coalesce(getvariable('model'), {p}span_model)",
+        "model": f"coalesce({p}span_model, getvariable('model'))",
         "ts_arrival": a,
         # clamp derived boundaries into [arrival, first token] / [first token, end]; NULL stays NULL
         # (greatest/least skip NULLs, so each clamp is guarded)

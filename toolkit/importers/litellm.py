@@ -169,7 +169,7 @@ SELECT ln, {"CASE WHEN is_tool THEN 'mark' ELSE 'record' END" if fast else "'rec
     r['id'] AS request_id, trace_id, session_id,
     'gateway' AS vantage,
     getvariable('service') AS service,
-    coalesce(getvariable('model'), nullif(r['model_group'], ''), nullif(r['model'], '')) AS model,
+    coalesce(nullif(r['model_group'], ''), nullif(r['model'], ''), getvariable('model')) AS model,
     coalesce(nullif(r['team_id'], ''), nullif(r['metadata']['user_api_key_team_id'], '')) AS tenant,
     t_start AS ts_arrival,
     -- non-streaming calls carry completionStartTime = endTime: no first token
@@ -324,7 +324,7 @@ SELECT ln, 'record' AS row_kind,
     _r['code'] AS reason_code, _r['detail'] AS reason_detail,
     rid AS request_id, session_id AS trace_id, session_id,
     'gateway' AS vantage, getvariable('service') AS service,
-    coalesce(getvariable('model'), nullif(model_group, ''), nullif(model, '')) AS model,
+    coalesce(nullif(model_group, ''), nullif(model, ''), getvariable('model')) AS model,
     nullif(team_id, '') AS tenant,
     t_start AS ts_arrival,
     -- no stream flag in the table: completionStartTime = endTime marks a non-streaming call

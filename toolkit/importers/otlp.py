@@ -243,9 +243,9 @@ def _model_columns() -> dict[str, str]:
         "trace_id": "trace_id", "span_id": "span_id", "parent_span_id": "parent_span_id", "session_id": "session_id",
         "vantage": "CASE WHEN span_kind = '2' OR starts_with(coalesce(scope, ''), 'litellm') THEN 'gateway' "
                    "ELSE 'client' END",
-        "service": "coalesce(getvariable('service'), r_service)",
+        "service": "coalesce(r_service, getvariable('service'))",
         "replica": "r_instance",
-        "model": "coalesce(getvariable('model'), span_model)",
+        "model": "coalesce(span_model, getvariable('model'))",
         "ts_arrival": "t_start",
         # a derived first token a little past the span end (clock rounding) is placed at the end
         "ts_first_token": f"""CASE WHEN f_read IS NOT NULL THEN f_read

@@ -136,7 +136,7 @@ SELECT coalesce(TRY_CAST(id AS BIGINT), 0) AS ln, CASE WHEN orphan THEN 'skip' E
     coalesce(client_id, getvariable('file_hash') || '-' || id) AS request_id,
     'server' AS vantage,
     getvariable('service') AS service,
-    coalesce(getvariable('model'), model_name) AS model,
+    coalesce(model_name, getvariable('model')) AS model,
     {us('a_ns')} AS ts_arrival,
     {us('q_ns')} AS ts_queued,
     {us('s_ns')} AS ts_scheduled,
