@@ -260,3 +260,13 @@ def test_app_spans_and_gateway_payloads_count_each_call_once(tmp_path: Path) -> 
                     "stage_ms": {"preprocess+queue+prefill": 350.0, "decode+postprocess": 1150.0, "tool": 670.0,
                                  "orchestration": 120.0},
                     "model_calls": 2, "tool_calls": 2}
+
+
+def test_spendlogs_csv_with_a_bom_is_detected(tmp_path: Path) -> None:
+    """A CSV saved by a spreadsheet tool starts with a UTF-8 BOM: still detected, same rows."""
+    bom = tmp_path / "spend.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + SPEND_CSV.read_bytes())
+    assert detect(bom.read_bytes()) is REGISTRY["litellm-spendlogs"]
+    plain = import_traces([str(SPEND_CSV)], tmp_path / "a").to_json()
+    got = import_traces([str(bom)], tmp_path / "b").to_json()
+    assert (got["read"], got["imported"], got["quarantined"]) == (plain["read"], plain["imported"], 0)

@@ -535,3 +535,26 @@ def test_keep_raw_keeps_quarantined_lines_only(kit, tmp_path):
     for r in kit.rows(ds, "requests"):
         assert kit.MARKER not in json.dumps(r, default=str)
     assert kit.MARKER not in res.output
+
+
+def test_cli_empty_file_beside_others_is_listed_not_fatal(kit, tmp_path):
+    """A freshly rotated, still empty log beside the others: the others are imported and the empty
+    one is listed (alone, it is still the one-line error above: there is no format to detect)."""
+    good = kit.write(tmp_path / "a.jsonl", [kit.sglang("r1"), kit.sglang("r2")])
+    empty = tmp_path / "b.jsonl"
+    empty.write_bytes(b"")
+    res = cli(str(good), str(empty), "--out", str(tmp_path / "ds"), "--json")
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)
+    kit.reconcile(s)
+    assert counts(s)[:2] == (2, 2) and list(s["by_format"]) == ["sglang"]
+    assert [(f["path"], f["status"]) for f in s["files"]] == [(str(good), "imported"), (str(empty), "empty")]
+
+
+def test_cli_wrong_explicit_format_warns(kit, tmp_path):
+    """Every line skipped under an explicit --format: imported nothing, exit 0, but said on stderr."""
+    f = kit.write(tmp_path / "a.jsonl", [kit.sglang("r1"), kit.sglang("r2")])
+    res = cli(str(f), "--out", str(tmp_path / "ds"), "--format", "tgi")
+    assert res.exit_code == 0, res.output
+    assert res.stderr.strip() == (f"warning: {f}: no tgi record in its 2 lines: is --format tgi right? "
+                                  "(--format auto detects it)")

@@ -107,7 +107,7 @@ def import_cmd(
         typer.echo(json.dumps(summary, indent=2))
     else:
         for f in result.files:
-            if f.status == "already-imported":
+            if f.status in ("already-imported", "empty"):
                 typer.echo(f"{f.path}: {f.note}")
                 continue
             reasons = ", ".join(f"{k} {v}" for k, v in sorted(f.by_reason.items()))
@@ -122,6 +122,9 @@ def import_cmd(
         )
         if summary["quarantined"]:
             typer.echo(f"see: stagelens sql {out} \"SELECT * FROM quarantine\"")
+    for f in result.files:  # a doubt about the input, on stderr even with --json
+        if f.status == "imported" and f.note:
+            typer.echo(f"warning: {f.path}: {f.note}", err=True)
     if result.bad_fraction > max_bad_fraction:
         raise fail(
             f"{result.bad_fraction:.0%} of records were quarantined (over --max-bad-fraction "

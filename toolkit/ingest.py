@@ -71,7 +71,7 @@ class FileResult:
     format: str
     size: int
     digest: str
-    status: str = "imported"  # or "already-imported"
+    status: str = "imported"  # or "already-imported", or "empty" (a 0-byte file beside others, format auto)
     read: int = 0
     imported: int = 0
     quarantined: int = 0
@@ -100,6 +100,8 @@ class ImportResult:
         by_format: dict[str, Counter] = {}
         by_reason: Counter = Counter()
         for f in self.files:
+            if f.status == "empty":
+                continue
             c = by_format.setdefault(f.format, Counter())
             for k in ("read", "imported", "quarantined", "duplicates", "skipped"):
                 c[k] += getattr(f, k)
@@ -171,7 +173,13 @@ def import_traces(
     try:
         with ds.locked(lock_timeout_s):
             sources = expand(paths)
-            plan = [(src, _configure(resolve_format(src, fmt), src, options)) for src in sources]
+            # an empty file beside others (a freshly rotated log) holds nothing to detect or import:
+            # listed as "empty"; alone, it is the error resolve_format gives (its format is unknown)
+            empty = {id(s) for s in sources if fmt == "auto" and s.size == 0} if len(sources) > 1 else set()
+            if len(empty) == len(sources):
+                empty = set()
+            plan = [(src, None if id(src) in empty else _configure(resolve_format(src, fmt), src, options))
+                    for src in sources]
             staging = Staging(ds)
             writer = _BackgroundWriter(staging)
             imported_at = datetime.now(UTC).replace(tzinfo=None)
@@ -183,6 +191,10 @@ def import_traces(
             try:
                 sizes = {(f["size"], f["format"]) for i in ds.manifest()["imports"] for f in i["files"]}
                 for src, imp in plan:
+                    if imp is None:
+                        results.append(FileResult(path=src.name, format="", size=0, digest="", status="empty",
+                                                  note="empty file: nothing to import"))
+                        continue
                     res = FileResult(path=src.name, format=imp.NAME, size=src.size, digest="")
                     results.append(res)
                     # Hashing costs a full read: do it first only when a same-size file was seen before
@@ -206,6 +218,10 @@ def import_traces(
                         loaded.add(imp.NAME)
                     _import_file(con, writer, seen, src, imp, options, keep_raw, batch_rows, imported_at, res,
                                  progress)
+                    if fmt != "auto" and res.read == 0 and res.skipped:
+                        # every line was something else: likely another format (auto would have said)
+                        res.note = (f"no {imp.NAME} record in its {res.skipped} lines: is --format {imp.NAME} "
+                                    "right? (--format auto detects it)")
                     if hasher:
                         hasher.join()
                         res.digest = src.digest

@@ -374,7 +374,7 @@ def _spendlogs_importer(kind: str) -> types.ModuleType:
     }
     m.CANNOT = CANNOT + "; no finish reason (it lives in the response column, which is never read)"
     if kind == "csv":
-        m.sniff = lambda head: head[:4096].lstrip().startswith(b"request_id,") and b"completionStartTime" in head[:4096]
+        m.sniff = lambda head: head[:4096].lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"request_id,") and b"completionStartTime" in head[:4096]
     else:  # the column names sit in the footer: recognised when the whole file fits in the sniffed head
         m.sniff = lambda head: head.startswith(b"PAR1") and head.endswith(b"PAR1") and \
             b"completionStartTime" in head and b"request_id" in head
