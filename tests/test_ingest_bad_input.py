@@ -475,6 +475,19 @@ def test_cli_mostly_bad_file_exits_4_with_one_line(kit, tmp_path):
     kit.reconcile(json.loads(res.stdout))
     lines = res.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("stagelens: ") and "--max-bad-fraction" in lines[0]
+    assert "Nothing was imported" in lines[0]
+    assert_nothing_written(tmp_path / "ds")  # so a re-run with a higher limit imports the file
+    res = cli(str(f), "--out", str(tmp_path / "ds"), "--json", "--max-bad-fraction", "0.7")
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)
+    assert (s["imported"], s["quarantined"], s["rejected"]) == (1, 2, False)
+
+
+@pytest.mark.parametrize("share", ["-1", "1.5"])
+def test_cli_max_bad_fraction_is_a_share(kit, tmp_path, share):
+    f = kit.write(tmp_path / "a.jsonl", [kit.sglang("r1")])
+    assert_one_error_line(cli(str(f), "--out", str(tmp_path / "ds"), "--max-bad-fraction", share), 2,
+                          "--max-bad-fraction")
 
 
 def test_cli_control_byte_with_invalid_utf8_prints_no_traceback(kit, tmp_path):

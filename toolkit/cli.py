@@ -55,7 +55,8 @@ def import_cmd(
     service: Annotated[str | None, typer.Option(help="Service name for rows that lack one.")] = None,
     model: Annotated[str | None, typer.Option(help="Model name for rows that lack one.")] = None,
     keep_raw: Annotated[bool, typer.Option("--keep-raw", help="Keep quarantined lines' raw text (may hold prompts).")] = False,
-    max_bad_fraction: Annotated[float, typer.Option(help="Exit 4 when more than this share of records is quarantined.")] = 0.5,
+    max_bad_fraction: Annotated[float, typer.Option(help="Exit 4, importing nothing, when more than this share of "
+                                                          "records is quarantined (0 to 1).")] = 0.5,
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
     mapping: Annotated[Path | None, typer.Option("--mapping", help="TOML mapping file for --format mapping (your own log's columns; implies --format mapping).")] = None,
     clock_origin: Annotated[str | None, typer.Option(
@@ -68,6 +69,8 @@ def import_cmd(
     """
     from toolkit.ingest import import_traces
 
+    if not 0 <= max_bad_fraction <= 1:
+        raise fail("--max-bad-fraction is a share between 0 and 1, e.g. 0.5", EXIT_USAGE)
     if mapping is not None:
         from toolkit.importers.mapping import MappingError, load
 
@@ -88,7 +91,7 @@ def import_cmd(
             paths, out, fmt=format, options=ImportOptions(service=service, model=model,
                                                           mapping=str(mapping) if mapping else None,
                                                           clock_origin_us=origin_us),
-            keep_raw=keep_raw, progress=progress,
+            keep_raw=keep_raw, progress=progress, max_bad_fraction=max_bad_fraction,
         )
     except (InputError, UnknownFormat) as e:
         raise fail(str(e), EXIT_INPUT) from None
@@ -118,17 +121,19 @@ def import_cmd(
             )
         typer.echo(
             f"total: read {summary['read']} = imported {summary['imported']} + quarantined "
-            f"{summary['quarantined']} + duplicates {summary['duplicates']}  ->  {out}"
+            f"{summary['quarantined']} + duplicates {summary['duplicates']}  ->  "
+            + ("nothing written (rejected)" if result.rejected else str(out))
         )
         if summary["quarantined"]:
             typer.echo(f"see: stagelens sql {out} \"SELECT * FROM quarantine\"")
     for f in result.files:  # a doubt about the input, on stderr even with --json
         if f.status == "imported" and f.note:
             typer.echo(f"warning: {f.path}: {f.note}", err=True)
-    if result.bad_fraction > max_bad_fraction:
+    if result.rejected:
         raise fail(
             f"{result.bad_fraction:.0%} of records were quarantined (over --max-bad-fraction "
-            f"{max_bad_fraction:.0%}); wrong --format?", EXIT_INPUT,
+            f"{max_bad_fraction:.0%}); wrong --format? Nothing was imported (a higher --max-bad-fraction "
+            "keeps the good rows).", EXIT_INPUT,
         )
 
 

@@ -87,6 +87,7 @@ class ImportResult:
     dataset: str
     import_id: str | None
     files: list[FileResult]
+    rejected: bool = False  # over max_bad_fraction: nothing was written
 
     def total(self, key: str) -> int:
         return sum(getattr(f, key) for f in self.files)
@@ -109,6 +110,7 @@ class ImportResult:
         return {
             "dataset": self.dataset,
             "import_id": self.import_id,
+            "rejected": self.rejected,
             "read": self.total("read"),
             "imported": self.total("imported"),
             "quarantined": self.total("quarantined"),
@@ -158,8 +160,12 @@ def import_traces(
     batch_rows: int = 250_000,
     progress: Progress | None = None,
     lock_timeout_s: float = 600.0,
+    max_bad_fraction: float | None = None,
 ) -> ImportResult:
-    """Import log files into the dataset at ``out`` (created if needed), atomically.
+    """Import log files into the dataset at ``out`` (created if needed), atomically. With
+    ``max_bad_fraction``: when a larger share of the records read was quarantined, nothing is
+    written (``rejected``): a likely wrong format or broken export, and re-running with a higher
+    limit must find the files not yet imported.
 
     Raises:
         InputError: a file cannot be read or its format is unknown (nothing is written).
@@ -236,7 +242,10 @@ def import_traces(
                                 "keep_raw": keep_raw},
                     "files": [asdict(r) for r in results if r.status == "imported"],
                 }
-                if entry["files"]:
+                read = sum(r.read for r in results)
+                rejected = (max_bad_fraction is not None and read > 0
+                            and sum(r.quarantined for r in results) / read > max_bad_fraction)
+                if entry["files"] and not rejected:
                     staging.commit(entry)
                     import_id: str | None = staging.import_id
                 else:
@@ -248,7 +257,7 @@ def import_traces(
                 raise
             finally:
                 con.close()
-            return ImportResult(dataset=str(out), import_id=import_id, files=results)
+            return ImportResult(dataset=str(out), import_id=import_id, files=results, rejected=rejected)
     finally:
         for src in sources:
             if src.spooled:  # the stdin copy may hold prompts: never leave it behind
