@@ -81,6 +81,7 @@ def test_list_shows_views_queries_and_params() -> None:
     assert res.exit_code == 0
     names = {line.split()[0] for line in res.stdout.splitlines()}
     assert {"stages", "turns", "load", "busy_periods", "metrics", "goodput", "consistency", "stages_by_minute"} <= names
+    assert {"requests", "spans", "quarantine"} <= names  # the tables themselves too
     assert "$ttft_slo_ms=1000" in res.stdout and not any(n.startswith("_") for n in names)
 
 

@@ -211,6 +211,10 @@ def sql_cmd(
     from toolkit import queries
 
     if list_:
+        from toolkit import schema
+
+        for name in schema.TABLES:  # the dataset's own tables (columns: stagelens schema)
+            typer.echo(f"{name:<18} table {schema.table(name).description}")
         for q in queries.list_queries():
             if q.name.startswith("_"):
                 continue  # helper views: see --print-setup
