@@ -231,3 +231,7 @@ def test_wheel_carries_the_folders_read_at_run_time():
         missed = [f for f in files if not any(fnmatch.fnmatch(f, g) or fnmatch.fnmatch(f, g.removeprefix("**/"))
                                              for g in globs)]
         assert not missed, (name, missed)
+        # a subfolder that could be a package must be listed as one (else setuptools warns at install)
+        subs = {f"{pkg}.{d.name}" for d in (ROOT / name).iterdir() if d.is_dir() and d.name.isidentifier()
+                and not d.name.startswith("__")}
+        assert subs <= set(cfg["packages"]), subs - set(cfg["packages"])
