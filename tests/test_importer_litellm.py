@@ -270,3 +270,16 @@ def test_spendlogs_csv_with_a_bom_is_detected(tmp_path: Path) -> None:
     plain = import_traces([str(SPEND_CSV)], tmp_path / "a").to_json()
     got = import_traces([str(bom)], tmp_path / "b").to_json()
     assert (got["read"], got["imported"], got["quarantined"]) == (plain["read"], plain["imported"], 0)
+
+
+def test_error_type_keeps_class_names_only(tmp_path: Path) -> None:
+    """error_type is the payload's error class; a value that is not a class name (words, quotes:
+    maybe a message quoting the prompt) is kept as 'other', never verbatim."""
+    src = (ROOT / "sample_traces/litellm/golden_retail_agent.jsonl").read_text()
+    secret = 'Bad request: user said "SECRET-PROMPT-12345"'
+    f = tmp_path / "p.jsonl"
+    f.write_text(src.replace('"error_class": "InternalServerError"', f'"error_class": {json.dumps(secret)}'))
+    import_traces([str(f)], tmp_path / "ds")
+    got = queries.run_sql(tmp_path / "ds", "SELECT DISTINCT error_type FROM requests WHERE error_type IS NOT NULL "
+                                           "ORDER BY 1").column("error_type").to_pylist()
+    assert got == ["ClientDisconnected", "NotFoundError", "other"]

@@ -78,6 +78,14 @@ def us(seconds_expr: str) -> str:
     return f"TRY_CAST(round(({seconds_expr}) * 1e6) AS BIGINT)"
 
 
+def error_label(expr: str) -> str:
+    """An error type as a source's own field gives it (an exception class, ``timeout``, ``500``),
+    kept only when it looks like one: a value with spaces or punctuation may be a message quoting
+    the prompt (the privacy rule), so it becomes ``other``; '' is absent."""
+    return (f"CASE WHEN regexp_full_match({expr}, '[A-Za-z0-9_.:/-]{{1,128}}') THEN {expr} "
+            f"WHEN {expr} <> '' THEN 'other' END")
+
+
 def duck_type(spec: object) -> str:
     """A ``json_transform`` structure (``{"a": "BIGINT", "b": [{"c": "VARCHAR"}]}``) as a DuckDB type."""
     if isinstance(spec, str):

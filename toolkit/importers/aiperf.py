@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 
-from toolkit.importers._common import SKEW_TOLERANCE_US
+from toolkit.importers._common import SKEW_TOLERANCE_US, error_label
 
 NAME = "aiperf"
 VANTAGE = "client"
@@ -150,7 +150,8 @@ SELECT ln, row_kind,
          WHEN j['error'] IS NOT NULL AND (j['error']['code'] IS NOT NULL OR j['error']['type'] IS NOT NULL)
               THEN CASE WHEN j['error']['code'] IN (408, 504) THEN 'timeout' ELSE 'error' END
          ELSE 'ok' END AS status,
-    CASE WHEN j['error'] IS NOT NULL THEN coalesce(j['error']['type'], 'http-' || j['error']['code']) END AS error_type,
+    CASE WHEN j['error'] IS NOT NULL THEN coalesce({error_label("j['error']['type']")}, 'http-' || j['error']['code'])
+         END AS error_type,
     CASE WHEN raw AND len(j['responses']) = 0 THEN NULL
          WHEN raw THEN CAST([(j['responses'][i + 1]['perf_ns'] - j['responses'][i]['perf_ns']) / 1e6
                              FOR i IN range(1, len(j['responses']))] AS FLOAT[])

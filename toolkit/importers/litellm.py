@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import types
 
-from toolkit.importers._common import us
+from toolkit.importers._common import error_label, us
 
 NAME = "litellm"
 VANTAGE = "gateway"
@@ -182,7 +182,7 @@ SELECT ln, {"CASE WHEN is_tool THEN 'mark' ELSE 'record' END" if fast else "'rec
          WHEN r['error_information']['error_code'] = '499' THEN 'aborted'
          ELSE 'ok' END AS status,
     nullif(r['response']['choices'][1]['finish_reason'], '') AS finish_reason,
-    nullif(r['error_information']['error_class'], '') AS error_type,
+    {error_label("r['error_information']['error_class']")} AS error_type,
     [] AS derived,
     'wall' AS clock{(", " + _nested_spans() + " AS _spans") if fast else ""}
 FROM m
@@ -336,10 +336,10 @@ SELECT ln, 'record' AS row_kind,
     TRY_CAST(ct_raw AS BIGINT) AS output_tokens,
     CASE WHEN coalesce(status, json_extract_string(metadata, '$.status')) = 'failure' THEN 'error' ELSE 'ok' END
         AS status,
-    nullif(json_extract_string(metadata, '$.error_information.error_class'), '') AS error_type,
+    @ERROR_TYPE@ AS error_type,
     [] AS derived, 'wall' AS clock
 FROM c WHERE tool_name IS NULL
-"""
+""".replace("@ERROR_TYPE@", error_label("json_extract_string(metadata, '$.error_information.error_class')"))
 
 
 def _spendlogs_spans_sql(kind: str) -> str:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 
-from toolkit.importers._common import SKEW_TOLERANCE_US, us
+from toolkit.importers._common import SKEW_TOLERANCE_US, error_label, us
 from toolkit.importers._otlp import (
     chain,
     hex_id,
@@ -201,7 +201,7 @@ def _model_stages() -> list[list[str]]:
         f"{_model(coalesced('out_new', 'out_old', 'out_oi'))} AS out_v",
         f"{_model(coalesced('cache_new', 'cache_tl', 'cache_oi'))} AS cache_v",
         f"{_model(finish)} AS finish_reason",
-        f"{_model(_s('error_type'))} AS error_type",
+        f"{_model(error_label(_s('error_type')))} AS error_type",
         f"{_model(fte)} AS fte_raw",
         f"{_model(chunks)} AS chunks",
     ]
