@@ -17,6 +17,7 @@ import pytest
 
 from tests.helpers import write_table
 from toolkit import schema
+from toolkit.ingest import import_traces
 from toolkit.report.build import build_report
 
 T0_US = 1_795_996_800_000_000  # 2026-11-30 00:00:00 UTC
@@ -190,3 +191,27 @@ def test_f_only_load_changes(reports: dict) -> None:
         assert e["driver"] is None, e
         assert not e["regression"], e
     assert not r.regression
+
+
+@pytest.mark.parametrize("sample", ["otlp", "litellm", "vllm", "sglang"])
+def test_agent_check_counts_what_turns_counts(tmp_path: Path, sample: str) -> None:
+    """The report decides whether turn_ms is a headline without building ``turns`` (seconds at
+    10 M records): its check must count exactly what turns does."""
+    from toolkit import queries
+    from toolkit.report.build import _AGENT_CHECK
+
+    root = Path(__file__).resolve().parent.parent / "sample_traces" / sample
+    import_traces([str(root)], tmp_path / "ds")
+    con = queries.connect(tmp_path / "ds")
+    want = con.execute("SELECT count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM turns").fetchall()
+    def zeros(rows: list[tuple]) -> list[tuple]:  # no trace at all: count_if over no rows is NULL
+        return [tuple(x or 0 for x in r) for r in rows]
+
+    assert zeros(con.execute(_AGENT_CHECK).fetchall()) == zeros(want)
+    if sample == "otlp":
+        assert want[0][0] > 0 and want[0][2] > 0  # the agent samples: tool calls in traces
+
+
+def test_no_turn_ms_without_agent_traffic(reports: dict) -> None:
+    """Server records with no traces: turn_ms is not attributed (and turns is never built)."""
+    assert not any(e["metric"] == "turn_ms" for e in reports["queueing"].attribution)

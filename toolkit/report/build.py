@@ -206,9 +206,11 @@ def build_report(
         if joined:
             families.append((["client_ttft_ms"], filt_calls))
         # turns are a headline only for agent traffic: tool calls, or many multi-call traces
-        tools, multi, traces = con.execute(
-            "SELECT count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM turns").fetchone()
+        tools, multi, traces = con.execute(_AGENT_CHECK).fetchone()
         if tools or (traces and multi >= 0.1 * traces):
+            # read several times from here on: computed once (5 s a read at 10 M records with traces)
+            for c in {id(sel.con): sel.con for sel in (cur, base)}.values():
+                c.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
             families.append((["turn_ms"], "true"))
         for names, extra in families:
             say(f"attributing {', '.join(names)}")
@@ -262,17 +264,27 @@ def build_report(
                   warnings=warnings, quarantine=quarantine, charts=charts)
 
 
+# The agent-traffic check on the rows turns is built from, without building it: the traces with a
+# tool span, those with more than one counted model call, and all traces (calls' and spans'),
+# exactly as ``count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM turns``.
+_AGENT_CHECK = """
+WITH c AS (SELECT trace_id, count(*) AS n FROM _bounds WHERE counted AND trace_id IS NOT NULL GROUP BY trace_id),
+traces AS (SELECT trace_id FROM c UNION SELECT trace_id FROM spans WHERE trace_id IS NOT NULL)
+SELECT (SELECT count(DISTINCT trace_id) FROM spans WHERE kind = 'tool' AND trace_id IS NOT NULL),
+       (SELECT count_if(n > 1) FROM c),
+       (SELECT count(*) FROM traces)"""
+
+
 def _connect(dataset: str | Path, params: dict | None) -> duckdb.DuckDBPyConnection:
     """The dataset's views, with those the report reads many times computed once: a temp table
     shadows the view of the same name. ``load`` (busy_periods, consistency, the charts); ``turns``
-    (the agent check and turn_ms attribution: 5 s a read at 10 M records with traces); and, when
+    only once the agent check says it is read (build_report); and, when
     there are client or gateway records, ``_links`` and ``calls`` holding only the joined calls
     (uplink known), the only ones the report reads (joined counts, client_ttft_ms, clock offsets):
     the view reads every record (7 s a read at 10 M records)."""
     con = queries.connect(dataset, params)
     con.execute(f"SET memory_limit = '{REPORT_MEMORY}'")  # spill rather than grow past the target
     con.execute("CREATE TEMP TABLE load AS SELECT * FROM main.load")
-    con.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
     if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
         con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
         # a joined call is anchored at the lower record of a link: this filter reaches the view's
