@@ -6,6 +6,7 @@
 -- params:
 --   $collapse_ratio DOUBLE = 0.2  a client stream is collapsed when its first-to-last chunk window is under this share of the server's decode window
 --   $collapse_min_ms DOUBLE = 50  ... and the server's decode window is at least this long (shorter ones cannot collapse visibly)
+--   $linked_only BOOLEAN = false  true: only calls whose records were joined across vantages (calls of one record are left out, and not read: the report reads only joined calls)
 -- columns:
 --   call_key: key; row_key (see _links) of the call's finest record (server, else gateway, else client)
 --   vantage: name; the finest vantage that saw the call
@@ -107,7 +108,7 @@ j_linked AS (
 -- a record in no link: the call is that record alone, at its own vantage (as j_linked would give it)
 alone AS (
     SELECT *, vantage = 'server' AS is_s, vantage = 'gateway' AS is_g, vantage NOT IN ('server', 'gateway') AS is_c
-    FROM r WHERE vantage IS NOT NULL AND row_key NOT IN (SELECT k FROM lk_keys)
+    FROM r WHERE NOT $linked_only AND vantage IS NOT NULL AND row_key NOT IN (SELECT k FROM lk_keys)
 ),
 j_alone AS (
     SELECT

@@ -149,3 +149,15 @@ def test_delivery_regression_is_named_delivery(tmp_path: Path) -> None:
     server = [a for a in report.attribution if a["metric"] == "ttft_ms"]
     assert all(a["driver"] is None for a in server)
     assert "delivery" in entries[0]["verdict"] and "calls joined by trace" in entries[0]["verdict"]
+
+
+def test_linked_only_is_the_joined_calls(tmp_path: Path) -> None:
+    """``--param linked_only=true`` (what the report reads) gives exactly the calls with more than
+    one vantage, without reading the single-record ones."""
+    rows = call(1) + call(2, 2000, gateway=False) + call(3, 4000, rid="x", trace="f" * 32, server_trace="e" * 32)
+    rows.append({"request_id": "solo", "vantage": "server", "ts_arrival": ms(6000), "ts_end": ms(6500)})
+    ds = make_dataset(tmp_path, rows)
+    every = queries.run_sql(ds, "SELECT * FROM calls ORDER BY call_key").to_pylist()
+    linked = queries.run_sql(ds, "SELECT * FROM calls ORDER BY call_key", {"linked_only": "true"}).to_pylist()
+    assert linked == [r for r in every if len(r["vantages"]) > 1]
+    assert 0 < len(linked) < len(every)

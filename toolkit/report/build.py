@@ -287,10 +287,12 @@ def _connect(dataset: str | Path, params: dict | None) -> duckdb.DuckDBPyConnect
     con.execute("CREATE TEMP TABLE load AS SELECT * FROM main.load")
     if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
         con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
-        # a joined call is anchored at the lower record of a link: this filter reaches the view's
-        # scan, so the records in no link are not read at all (10 M records: 1 s, not 7)
+        # a joined call is anchored at the lower record of a link; linked_only leaves out the calls
+        # of one record without reading them (10 M records: 1.1 s, not 5.9)
+        con.execute("SET VARIABLE linked_only = true")
         con.execute("CREATE TEMP TABLE calls AS SELECT * FROM main.calls "
                     "WHERE call_key IN (SELECT lower_key FROM _links) AND uplink_ms IS NOT NULL")
+        con.execute("SET VARIABLE linked_only = false")
     return con
 
 
