@@ -115,6 +115,17 @@ def test_sglang_queue_time_wrong_type(kit, tmp_path, value):
     assert "queue_time" in kit.rows(ds, "quarantine")[0]["reason_detail"]
 
 
+@pytest.mark.parametrize(("field", "value"), [("prompt_tokens", 10**29), ("completion_tokens", "many"),
+                                            ("cached_tokens", 1.5e30), ("num_retractions", [1])])
+def test_sglang_count_of_a_wrong_type(kit, tmp_path, field, value):
+    """A token count that is there but not an integer (beyond int64, a string): a bad type, not a
+    row with the count silently null."""
+    s, ds = one_bad_among_good(kit, tmp_path, kit.sglang("r2", **{field: value}))
+    assert counts(s) == (3, 2, 1, 0, 0)
+    assert quarantine(kit, ds) == [(2, "bad-type")]
+    assert kit.rows(ds, "quarantine")[0]["reason_detail"] == f"{field} is not an integer"
+
+
 @pytest.mark.parametrize("retractions", [0, 1])
 def test_sglang_scheduled_before_arrival(kit, tmp_path, retractions):
     # forward_entry_time 1 s before request_received_ts: read boundaries out of order.

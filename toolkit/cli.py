@@ -124,7 +124,7 @@ def import_cmd(
             f"{summary['quarantined']} + duplicates {summary['duplicates']}  ->  "
             + ("nothing written (rejected)" if result.rejected else str(out))
         )
-        if summary["quarantined"]:
+        if summary["quarantined"] and not result.rejected:
             typer.echo(f"see: stagelens sql {out} \"SELECT * FROM quarantine\"")
     for f in result.files:  # a doubt about the input, on stderr even with --json
         if f.status == "imported" and f.note:

@@ -51,6 +51,9 @@ _META = {
 _NUMERIC = {"request_received_ts": "a", "request_finished_ts": "e_read", "e2e_latency": "e2e",
             "forward_entry_time": "s", "queue_time": "qt", "prefill_finished_time": "f_read",
             "first_token_latency": "ftl"}
+# Counts: a value that is there but not an integer (a string, 1e29) is a bad type too, not a silent null.
+_COUNTS = {"prompt_tokens": "input_tokens", "completion_tokens": "output_tokens",
+           "cached_tokens": "cached_input_tokens", "num_retractions": "retractions"}
 
 
 # One record of either layout, as json_transform (line reader) takes it.
@@ -110,11 +113,12 @@ def requests_sql(fast: bool = False) -> str:
         return (f"has_{f}" if fast else
                 f"coalesce(json_type(body, '$.{f}'), json_type(body, '$.out.meta_info.{f}'), 'NULL') <> 'NULL'")
 
-    has = "".join(f"{m(f)} IS NOT NULL AS has_{f}, " for f in _NUMERIC) if fast else ""
+    has = "".join(f"{m(f)} IS NOT NULL AS has_{f}, " for f in (*_NUMERIC, *_COUNTS)) if fast else ""
     bad_type = " ".join(
-        f"WHEN {col} IS NULL AND {present(f)} "
-        f"THEN {{'code': 'bad-type', 'detail': '{f} is not a number'}}"
-        for f, col in _NUMERIC.items()
+        [f"WHEN {col} IS NULL AND {present(f)} "
+         f"THEN {{'code': 'bad-type', 'detail': '{f} is not a number'}}" for f, col in _NUMERIC.items()]
+        + [f"WHEN {col} IS NULL AND {present(f)} "
+           f"THEN {{'code': 'bad-type', 'detail': '{f} is not an integer'}}" for f, col in _COUNTS.items()]
     )
     return f"""
 WITH {parsed}, f AS (
