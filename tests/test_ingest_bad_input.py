@@ -280,6 +280,19 @@ def test_vllm_ttft_not_a_number(kit, tmp_path):
     assert counts(s) == (3, 2, 1, 0, 0)
 
 
+@pytest.mark.parametrize("value", [{"intValue": str(10**29)}, {"stringValue": "many"}])
+def test_vllm_token_count_not_an_integer(kit, tmp_path, value):
+    """A usage attribute that is there but not an int64: bad-type, not a silently null count."""
+    sp = kit.span("aaaaaaaaaaaaaaa2", "req-2")
+    for a in sp["attributes"]:
+        if a["key"] == "gen_ai.usage.prompt_tokens":
+            a["value"] = value
+    s, ds = one_bad_among_good(kit, tmp_path, kit.otlp(sp), fmt="vllm-otlp")
+    assert counts(s) == (3, 2, 1, 0, 0)
+    assert quarantine(kit, ds) == [(2, "bad-type")]
+    assert kit.rows(ds, "quarantine")[0]["reason_detail"] == "gen_ai.usage.prompt_tokens is not an integer"
+
+
 def test_vllm_missing_request_id(kit, tmp_path):
     s, ds = one_bad_among_good(kit, tmp_path, kit.otlp(kit.span("aaaaaaaaaaaaaaa2", kit.DROP)), fmt="vllm-otlp")
     assert quarantine(kit, ds) == [(2, "missing-field")]

@@ -210,6 +210,10 @@ def llm_request_columns(p: str = "") -> dict[str, str]:
         "_r": f"""CASE WHEN {p}span_id IS NULL THEN {{'code': 'missing-field', 'detail': 'spanId is missing'}}
          WHEN {a} IS NULL THEN {{'code': 'missing-field', 'detail': 'startTimeUnixNano is missing or not an integer'}}
          {bad_type}
+         WHEN {p}input_tokens IS NULL AND {p}ix_prompt IS NOT NULL THEN
+              {{'code': 'bad-type', 'detail': 'gen_ai.usage.prompt_tokens is not an integer'}}
+         WHEN {p}output_tokens IS NULL AND {p}ix_completion IS NOT NULL THEN
+              {{'code': 'bad-type', 'detail': 'gen_ai.usage.completion_tokens is not an integer'}}
          {negative}
          WHEN {p}ttft IS NULL THEN {{'code': 'missing-field', 'detail': 'gen_ai.latency.time_to_first_token is missing'}}
          WHEN {e_at} IS NULL THEN {{'code': 'missing-field', 'detail': 'gen_ai.latency.e2e is missing'}}
