@@ -215,3 +215,16 @@ def test_agent_check_counts_what_turns_counts(tmp_path: Path, sample: str) -> No
 def test_no_turn_ms_without_agent_traffic(reports: dict) -> None:
     """Server records with no traces: turn_ms is not attributed (and turns is never built)."""
     assert not any(e["metric"] == "turn_ms" for e in reports["queueing"].attribution)
+
+
+def test_empty_baseline_is_not_called_a_vantage_mix(tmp_path: Path) -> None:
+    """A baseline window with no request: warned as too few requests, not as 'current: server,
+    baseline: none' vantages."""
+    from tests.helpers import T0, make_dataset, ms
+
+    ds = make_dataset(tmp_path, [{"request_id": f"r{i}", "ts_arrival": ms(1000 * i), "ts_end": ms(1000 * i + 500)}
+                                 for i in range(10)])
+    day = T0.strftime("%Y-%m-%d")
+    r = build_report(ds, window=f"{day}T00:00/{day}T23:59", baseline_window="2020-01-01T00:00/2020-01-02T00:00")
+    assert any("fewer than 2 requests" in w for w in r.warnings), r.warnings
+    assert not any("Vantages are mixed" in w for w in r.warnings), r.warnings

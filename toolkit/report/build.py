@@ -179,7 +179,9 @@ def build_report(
             sel.description |= {"requests": sum(n for _v, _f, n in rows),
                                 "vantages": sorted({v for v, _f, _n in rows if v is not None}),
                                 "formats": sorted({f for _v, f, _n in rows if f is not None})}
-    if set(cur.description["vantages"]) != set(base.description["vantages"]) or len(cur.description["vantages"]) > 1:
+    vc, vb = set(cur.description["vantages"]), set(base.description["vantages"])
+    # an empty side is not a different vantage: it is warned about below (fewer than 2 requests)
+    if (vc and vb and vc != vb) or len(vc) > 1:
         warnings.append(
             "Vantages are mixed (current: {}, baseline: {}): TTFT measured at a client includes network and "
             "queueing that a server's does not; compare like with like (filter by source or service).".format(
