@@ -277,13 +277,8 @@ def _child(mode: str, fmt: str, file: str, out: str, result: str) -> int:
         res = import_traces([file], out, fmt=fmt).to_json()
         info = {k: res[k] for k in ("read", "imported", "quarantined", "skipped")}
     else:
-        import duckdb
-
-        from toolkit.ingest import IMPORT_THREADS, MEMORY_LIMIT
-        con = duckdb.connect()
-        con.execute(f"SET threads = {min(len(os.sched_getaffinity(0)), IMPORT_THREADS)}")
-        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-        con.execute("SET preserve_insertion_order = false")
+        from toolkit.ingest import connect
+        con = connect()  # the importer's threads, buffer pool and settings
         (rows,) = con.execute(f"COPY ({REFERENCES[fmt](file)}) TO '{out}.parquet' "
                               "(FORMAT parquet, COMPRESSION snappy)").fetchone()
         info = {"imported": rows}

@@ -192,15 +192,12 @@ REFERENCES = {"triton": triton_reference}
 
 
 def _reference(fmt: str, file: str, out: str) -> dict:
-    import duckdb
+    from toolkit.importers import triton
+    from toolkit.ingest import connect
 
-    from toolkit.importers.triton import MEMORY_LIMIT as TRITON_MEMORY
-    from toolkit.ingest import IMPORT_THREADS, MEMORY_LIMIT
-
-    con = duckdb.connect()
-    con.execute(f"SET threads = {min(len(os.sched_getaffinity(0)), IMPORT_THREADS)}")
-    con.execute(f"SET memory_limit = '{TRITON_MEMORY if fmt == 'triton' else MEMORY_LIMIT}'")
-    con.execute("SET preserve_insertion_order = false")
+    con = connect()  # the importer's threads and settings, and Triton's buffer pool as its import has it
+    if fmt == "triton":
+        con.execute(f"SET memory_limit = '{triton.MEMORY_LIMIT}'")
     (rows,) = con.execute(f"COPY ({REFERENCES[fmt](file)}) TO '{out}.parquet' (FORMAT parquet, COMPRESSION snappy)"
                           ).fetchone()
     Path(f"{out}.parquet").unlink()

@@ -181,7 +181,7 @@ def import_traces(
             sources = expand(paths)
             # an empty file beside others (a freshly rotated log) holds nothing to detect or import:
             # listed as "empty"; alone, it is the error resolve_format gives (its format is unknown)
-            empty = {id(s) for s in sources if fmt == "auto" and s.size == 0} if len(sources) > 1 else set()
+            empty = {id(s) for s in sources if fmt == "auto" and s.size == 0}
             if len(empty) == len(sources):
                 empty = set()
             plan = [(src, None if id(src) in empty else _configure(resolve_format(src, fmt), src, options))
@@ -242,22 +242,20 @@ def import_traces(
                                 "keep_raw": keep_raw},
                     "files": [asdict(r) for r in results if r.status == "imported"],
                 }
-                read = sum(r.read for r in results)
-                rejected = (max_bad_fraction is not None and read > 0
-                            and sum(r.quarantined for r in results) / read > max_bad_fraction)
-                if entry["files"] and not rejected:
+                result = ImportResult(dataset=str(out), import_id=None, files=results)
+                result.rejected = max_bad_fraction is not None and result.bad_fraction > max_bad_fraction
+                if entry["files"] and not result.rejected:
                     staging.commit(entry)
-                    import_id: str | None = staging.import_id
+                    result.import_id = staging.import_id
                 else:
                     staging.discard()
-                    import_id = None
             except BaseException:
                 writer.close(discard=True)
                 staging.discard()
                 raise
             finally:
                 con.close()
-            return ImportResult(dataset=str(out), import_id=import_id, files=results, rejected=rejected)
+            return result
     finally:
         for src in sources:
             if src.spooled:  # the stdin copy may hold prompts: never leave it behind

@@ -114,12 +114,9 @@ def requests_sql(fast: bool = False) -> str:
                 f"coalesce(json_type(body, '$.{f}'), json_type(body, '$.out.meta_info.{f}'), 'NULL') <> 'NULL'")
 
     has = "".join(f"{m(f)} IS NOT NULL AS has_{f}, " for f in (*_NUMERIC, *_COUNTS)) if fast else ""
-    bad_type = " ".join(
-        [f"WHEN {col} IS NULL AND {present(f)} "
-         f"THEN {{'code': 'bad-type', 'detail': '{f} is not a number'}}" for f, col in _NUMERIC.items()]
-        + [f"WHEN {col} IS NULL AND {present(f)} "
-           f"THEN {{'code': 'bad-type', 'detail': '{f} is not an integer'}}" for f, col in _COUNTS.items()]
-    )
+    typed = [(f, col, "a number") for f, col in _NUMERIC.items()] + [(f, col, "an integer") for f, col in _COUNTS.items()]
+    bad_type = " ".join(f"WHEN {col} IS NULL AND {present(f)} THEN {{'code': 'bad-type', 'detail': '{f} is not {what}'}}"
+                        for f, col, what in typed)
     return f"""
 WITH {parsed}, f AS (
     SELECT ln, body, {has}

@@ -211,8 +211,8 @@ def build_report(
         tools, multi, traces = con.execute(_AGENT_CHECK).fetchone()
         if tools or (traces and multi >= 0.1 * traces):
             # read several times from here on: computed once (5 s a read at 10 M records with traces)
-            for c in {id(sel.con): sel.con for sel in (cur, base)}.values():
-                c.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
+            for sels in _by_con([cur, base]).values():
+                sels[0].con.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
             families.append((["turn_ms"], "true"))
         for names, extra in families:
             say(f"attributing {', '.join(names)}")
@@ -279,11 +279,10 @@ SELECT (SELECT count(DISTINCT trace_id) FROM spans WHERE kind = 'tool' AND trace
 
 def _connect(dataset: str | Path, params: dict | None) -> duckdb.DuckDBPyConnection:
     """The dataset's views, with those the report reads many times computed once: a temp table
-    shadows the view of the same name. ``load`` (busy_periods, consistency, the charts); ``turns``
-    only once the agent check says it is read (build_report); and, when
+    shadows the view of the same name. ``load`` (busy_periods, consistency, the charts); and, when
     there are client or gateway records, ``_links`` and ``calls`` holding only the joined calls
-    (uplink known), the only ones the report reads (joined counts, client_ttft_ms, clock offsets):
-    the view reads every record (7 s a read at 10 M records)."""
+    (uplink known), the only ones the report reads (joined counts, client_ttft_ms, clock offsets).
+    ``turns`` is computed once too, but only when the agent check says it is read (build_report)."""
     con = queries.connect(dataset, params)
     con.execute(f"SET memory_limit = '{REPORT_MEMORY}'")  # spill rather than grow past the target
     con.execute("CREATE TEMP TABLE load AS SELECT * FROM main.load")
