@@ -1,7 +1,9 @@
-"""Generated README sections (schema columns, importer table), so docs never drift from code.
+"""Generated doc sections (schema columns, importer table, each format's boundaries), so docs never drift from code.
 
-``python -m toolkit.docs README.md`` rewrites the blocks between ``<!-- NAME:begin -->`` and
-``<!-- NAME:end -->``; ``tests/test_docs.py`` fails when the README is stale.
+``python -m toolkit.docs README.md docs/formats/*.md`` rewrites the blocks between
+``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``: ``schema`` and ``formats`` in the README, and
+``boundaries:IMPORTER`` in the format pages (docs/formats/). ``tests/test_docs.py`` fails when a
+file is stale.
 """
 
 from __future__ import annotations
@@ -26,19 +28,34 @@ def formats_markdown() -> str:
     return "\n".join(lines)
 
 
+def boundaries_markdown(name: str) -> str:
+    """One importer's boundaries as a table: what each boundary is read (or derived) from, and what it cannot measure."""
+    imp = REGISTRY[name]
+    lines = [f"`{name}` (vantage: {imp.VANTAGE}) reads {imp.FILE_HINT}.", "",
+             "| boundary | from |", "|---|---|"]
+    for b in BOUNDARIES:
+        lines.append(f"| `{b}` | " + imp.BOUNDARIES.get(b, "not available").replace("|", "\\|") + " |")
+    lines += ["", f"Cannot: {imp.CANNOT}."]
+    return "\n".join(lines)
+
+
 BLOCKS = {"schema": lambda: schema.describe(markdown=True).rstrip(), "formats": formats_markdown}
+
+
+BOUNDARIES_BLOCK = re.compile(r"(<!-- boundaries:([a-z0-9-]+):begin -->\n).*?(<!-- boundaries:\2:end -->)", re.S)
 
 
 def render(text: str) -> str:
     for name, fn in BLOCKS.items():
         pattern = re.compile(rf"(<!-- {name}:begin -->\n).*?(<!-- {name}:end -->)", re.S)
         text = pattern.sub(lambda m, fn=fn: m.group(1) + fn() + "\n" + m.group(2), text)
-    return text
+    return BOUNDARIES_BLOCK.sub(lambda m: m.group(1) + boundaries_markdown(m.group(2)) + "\n" + m.group(3), text)
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[0] if argv else "README.md")
-    path.write_text(render(path.read_text()))
+    for name in argv or ["README.md"]:
+        path = Path(name)
+        path.write_text(render(path.read_text()))
     return 0
 
 
