@@ -517,9 +517,6 @@ class Dataset:
         if not (isinstance(entry, dict) and isinstance(entry.get("moves"), list)
                 and isinstance(entry.get("manifest_entry"), dict)):
             raise DatasetDamaged(refuse + "not a commit journal (no moves and manifest entry)")
-        check_import_entry(entry["manifest_entry"], path, "manifest_entry")
-        if entry["manifest_entry"]["import_id"] != import_id:
-            raise DatasetDamaged(refuse + "its manifest entry is of another import")
         prefix = f"{STAGING}/{import_id}/"
         targets: list[str] = []
         for i, move in enumerate(entry["moves"]):
@@ -537,6 +534,12 @@ class Dataset:
             if not os.path.lexists(src) and not os.path.lexists(dst):
                 raise DatasetDamaged(refuse + f"move {i} names a file that is in neither place")
             targets.append(move[1])
+        try:
+            check_import_entry(entry["manifest_entry"], path, "manifest_entry")
+        except DatasetDamaged:
+            raise DatasetDamaged(refuse + "its manifest entry is not one stagelens writes") from None
+        if entry["manifest_entry"]["import_id"] != import_id:
+            raise DatasetDamaged(refuse + "its manifest entry is of another import")
         if sorted(targets) != sorted(entry["manifest_entry"]["outputs"]):
             raise DatasetDamaged(refuse + "its moves and its manifest entry's outputs differ")
 
