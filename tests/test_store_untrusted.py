@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from toolkit import schema
 from toolkit.cli import app
 
 DAY = "2026-11-30"
@@ -160,3 +164,140 @@ def test_a_legitimate_interrupted_journal_still_rolls_forward(kit, ds, nxt, tmp_
     assert res.exit_code == 0, res.output
     assert f"finished import {iid}, interrupted after its commit" in res.stderr
     assert count(ds) == 5  # r1, r2, the rolled-forward import's two files (r8 twice), r3
+
+
+# -- damaged or crafted datasets: one line naming the file, exit 4 -------------------------------------
+
+def _part(ds: Path) -> Path:
+    [rel] = json.loads((ds / "manifest.json").read_text())["imports"][0]["outputs"]
+    return ds / rel
+
+
+def _wrong_schema(p: Path) -> None:
+    pq.write_table(pa.table({"a": [1, 2]}), p)
+
+
+def _wrong_type(p: Path) -> None:
+    t = pq.read_table(p)
+    i = t.schema.get_field_index("ts_arrival")
+    pq.write_table(t.set_column(i, "ts_arrival", pa.array(["x"] * t.num_rows)), p)
+
+
+def _mkfifo(p: Path) -> None:
+    if p.is_dir():
+        shutil.rmtree(p)
+    else:
+        p.unlink(missing_ok=True)
+    os.mkfifo(p)
+
+
+def _journal(ds: Path, text: str) -> None:
+    (ds / "_staging" / "20261201T000000-x").mkdir(parents=True)
+    (ds / "_staging" / "20261201T000000-x" / "COMMIT").write_text(text)
+
+
+# name -> (damage, the file the one line names, relative to the dataset; '' for the part file)
+DAMAGE = {
+    "corrupt manifest": (lambda ds: (ds / "manifest.json").write_text('{"schema_version": 1, "imp'), "manifest.json"),
+    "truncated manifest": (lambda ds: (ds / "manifest.json").write_bytes((ds / "manifest.json").read_bytes()[:40]),
+                           "manifest.json"),
+    "manifest []": (lambda ds: (ds / "manifest.json").write_text("[]"), "manifest.json"),
+    "manifest {}": (lambda ds: (ds / "manifest.json").write_text("{}"), "manifest.json"),
+    "manifest not UTF-8": (lambda ds: (ds / "manifest.json").write_bytes(b"\xff\xfe\x00garbage"), "manifest.json"),
+    "manifest symlinked elsewhere": (lambda ds: ((ds / "manifest.json").unlink(),
+                                                 (ds / "manifest.json").symlink_to("/etc/passwd")), "manifest.json"),
+    "manifest a directory": (lambda ds: ((ds / "manifest.json").unlink(), (ds / "manifest.json").mkdir()),
+                             "manifest.json"),
+    "manifest a FIFO": (lambda ds: _mkfifo(ds / "manifest.json"), "manifest.json"),
+    "newer schema version": (lambda ds: (ds / "manifest.json").write_text(json.dumps(
+        {**json.loads((ds / "manifest.json").read_text()), "schema_version": 99})), "manifest.json"),
+    "output outside the tables": (lambda ds: (ds / "manifest.json").write_text(
+        (ds / "manifest.json").read_text().replace('"requests/date=', '"../requests/date=')), "manifest.json"),
+    "output not a date": (lambda ds: (ds / "manifest.json").write_text(
+        re.sub(r'"requests/date=[0-9-]+/', '"requests/date=9999-99-99/', (ds / "manifest.json").read_text())),
+        "manifest.json"),
+    "corrupt journal": (lambda ds: _journal(ds, '{"moves": [["_st'), "_staging/20261201T000000-x/COMMIT"),
+    "journal []": (lambda ds: _journal(ds, "[]"), "_staging/20261201T000000-x/COMMIT"),
+    "_staging a file": (lambda ds: (ds / "_staging").write_text("x"), "_staging"),
+    ".lock a directory": (lambda ds: (ds / ".lock").mkdir(), ".lock"),
+    ".lock a FIFO": (lambda ds: _mkfifo(ds / ".lock"), ".lock"),
+    ".lock a symlink": (lambda ds: (ds / ".lock").symlink_to("/etc/passwd"), ".lock"),
+    "requests a file": (lambda ds: (shutil.rmtree(ds / "requests"), (ds / "requests").write_text("x")), "requests"),
+    "requests a symlink": (lambda ds: (shutil.move(ds / "requests", ds.parent / "elsewhere"),
+                                       (ds / "requests").symlink_to(ds.parent / "elsewhere")), "requests"),
+    "empty Parquet": (lambda ds: _part(ds).write_bytes(b""), ""),
+    "garbage Parquet": (lambda ds: _part(ds).write_bytes(b"\x1b]0;pwned\x07" * 100), ""),
+    "truncated Parquet": (lambda ds: _part(ds).write_bytes(_part(ds).read_bytes()[:-100]), ""),
+    "wrong-schema Parquet": (lambda ds: _wrong_schema(_part(ds)), ""),
+    "wrong-type Parquet": (lambda ds: _wrong_type(_part(ds)), ""),
+    "listed Parquet missing": (lambda ds: _part(ds).unlink(), ""),
+    "listed Parquet a FIFO": (lambda ds: _mkfifo(_part(ds)), ""),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+@pytest.mark.parametrize("command", ["sql", "report", "import"])
+def test_a_damaged_dataset_is_one_line_naming_the_file(ds, nxt, damage, command):
+    part = _part(ds)
+    do, name = DAMAGE[damage]
+    do(ds)
+    named = str(ds / name) if name else str(part)
+    args = {"sql": ["sql", str(ds), "SELECT count(*) FROM requests"], "report": ["report", str(ds)],
+            "import": ["import", str(nxt), "--out", str(ds)]}[command]
+    line = one_error_line(CliRunner().invoke(app, args), 4, f"{named}: ")
+    assert "\x1b" not in line and "\x07" not in line
+
+
+def test_newer_schema_version_says_to_upgrade(ds):
+    (ds / "manifest.json").write_text(json.dumps({**json.loads((ds / "manifest.json").read_text()),
+                                                  "schema_version": 99}))
+    line = one_error_line(CliRunner().invoke(app, ["sql", str(ds), "SELECT 1"]), 4)
+    assert line == (f"stagelens: {ds / 'manifest.json'}: written with schema version 99, newer than this stagelens "
+                    f"reads ({schema.version()}); upgrade stagelens to read it")
+
+
+def _copy_part_to(ds: Path, partition: str) -> None:
+    d = ds / "requests" / partition
+    d.mkdir(parents=True, exist_ok=True)
+    shutil.copy(_part(ds), d / "part-planted.parquet")
+
+
+def test_only_listed_files_of_real_date_partitions_are_read(ds, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(_part(ds), outside / "part-planted.parquet")
+    for partition in ("date=notadate", "date=9999-99-99", "date=2026-02-30", "x=1", "date=2031-01-01"):
+        _copy_part_to(ds, partition)  # a stray file even in a real date: not in the manifest
+    (ds / "requests" / "date=2031-01-02").symlink_to(outside, target_is_directory=True)
+    shutil.copy(_part(ds), _part(ds).parent / "part-planted.parquet")  # beside a listed file
+    assert count(ds) == 2
+
+
+def test_a_dataset_without_imports_reads_its_real_date_partitions(kit, tmp_path):
+    # a dataset written by other tools (Spark, fixtures) lists no import: its partitions are read,
+    # those whose value is a real date only; a partition linked out of the dataset is refused
+    from tests.helpers import make_dataset, ms
+
+    root = make_dataset(tmp_path, [{"request_id": k, "ts_arrival": ms(0), "ts_end": ms(9)} for k in "ab"])
+    [part] = (root / "requests").glob("date=*/*.parquet")
+    for partition in ("date=notadate", "date=9999-99-99", "date=2026-02-30", "x=1", "date=.x"):
+        (root / "requests" / partition).mkdir()
+        shutil.copy(part, root / "requests" / partition / "p.parquet")
+    assert count(root) == 2
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(part, outside / "p.parquet")
+    (root / "requests" / "date=2031-01-01").symlink_to(outside, target_is_directory=True)
+    one_error_line(CliRunner().invoke(app, ["sql", str(root), "SELECT 1"]), 4,
+                   f"{root}/requests/date=2031-01-01/p.parquet: outside the dataset")
+
+
+def test_report_on_parquet_damaged_inside_is_one_line(ds):
+    # damage the footer check cannot see (data pages): DuckDB's error, as one line, exit 4
+    p = _part(ds)
+    raw = bytearray(p.read_bytes())
+    raw[4:200] = b"\x00" * 196
+    p.write_bytes(bytes(raw))
+    # report: the input is unusable (4); sql: the query failed (2, as any failing SQL)
+    one_error_line(CliRunner().invoke(app, ["report", str(ds)]), 4, f"{ds}: the report cannot read the dataset: ")
+    one_error_line(CliRunner().invoke(app, ["sql", str(ds), "SELECT sum(length(request_id)) FROM requests"]), 2)

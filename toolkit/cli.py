@@ -318,6 +318,8 @@ def report_cmd(
         raise fail(str(e), e.exit_code) from None
     except ValueError as e:
         raise fail(str(e), EXIT_USAGE) from None
+    except duckdb.Error as e:  # a Parquet file damaged past what opening the dataset checks
+        raise fail(f"{dataset}: the report cannot read the dataset: {str(e).splitlines()[0]}", EXIT_INPUT) from None
     outputs = {"html": html, "md": md, "json": json_out}
     for kind, target in outputs.items():
         if target is None:
