@@ -232,6 +232,8 @@ DAMAGE = {
     "wrong-type Parquet": (lambda ds: _wrong_type(_part(ds)), ""),
     "listed Parquet missing": (lambda ds: _part(ds).unlink(), ""),
     "listed Parquet a FIFO": (lambda ds: _mkfifo(_part(ds)), ""),
+    "listed partition a FIFO": (lambda ds: _mkfifo(_part(ds).parent), ""),
+    "listed partition a file": (lambda ds: (shutil.rmtree(_part(ds).parent), _part(ds).parent.write_text("x")), ""),
 }
 
 

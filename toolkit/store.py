@@ -344,6 +344,8 @@ class Dataset:
         except FileNotFoundError:
             raise DatasetDamaged(f"{p}: listed in {MANIFEST} but missing; the dataset was changed outside "
                                  "stagelens") from None
+        except OSError as e:  # a partition that is a file or a FIFO, a loop of links
+            raise DatasetDamaged(f"{p}: cannot be read ({e.strerror})") from None
         if not stat.S_ISREG(st.st_mode):
             raise DatasetDamaged(f"{p}: a {_kind(st.st_mode)}, not a Parquet file")
         with open(p, "rb") as fh:
