@@ -303,3 +303,22 @@ def test_report_on_parquet_damaged_inside_is_one_line(ds):
     # report: the input is unusable (4); sql: the query failed (2, as any failing SQL)
     one_error_line(CliRunner().invoke(app, ["report", str(ds)]), 4, f"{ds}: the report cannot read the dataset: ")
     one_error_line(CliRunner().invoke(app, ["sql", str(ds), "SELECT sum(length(request_id)) FROM requests"]), 2)
+
+
+def test_fields_a_newer_version_adds_to_the_manifest_are_read_past(kit, ds, nxt, tmp_path):
+    """A manifest entry may carry more than this version writes (a content digest per file, an import
+    option): readers and the next import go on; the same bytes are still recognised by ``digest``."""
+    m = json.loads((ds / "manifest.json").read_text())
+    m["written_by"] = "stagelens 9"
+    imp = m["imports"][0]
+    imp["engine"] = "spark"
+    imp["files"][0]["content_sha256"] = "ab" * 32
+    (ds / "manifest.json").write_text(json.dumps(m))
+    assert count(ds) == 2
+    s = kit.run([tmp_path / "a.jsonl"], ds)  # the first file again: already imported
+    assert s["files"][0]["status"] == "already-imported"
+    s = kit.run([nxt], ds)
+    assert s["imported"] == 1 and count(ds) == 3
+    after = json.loads((ds / "manifest.json").read_text())
+    assert after["written_by"] == "stagelens 9"  # kept when the next import rewrites the manifest
+    assert after["imports"][0]["files"][0]["content_sha256"] == "ab" * 32
