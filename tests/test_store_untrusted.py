@@ -148,6 +148,17 @@ def test_a_journal_overwriting_a_published_file_is_refused(ds, nxt):
     assert (ds / rel).read_bytes() == published
 
 
+def test_a_journal_claiming_a_published_file_is_refused(ds, nxt):
+    # its source "already moved", its target a file of another import: it would be listed (read) twice
+    [rel] = json.loads((ds / "manifest.json").read_text())["imports"][0]["outputs"]
+    before = (ds / "manifest.json").read_bytes()
+    iid = "20261201T000000-evil0001"
+    _plant_journal(ds, [[f"_staging/{iid}/{rel}", rel]], iid)
+    one_error_line(CliRunner().invoke(app, ["import", str(nxt), "--out", str(ds)]), 4,
+                   "it names a file another import published")
+    assert (ds / "manifest.json").read_bytes() == before
+
+
 def test_a_legitimate_interrupted_journal_still_rolls_forward(kit, ds, nxt, tmp_path):
     # the rules refuse the attacks, not a real import's journal (its moves are partly done)
     iid = "20261201T000000-good0001"
@@ -191,6 +202,12 @@ def _mkfifo(p: Path) -> None:
     os.mkfifo(p)
 
 
+def _listed_twice(ds: Path) -> dict:
+    m = json.loads((ds / "manifest.json").read_text())
+    m["imports"].append({**m["imports"][0], "import_id": "20261201T000000-again001"})
+    return m
+
+
 def _journal(ds: Path, text: str) -> None:
     (ds / "_staging" / "20261201T000000-x").mkdir(parents=True)
     (ds / "_staging" / "20261201T000000-x" / "COMMIT").write_text(text)
@@ -216,6 +233,7 @@ DAMAGE = {
     "output not a date": (lambda ds: (ds / "manifest.json").write_text(
         re.sub(r'"requests/date=[0-9-]+/', '"requests/date=9999-99-99/', (ds / "manifest.json").read_text())),
         "manifest.json"),
+    "a file listed twice": (lambda ds: (ds / "manifest.json").write_text(json.dumps(_listed_twice(ds))), "manifest.json"),
     "corrupt journal": (lambda ds: _journal(ds, '{"moves": [["_st'), "_staging/20261201T000000-x/COMMIT"),
     "journal []": (lambda ds: _journal(ds, "[]"), "_staging/20261201T000000-x/COMMIT"),
     "_staging a file": (lambda ds: (ds / "_staging").write_text("x"), "_staging"),

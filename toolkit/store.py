@@ -179,11 +179,15 @@ def check_manifest(data: object, path: Path) -> dict:
     if not isinstance(imports, list):
         raise _bad_manifest(path, "no imports list")
     seen: set[str] = set()
+    listed: set[str] = set()
     for i, imp in enumerate(imports):
         check_import_entry(imp, path, f"imports[{i}]")
         if imp["import_id"] in seen:
             raise _bad_manifest(path, f"imports[{i}] repeats an import id")
+        if not listed.isdisjoint(imp["outputs"]):
+            raise _bad_manifest(path, f"imports[{i}] lists a file an earlier import lists (it would be read twice)")
         seen.add(imp["import_id"])
+        listed.update(imp["outputs"])
     return data
 
 
@@ -544,6 +548,9 @@ class Dataset:
             raise DatasetDamaged(refuse + "its manifest entry is of another import")
         if sorted(targets) != sorted(entry["manifest_entry"]["outputs"]):
             raise DatasetDamaged(refuse + "its moves and its manifest entry's outputs differ")
+        others = {rel for imp in self.manifest()["imports"] if imp["import_id"] != import_id for rel in imp["outputs"]}
+        if not others.isdisjoint(targets):
+            raise DatasetDamaged(refuse + "it names a file another import published")
 
     def _apply(self, entry: dict) -> None:
         """Publish a checked journal: move the files (skipping those a crash already moved), fsync
