@@ -96,7 +96,7 @@ def import_cmd(
     except (InputError, UnknownFormat) as e:
         raise fail(str(e), EXIT_INPUT) from None
     except DatasetError as e:
-        raise fail(str(e), EXIT_USAGE) from None
+        raise fail(str(e), e.exit_code) from None
     except duckdb.Error as e:
         # unexpected: DuckDB's message may quote the input (a prompt), so only its class is shown;
         # the import was not committed (the dataset is as it was)
@@ -237,7 +237,7 @@ def sql_cmd(
         else:
             raise fail("give a SQL string or --query NAME", EXIT_USAGE)
     except DatasetError as e:
-        raise fail(str(e), EXIT_USAGE) from None
+        raise fail(str(e), e.exit_code) from None
     except (duckdb.Error, ValueError) as e:
         raise fail(str(e).splitlines()[0], EXIT_USAGE) from None
     for warning in queries.mixed_vantage_warnings(dataset, query or queries.get_query(named or "").body, tbl):
@@ -315,9 +315,11 @@ def report_cmd(
             tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=progress,
         )
     except DatasetError as e:
-        raise fail(str(e), EXIT_USAGE) from None
+        raise fail(str(e), e.exit_code) from None
     except ValueError as e:
         raise fail(str(e), EXIT_USAGE) from None
+    except duckdb.Error as e:  # a Parquet file damaged past what opening the dataset checks
+        raise fail(f"{dataset}: the report cannot read the dataset: {str(e).splitlines()[0]}", EXIT_INPUT) from None
     outputs = {"html": html, "md": md, "json": json_out}
     for kind, target in outputs.items():
         if target is None:
@@ -362,7 +364,9 @@ def compare_cmd(
         raise fail("give two datasets, or filters --a/--b on one", EXIT_USAGE)
     try:
         result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms)
-    except (FilterError, DatasetError) as e:
+    except DatasetError as e:
+        raise fail(str(e), e.exit_code) from None
+    except FilterError as e:
         raise fail(str(e), EXIT_USAGE) from None
     if md:
         md.write_text(render_md(result), encoding="utf-8")
@@ -446,7 +450,9 @@ def replay_cmd(
         )
     except ReplayError as e:
         raise fail(str(e), EXIT_INPUT) from None
-    except (InputError, DatasetError, ValueError) as e:
+    except DatasetError as e:
+        raise fail(str(e), e.exit_code) from None
+    except (InputError, ValueError) as e:
         raise fail(str(e), EXIT_USAGE) from None
     if as_json:
         typer.echo(json.dumps(summary, indent=2))

@@ -283,16 +283,17 @@ def _load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: ModuleType, see
     candidates, whose timestamps are BIGINT microseconds: the stored TIMESTAMPs are converted
     back first (an identity may read one: litellm's request id + arrival)."""
     con.execute("SET VARIABLE source_format = ?", [imp.NAME])
+    published = ds.published()
     for table, fn in TABLE_SQL.items():
-        glob = ds.table_glob(table)
-        if glob is None or not hasattr(imp, fn):
+        files = published[table]
+        if not files or not hasattr(imp, fn):
             continue
         stamps = ", ".join(f"epoch_us({c.name}) AS {c.name}" for c in schema.table(table).columns
                            if c.type == "timestamp")
         keys = con.execute(
             f"SELECT DISTINCT {_identity(imp, table)} AS k FROM (SELECT * REPLACE ({stamps}) "
             "FROM read_parquet(?, hive_partitioning = true) WHERE source_format = getvariable('source_format'))",
-            [glob],
+            [files],
         ).fetchnumpy()["k"]
         seen.add(np.asarray(keys, dtype=np.uint64))
 

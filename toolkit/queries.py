@@ -155,11 +155,14 @@ def all_params() -> dict[str, Param]:
     return out
 
 
-def _table_source(ds: Dataset, name: str) -> str:
-    glob = ds.table_glob(name)
-    if glob is None:
+def _table_source(files: list[str], name: str) -> str:
+    """The SELECT behind a base table's view: the Parquet files the manifest publishes
+    (``Dataset.published``), listed one by one so the view never picks up files an import is still
+    moving into place."""
+    if not files:
         return schema.table(name).empty_select()
-    return f"SELECT * FROM read_parquet('{_quote(glob)}', hive_partitioning = true, union_by_name = true)"
+    listed = ", ".join(f"'{_quote(f)}'" for f in files)
+    return f"SELECT * FROM read_parquet([{listed}], hive_partitioning = true, union_by_name = true)"
 
 
 def _quote(s: str) -> str:
@@ -171,7 +174,7 @@ def setup_sql(dataset: str | Path, params: dict[str, object] | None = None) -> s
 
     ``params`` override the declared defaults of the views' variables (``--param name=value``).
     """
-    ds = Dataset.open(dataset)
+    published = Dataset.open(dataset).published()
     out = ["-- stagelens views over " + str(Path(dataset).resolve()), "SET TimeZone = 'UTC';"]
     declared = all_params()
     for p in declared.values():
@@ -179,7 +182,7 @@ def setup_sql(dataset: str | Path, params: dict[str, object] | None = None) -> s
         if value is not None:
             out.append(f"SET VARIABLE {p.name} = CAST({_literal(_coerce(value))} AS {p.type});")
     for name in BASE_TABLES:
-        out.append(f"CREATE OR REPLACE VIEW {name} AS {_table_source(ds, name)};")
+        out.append(f"CREATE OR REPLACE VIEW {name} AS {_table_source(published[name], name)};")
     for q in list_queries():
         if q.is_view:
             out.append(f"-- {q.name}: {q.description}")
@@ -302,7 +305,7 @@ def mixed_vantage_warnings(dataset: str | Path, sql: str, result: pa.Table) -> l
     if "vantage" in result.column_names or not re.search(r"ttft|e2e|first_token|stages|metrics|goodput", text):
         return out
     con = duckdb.connect()
-    con.execute(f"CREATE VIEW requests AS {_table_source(Dataset.open(dataset), 'requests')}")
+    con.execute(f"CREATE VIEW requests AS {_table_source(Dataset.open(dataset).table_files('requests'), 'requests')}")
     vantages = [r[0] for r in con.sql("SELECT DISTINCT vantage FROM requests ORDER BY 1").fetchall()]
     if len(vantages) > 1:
         out.append(f"the dataset mixes vantages ({', '.join(vantages)}): TTFT and e2e boundaries differ "

@@ -121,17 +121,17 @@ def _from_dataset(path: Path, window: str | None) -> list[tuple[float, int, int,
 
     from toolkit.store import Dataset
 
-    glob = Dataset.open(path).table_glob("requests")
-    if glob is None:
+    files = Dataset.open(path).table_files("requests")
+    if not files:
         return []
-    where, params = "", [glob]
+    where, params = "", [files]
     if window:
         try:
             start, end = (datetime.fromisoformat(x.strip().replace("Z", "+00:00")) for x in window.split("/"))
         except ValueError:
             raise ReplayError(f"--window takes START/END in ISO-8601, got {window!r}") from None
         start, end = (x.astimezone(UTC).replace(tzinfo=None) if x.tzinfo else x for x in (start, end))
-        where, params = "AND ts_arrival >= ? AND ts_arrival < ?", [glob, start, end]
+        where, params = "AND ts_arrival >= ? AND ts_arrival < ?", [files, start, end]
     con = duckdb.connect()
     try:
         rows = con.execute(
