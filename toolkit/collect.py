@@ -14,8 +14,11 @@ Point vLLM's ``--otlp-traces-endpoint http://127.0.0.1:4318/v1/traces`` (with
   (``spans-2026-11-30T01-02-03.000.jsonl``).
 * Or straight into a dataset: lines are spooled to ``DATASET/_collect/`` and imported in batches
   (every ``batch_lines`` requests or ``flush_interval_s`` seconds) through ``import_traces``, on a
-  worker thread so receiving never waits for an import. The spool files stay: rows name them in
-  ``source_file``.
+  worker thread so receiving never waits for an import. A spool file is deleted once imported (it
+  holds raw OTLP, prompts included); one whose import failed is logged and retried; the spool a
+  killed collect left is imported by the next one.
+* Durable: 200 is answered only once the line is written and fsynced (``AppendFile``); 503 only when
+  nothing of it is on disk, so an exporter's retry never stores it twice.
 * ``stop()`` (the CLI calls it on SIGTERM/SIGINT) stops accepting, waits for requests in flight,
   and flushes and imports everything received.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fcntl
 import json
 import os
 import re
@@ -33,6 +37,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -56,6 +61,11 @@ IDLE_TIMEOUT_S = 60.0
 _HEX_ID = re.compile(r"^(?:[0-9a-fA-F]{32}|[0-9a-fA-F]{16})$")
 _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 Log = Callable[[str], None]
+
+
+def stderr_log(message: str) -> None:
+    """The receiver's one-line messages (never span contents)."""
+    print(f"stagelens collect: {message}", file=sys.stderr, flush=True)
 
 
 class BadRequest(Exception):
@@ -169,7 +179,109 @@ def span_count(msg: ExportTraceServiceRequest) -> int:
     return sum(len(ss.spans) for rs in msg.resource_spans for ss in rs.scope_spans)
 
 
+# -- durable appends ---------------------------------------------------------------------------------
+
+def _fsync_dir(path: Path) -> None:
+    """A created, renamed or removed file survives a crash only once its directory is synced too."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def drop_torn_tail(path: Path) -> int:
+    """Cut what follows the last newline of ``path`` (a line a killed writer left half written), so a
+    spool is never imported with garbage at its end; returns the bytes cut. Such a line was never
+    acknowledged: a line is acknowledged only once it is on disk whole (``AppendFile.append``)."""
+    with path.open("rb+") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        end, step = size, 1 << 16
+        while end > 0:
+            start = max(0, end - step)
+            fh.seek(start)
+            nl = fh.read(end - start).rfind(b"\n")
+            if nl >= 0:
+                keep = start + nl + 1
+                break
+            end = start
+        else:
+            keep = 0
+        if keep < size:
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return size - keep
+
+
+class AppendFile:
+    """An append-only file in which a line is either wholly on disk or not there at all.
+
+    ``append`` writes with ``os.write`` (no userspace buffer), then ``fdatasync``; only then may the
+    caller acknowledge the line. When the write or the sync fails (a full disk), the file is cut back
+    to where the line began, so an answer "not written" (503) is true and an exporter's retry does not
+    store the line twice."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        created = not path.exists()
+        if not created:
+            drop_torn_tail(path)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        self.size = os.fstat(self.fd).st_size
+        self.lines = 0
+        if created:
+            _fsync_dir(path.parent)
+
+    def append(self, data: bytes) -> int:
+        """Write ``data`` and sync it; returns the offset it starts at (for ``cut``).
+
+        Raises:
+            OSError: nothing of ``data`` is left in the file (or the file is refused for good).
+        """
+        start = self.size
+        try:
+            if os.fstat(self.fd).st_size != start:  # an earlier cut failed: never append after garbage
+                os.ftruncate(self.fd, start)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+            os.fdatasync(self.fd)
+        except OSError:
+            self.cut(start)
+            raise
+        self.size = start + len(data)
+        self.lines += 1
+        return start
+
+    def cut(self, offset: int) -> None:
+        """Take back everything from ``offset`` on (a line whose write failed or was undone)."""
+        try:
+            os.ftruncate(self.fd, offset)
+            os.fdatasync(self.fd)
+        except OSError:
+            pass  # append() retries the cut before it writes again
+        if offset < self.size:
+            self.lines -= 1
+        self.size = min(self.size, offset)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
 # -- sinks ---------------------------------------------------------------------------------------
+# Each sink's ``write`` acknowledges nothing itself: it returns once the line is on disk (the handler
+# answers 200 only then) and raises OSError when nothing of it is (the handler answers 503).
+
+Undo = Callable[[], None]
+
 
 class JsonlSink:
     """One JSON line per request, like the Collector's file exporter, rotating at ``rotate_bytes``."""
@@ -180,20 +292,29 @@ class JsonlSink:
         self.rotate_bytes = rotate_bytes
         self.max_backups = max_backups
         self._lock = threading.Lock()
-        self._fh = self.path.open("ab")
+        self._file = AppendFile(self.path)
         self.lines = 0
         self.files: list[Path] = []
 
-    def write(self, line: bytes) -> None:
+    def write(self, line: bytes) -> Undo:
+        """Append ``line`` durably; the returned function takes it back (``TeeSink`` uses it when the
+        next sink could not write, so that a 503 is true of every output)."""
         with self._lock:
-            if self.rotate_bytes and self._fh.tell() > 0 and self._fh.tell() + len(line) > self.rotate_bytes:
+            if self.rotate_bytes and self._file.size > 0 and self._file.size + len(line) > self.rotate_bytes:
                 self._rotate()
-            self._fh.write(line)
-            self._fh.flush()
+            f = self._file
+            start = f.append(line)
             self.lines += 1
 
+        def undo() -> None:
+            with self._lock:
+                if self._file is f:  # rotation happens only inside write(), which TeeSink serializes
+                    f.cut(start)
+                    self.lines -= 1
+        return undo
+
     def _rotate(self) -> None:
-        self._fh.close()
+        self._file.close()
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H-%M-%S.%f")[:-3]
         backup = self.path.with_name(f"{self.path.stem}-{stamp}{self.path.suffix}")
         n = 1
@@ -205,77 +326,136 @@ class JsonlSink:
         if self.max_backups is not None:
             while len(self.files) > self.max_backups:
                 self.files.pop(0).unlink(missing_ok=True)
-        self._fh = self.path.open("ab")
+        self._file = AppendFile(self.path)
 
     def flush(self) -> None:
-        with self._lock:
-            self._fh.flush()
+        """Nothing to do: every line is synced before ``write`` returns."""
 
     def close(self) -> None:
         with self._lock:
-            if not self._fh.closed:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
-                self._fh.close()
+            self._file.close()
+
+
+SPOOL_DIR = "_collect"
+_SPOOL_OWNER = re.compile(r"-(\d+(?:\.[0-9a-f]+)?)-\d+\.jsonl$")  # otlp-<time>-<pid>.<token>-<seq>.jsonl
+RETRY_FIRST_S, RETRY_MAX_S = 1.0, 60.0
 
 
 class DatasetSink:
-    """Spools lines to ``DATASET/_collect/`` and imports each spool file on a worker thread."""
+    """Spools lines to ``DATASET/_collect/`` and imports each spool file on a worker thread.
+
+    A spool file is deleted once its import has committed (it holds raw OTLP, prompts included,
+    which must not stay in the dataset). One that fails to import is kept, logged and retried with
+    a backoff from ``RETRY_FIRST_S`` doubling to ``RETRY_MAX_S``. Spool files of a process that died
+    (its owner lock ``_collect/.owner-<pid>.<token>.lock`` is free) are imported when the next sink starts;
+    an import that committed just before a kill is found again by content digest and adds nothing.
+    """
 
     def __init__(self, dataset: str | Path, fmt: str = "auto", batch_lines: int = 1000,
-                 flush_interval_s: float = 10.0, log: Log | None = None) -> None:
+                 flush_interval_s: float = 10.0, log: Log | None = None,
+                 retry_s: tuple[float, float] = (RETRY_FIRST_S, RETRY_MAX_S)) -> None:
         self.dataset = Path(dataset)
-        self.spool = self.dataset / "_collect"
+        self.spool = self.dataset / SPOOL_DIR
         self.spool.mkdir(parents=True, exist_ok=True)
         self.fmt = fmt
         self.batch_lines = batch_lines
         self.flush_interval_s = flush_interval_s
+        self.retry_s = retry_s
         self.log = log or (lambda _m: None)
         self._lock = threading.Lock()
         self._cv = threading.Condition()
-        self._pending: list[Path] = []
-        self._fh = None
-        self._cur: Path | None = None
-        self._cur_lines = 0
+        self.owner = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        self._owner = self._own()
+        self._pending: list[Path] = self._leftovers()
+        self._retry: list[Path] = []
+        self._retry_at = 0.0
+        self._attempts = 0
+        self._file: AppendFile | None = None
         self._opened_at = 0.0
         self._seq = 0
         self._closing = False
         self.lines = 0
         self.imports: Counter = Counter()
         self.counts: Counter = Counter()
+        if self._pending:
+            self.log(f"importing {len(self._pending)} spool file(s) an earlier collect left in {self.spool}")
         self._worker = threading.Thread(target=self._run, name="stagelens-collect-import", daemon=True)
         self._worker.start()
 
-    def write(self, line: bytes) -> None:
+    # -- spool ownership: which files belong to a live process -----------------------------------
+    def _own(self) -> int:
+        """Lock a file of this sink's own for its lifetime: the kernel frees it when the process dies."""
+        fd = os.open(self.spool / f".owner-{self.owner}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def _leftovers(self) -> list[Path]:
+        """Spool files no live collect is writing, their torn last line cut; empty ones removed."""
+        out, dead = [], set()
+        for p in sorted(self.spool.glob("*.jsonl")):
+            m = _SPOOL_OWNER.search(p.name)
+            if m and not self._owner_dead(m.group(1)):
+                continue
+            if m:
+                dead.add(m.group(1))
+            try:
+                drop_torn_tail(p)
+                if p.stat().st_size == 0:
+                    p.unlink()
+                    continue
+            except OSError as e:
+                self.log(f"cannot read spool file {p.name}: {e.strerror or type(e).__name__}")
+                continue
+            out.append(p)
+        for owner in dead:
+            (self.spool / f".owner-{owner}.lock").unlink(missing_ok=True)
+        return out
+
+    def _owner_dead(self, owner: str) -> bool:
+        try:
+            fd = os.open(self.spool / f".owner-{owner}.lock", os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return True  # written before owner locks existed, or its owner already cleaned up
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    # -- writing -------------------------------------------------------------------------------------
+    def write(self, line: bytes) -> Undo:
         with self._lock:
-            if self._fh is None:
+            if self._file is None:
                 self._seq += 1
                 stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-                self._cur = self.spool / f"otlp-{stamp}-{os.getpid()}-{self._seq:06d}.jsonl"
-                self._fh = self._cur.open("wb")
+                self._file = AppendFile(self.spool / f"otlp-{stamp}-{self.owner}-{self._seq:06d}.jsonl")
                 self._opened_at = time.monotonic()
-            self._fh.write(line)
-            self._cur_lines += 1
+            self._file.append(line)
             self.lines += 1
-            if self._cur_lines >= self.batch_lines:
+            if self._file.lines >= self.batch_lines:
                 self._seal()
+        return lambda: None  # always the last sink of a TeeSink: nothing after it can fail
 
     def _seal(self) -> None:
-        """Close the current spool file and hand it to the importer (caller holds ``_lock``)."""
-        if self._fh is None:
+        """Close the current spool file and queue it for import (caller holds ``_lock``)."""
+        if self._file is None:
             return
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
-        self._fh, path, self._cur_lines = None, self._cur, 0
+        f, self._file = self._file, None
+        f.close()
+        if f.lines == 0:  # every write to it failed: nothing to import
+            f.path.unlink(missing_ok=True)
+            return
         with self._cv:
-            self._pending.append(path)  # type: ignore[arg-type]
+            self._pending.append(f.path)
             self._cv.notify()
 
     def flush(self) -> None:
         with self._lock:
             self._seal()
 
+    # -- importing -----------------------------------------------------------------------------------
     def _run(self) -> None:
         # Lock order is always _lock then _cv (write -> _seal); this loop never holds _cv while taking _lock.
         while True:
@@ -285,16 +465,27 @@ class DatasetSink:
                 closing = self._closing
             if batch:
                 self._import(batch)
-                continue
-            if closing:
-                return
+            if self._retry and not closing and time.monotonic() >= self._retry_at:
+                retry, self._retry = self._retry, []
+                self._import(retry)
+            if closing and not batch:
+                break
             with self._lock:
-                if self._fh is not None and time.monotonic() - self._opened_at >= self.flush_interval_s:
+                if self._file is not None and time.monotonic() - self._opened_at >= self.flush_interval_s:
                     self._seal()
+        if self._retry:  # stopping: one last try, then they wait for the next start
+            retry, self._retry = self._retry, []
+            self._import(retry)
+        if self._retry:
+            self.imports["kept"] += len(self._retry)
+            self.log(f"{len(self._retry)} spool file(s) not imported are kept in {self.spool}; "
+                     "the next `stagelens collect --dataset` imports them")
 
-    def _import(self, paths: list[Path]) -> None:
+    def _import(self, paths: list[Path]) -> bool:
+        """Import ``paths`` in one commit, then delete them; on failure log one line and schedule a retry."""
         from toolkit.ingest import import_traces
         from toolkit.sources import InputError
+        from toolkit.store import DatasetError
 
         fmt = self.fmt
         if fmt == "auto":
@@ -302,18 +493,28 @@ class DatasetSink:
 
             fmt = "otlp" if "otlp" in REGISTRY else "vllm-otlp"
         try:
-            res = import_traces([str(p) for p in paths], self.dataset, fmt=fmt).to_json()
-        except (InputError, OSError, ValueError, RuntimeError) as e:
+            res = import_traces([str(p) for p in paths], self.dataset, fmt=fmt, lock_timeout_s=30.0).to_json()
+        except Exception as e:  # an importer bug must not take the receiver down either
+            known = isinstance(e, (InputError, DatasetError, OSError, ValueError, RuntimeError))
+            why = (getattr(e, "strerror", None) or str(e))[:200] if known else type(e).__name__
             self.imports["failed"] += len(paths)
-            self.log(f"import of {len(paths)} spool file(s) failed, kept in {self.spool}: {str(e)[:200]}")
-            return
-        except Exception as e:  # an importer bug must not take the receiver down
-            self.imports["failed"] += len(paths)
-            self.log(f"import of {len(paths)} spool file(s) failed ({type(e).__name__}), kept in {self.spool}")
-            return
+            self._attempts += 1
+            wait = min(self.retry_s[1], self.retry_s[0] * 2 ** (self._attempts - 1))
+            self._retry_at = time.monotonic() + wait
+            self._retry.extend(paths)
+            self.log(f"import of {len(paths)} spool file(s) failed, kept in {self.spool} and retried in "
+                     f"{wait:g} s: {why}")
+            return False
+        if self._attempts:
+            self.log(f"imported {len(paths)} spool file(s) after {self._attempts} failed attempt(s)")
+        self._attempts = 0
         self.imports["ok"] += len(paths)
         for k in ("read", "imported", "quarantined", "duplicates", "skipped"):
             self.counts[k] += res[k]
+        for p in paths:
+            p.unlink(missing_ok=True)
+        _fsync_dir(self.spool)
+        return True
 
     def close(self) -> None:
         with self._lock:
@@ -322,15 +523,31 @@ class DatasetSink:
             self._closing = True
             self._cv.notify()
         self._worker.join()
+        try:
+            os.close(self._owner)
+            (self.spool / f".owner-{self.owner}.lock").unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 class TeeSink:
+    """``--out`` and ``--dataset`` together: a line is in both or (503) in neither."""
+
     def __init__(self, *sinks: JsonlSink | DatasetSink) -> None:
         self.sinks = sinks
+        self._lock = threading.Lock()
 
-    def write(self, line: bytes) -> None:
-        for s in self.sinks:
-            s.write(line)
+    def write(self, line: bytes) -> Undo:
+        with self._lock:
+            undo: list[Undo] = []
+            try:
+                for s in self.sinks:
+                    undo.append(s.write(line))
+            except OSError:
+                for u in reversed(undo):
+                    u()
+                raise
+        return lambda: None
 
     def flush(self) -> None:
         for s in self.sinks:
@@ -558,7 +775,7 @@ class Collector:
     def __init__(self, host: str, port: int, sink: JsonlSink | DatasetSink | TeeSink, log: Log | None = None) -> None:
         self.host, self.sink = host, sink
         self.stats = Stats()
-        self.log = log or (lambda m: print(f"stagelens collect: {m}", file=sys.stderr, flush=True))
+        self.log = log or stderr_log
         server_cls = _Server
         if ":" in host:
             server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
@@ -629,7 +846,7 @@ def serve(listen: str, out: str | Path | None = None, dataset: str | Path | None
     import signal
 
     host, port = parse_listen(listen)
-    log = sink_options.pop("log", None)
+    log = sink_options.pop("log", None) or stderr_log
     sink = make_sink(out, dataset, log=log, **sink_options)
     try:
         col = Collector(host, port, sink, log=log)
