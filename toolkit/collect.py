@@ -55,9 +55,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 TRACES_PATH = "/v1/traces"
-MAX_BODY_BYTES = 20 << 20  # the Collector's default max_request_body_size
-MAX_DECODED_BYTES = 64 << 20
-IDLE_TIMEOUT_S = 60.0
 _HEX_ID = re.compile(r"^(?:[0-9a-fA-F]{32}|[0-9a-fA-F]{16})$")
 _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 Log = Callable[[str], None]
@@ -66,6 +63,23 @@ Log = Callable[[str], None]
 def stderr_log(message: str) -> None:
     """The receiver's one-line messages (never span contents)."""
     print(f"stagelens collect: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every bound of the receiver (the README's "Reliability: the receiver" lists them; the CLI raises
+    them). Memory per request is bounded by ``max_decoded_bytes`` and ``max_objects`` together: a body
+    of tiny objects (``{},`` or empty protobuf messages) costs far more memory than its bytes."""
+
+    max_body_bytes: int = 20 << 20  # as received, compressed or not (the Collector's max_request_body_size)
+    max_decoded_bytes: int = 8 << 20  # after gunzip: refused while inflating, never inflated whole
+    max_spans: int = 10_000  # per request (an OpenTelemetry SDK exports batches of 512)
+    max_objects: int = 524_288  # OTLP objects per request (spans, attributes, values...): 1 per 16 decoded bytes
+    read_timeout_s: float = 30.0  # to read one request, headers and body (a 1 byte/s client is dropped)
+    idle_timeout_s: float = 60.0  # a keep-alive connection with no request (exporters reconnect)
+    max_connections: int = 128  # served at once (one thread each); more wait in the listen backlog
+    backlog: int = 1024  # the listen queue (the kernel's somaxconn caps it)
+    drain_s: float = 5.0  # at stop, for requests still being read; then they are cut
 
 
 class BadRequest(Exception):
@@ -78,26 +92,34 @@ class BadRequest(Exception):
 
 # -- decoding and the Collector's JSON form ----------------------------------------------------
 
-def decode_body(body: bytes, content_type: str, content_encoding: str) -> ExportTraceServiceRequest:
-    """The request message from an OTLP/HTTP body (protobuf or JSON, gzip or not).
+def decode_body(body: bytes, content_type: str, content_encoding: str,
+                limits: Limits = Limits()) -> ExportTraceServiceRequest:  # noqa: B008 (frozen: shared safely)
+    """The request message from an OTLP/HTTP body (protobuf or JSON, gzip or not), within ``limits``.
 
     Raises:
-        BadRequest: unsupported encoding or media type (415), or a body that does not decode (400).
+        BadRequest: unsupported encoding or media type (415), a body over a limit (413), or a body
+            that does not decode or holds an id of the wrong length (400).
     """
     enc = (content_encoding or "identity").strip().lower()
     if enc in ("gzip", "x-gzip"):
-        body = _gunzip(body)
+        body = _gunzip(body, limits.max_decoded_bytes)
     elif enc not in ("", "identity"):
         raise BadRequest(415, "unsupported-encoding", f"content-encoding {enc[:40]!r} is not supported (gzip is)")
+    if len(body) > limits.max_decoded_bytes:
+        raise BadRequest(413, "too-large", f"body over {_mib(limits.max_decoded_bytes)} decoded")
     media = (content_type or "").split(";")[0].strip().lower()
     msg = ExportTraceServiceRequest()
     if media in ("application/x-protobuf", "application/protobuf", "application/octet-stream", ""):
+        # every message costs at least 2 bytes on the wire: only a longer body can hold too many
+        if len(body) > 2 * limits.max_objects:
+            _count_messages(body, limits.max_objects)
         try:
             msg.ParseFromString(body)
         except (DecodeError, RuntimeError, ValueError) as e:
             raise BadRequest(400, "malformed", f"protobuf body does not decode ({type(e).__name__})") from None
-        return msg
-    if media == "application/json":
+    elif media == "application/json":
+        if body.count(b"{") + body.count(b"[") > limits.max_objects:  # before json.loads builds them
+            raise BadRequest(413, "too-large", f"more than {limits.max_objects} JSON objects")
         try:
             doc = json.loads(body)
             if not isinstance(doc, dict):
@@ -106,19 +128,90 @@ def decode_body(body: bytes, content_type: str, content_encoding: str) -> Export
         except (ValueError, TypeError, RecursionError, json_format.ParseError) as e:
             raise BadRequest(400, "malformed", f"JSON body is not an ExportTraceServiceRequest ({type(e).__name__})") \
                 from None
-        return msg
-    raise BadRequest(415, "unsupported-media-type", f"content-type {media[:60]!r} is not supported")
+    else:
+        raise BadRequest(415, "unsupported-media-type", f"content-type {media[:60]!r} is not supported")
+    n = span_count(msg)
+    if n > limits.max_spans:
+        raise BadRequest(413, "too-many-spans", f"{n} spans in one request, over {limits.max_spans}")
+    _check_ids(msg)
+    return msg
 
 
-def _gunzip(body: bytes) -> bytes:
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB"
+
+
+def _gunzip(body: bytes, limit: int) -> bytes:
+    """Inflate at most ``limit`` bytes (a gzip bomb stops there: it is never inflated whole)."""
     d = zlib.decompressobj(wbits=47)  # gzip or zlib header
     try:
-        out = d.decompress(body, MAX_DECODED_BYTES)
+        out = d.decompress(body, limit)
+        if d.unconsumed_tail or (not d.eof and d.decompress(b"", 1)):
+            raise BadRequest(413, "too-large", f"body over {_mib(limit)} decoded")
     except zlib.error:
         raise BadRequest(400, "malformed", "gzip body does not decompress") from None
-    if d.unconsumed_tail:
-        raise BadRequest(413, "too-large", f"decompressed body exceeds {MAX_DECODED_BYTES >> 20} MiB")
     return out
+
+
+_SUBMESSAGES: dict[Any, dict[int, Any]] = {}
+
+
+def _count_messages(body: bytes, limit: int) -> None:
+    """Walk the wire format (nested messages found by the OTLP descriptors) and refuse a body holding
+    more than ``limit`` messages before upb allocates them: 8 MiB of empty attributes is 4 M messages,
+    about 0.5 GB once parsed. Malformed wire data ends the walk; the parser then reports it."""
+    stack, seen = [(0, len(body), ExportTraceServiceRequest.DESCRIPTOR)], 0
+    while stack:
+        pos, end, desc = stack.pop()
+        subs = _SUBMESSAGES.get(desc)
+        if subs is None:
+            subs = _SUBMESSAGES[desc] = {f.number: f.message_type for f in desc.fields if f.message_type}
+        while pos < end:
+            key, pos = _varint(body, pos)
+            wire = key & 7
+            if wire == 0:
+                _, pos = _varint(body, pos)
+            elif wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
+            elif wire == 2:
+                size, pos = _varint(body, pos)
+                sub = subs.get(key >> 3)
+                if sub is not None and pos + size <= end:
+                    seen += 1
+                    if seen > limit:
+                        raise BadRequest(413, "too-large", f"more than {limit} OTLP objects in one request")
+                    stack.append((pos, pos + size, sub))
+                pos += size
+            else:
+                return
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    out = shift = 0
+    while pos < len(buf):
+        b = buf[pos]
+        pos += 1
+        out |= (b & 0x7F) << shift
+        if b < 0x80:
+            return out, pos
+        shift += 7
+    return out, len(buf) + 1  # truncated: ends the walk
+
+
+def _check_ids(msg: ExportTraceServiceRequest) -> None:
+    """Trace ids are 16 bytes and span ids 8, or absent (as the Collector's pdata requires): an id
+    like JSON ``"zz"`` is refused, not stored as the byte it happens to base64-decode to."""
+    for rs in msg.resource_spans:
+        for ss in rs.scope_spans:
+            for sp in ss.spans:
+                ids = [(sp.trace_id, 16), (sp.span_id, 8), (sp.parent_span_id, 8)]
+                ids += [(x, n) for ln in sp.links for x, n in ((ln.trace_id, 16), (ln.span_id, 8))]
+                for value, size in ids:
+                    if value and len(value) != size:
+                        raise BadRequest(400, "bad-id", f"a trace or span id of {len(value)} bytes "
+                                                        "(trace ids have 16, span ids 8)")
 
 
 def _ids_to_base64(node: Any) -> Any:
@@ -575,36 +668,43 @@ class Stats:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """One connection. Its state in ``_Server._conns`` tells the reaper which bound applies to it:
+    ``idle`` (waiting for a request: ``idle_timeout_s``), ``reading`` (from the request's first byte to
+    the end of its body: ``read_timeout_s`` in all, however slowly the bytes come), ``busy`` (decoding,
+    writing, answering: never cut)."""
+
     protocol_version = "HTTP/1.1"
     server_version = "stagelens-collect"
-    timeout = IDLE_TIMEOUT_S  # an idle keep-alive connection is closed after this (exporters reconnect)
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # no per-request access log
         pass
 
     def setup(self) -> None:
+        self.timeout = self.server.limits.idle_timeout_s  # per socket read, besides the reaper's deadlines
         super().setup()
-        self.server.track(self.connection, idle=True)
+        self.server.track(self.connection, "idle")
 
     def finish(self) -> None:
         self.server.untrack(self.connection)
-        super().finish()
+        try:
+            super().finish()
+        except OSError:  # the peer is gone or the reaper cut it: nothing more to send
+            pass
 
     def handle_one_request(self) -> None:
-        """As the base class, but marks the connection idle while it waits for a request line,
-        so ``stop()`` can close idle keep-alive connections without cutting a request short."""
+        """As the base class, but the connection's state follows the request (see the class)."""
         try:
-            self.server.track(self.connection, idle=True)
-            if self.server.stopping:
+            self.server.track(self.connection, "idle")
+            if self.server.stopping or not self.rfile.peek(1):
                 self.close_connection = True
                 return
+            self.server.track(self.connection, "reading")
             self.raw_requestline = self.rfile.readline(65537)
-            self.server.track(self.connection, idle=False)
             if len(self.raw_requestline) > 65536:
                 self.send_error(414)
                 return
-            if not self.raw_requestline:
+            if not self.raw_requestline.endswith(b"\n"):  # cut by the reaper or the peer
                 self.close_connection = True
                 return
             if not self.parse_request():
@@ -617,17 +717,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             if self.server.stopping:
                 self.close_connection = True
-        except (TimeoutError, ConnectionError):
+        except (TimeoutError, ConnectionError, _Cut):
             self.close_connection = True
 
     def do_GET(self) -> None:
+        self.server.track(self.connection, "busy")
         if self.path.split("?")[0] in ("/", "/health"):
             self._reply(200, "application/json", json.dumps(self.server.collector.stats.to_json()).encode())
         else:
             self._reply(404, "text/plain", b"not found\n")
 
     def do_POST(self) -> None:
-        col = self.server.collector
+        col, limits = self.server.collector, self.server.limits
         with col.stats.lock:
             col.stats.requests += 1
         ctype = self.headers.get("Content-Type", "")
@@ -637,16 +738,21 @@ class _Handler(BaseHTTPRequestHandler):
                 self._drain()
                 raise BadRequest(404, "wrong-path", f"only POST {TRACES_PATH} is served")
             body = self._read_body()
-            msg = decode_body(body, ctype, self.headers.get("Content-Encoding", ""))
+            self.server.track(self.connection, "busy")
+            msg = decode_body(body, ctype, self.headers.get("Content-Encoding", ""), limits)
+            del body
             line = (json.dumps(to_collector_json(msg), separators=(",", ":"), ensure_ascii=False) + "\n").encode()
             n = span_count(msg)
         except BadRequest as e:
             with col.stats.lock:
                 col.stats.rejected[e.reason] += 1
+            self.server.track(self.connection, "busy")
             self._reply(e.status, "application/json" if json_reply else "text/plain",
                         (json.dumps({"code": 3, "message": str(e)}) if json_reply else str(e)).encode() + b"\n",
                         close=e.status in (411, 413))
             return
+        except (TimeoutError, ConnectionError, _Cut):
+            raise
         except Exception as e:  # never let one request take the receiver down
             with col.stats.lock:
                 col.stats.rejected["internal"] += 1
@@ -665,15 +771,21 @@ class _Handler(BaseHTTPRequestHandler):
         with col.stats.lock:
             col.stats.accepted += 1
             col.stats.spans += n
-        resp = ExportTraceServiceResponse()
         if json_reply:
             self._reply(200, "application/json", b"{}")
         else:
-            self._reply(200, "application/x-protobuf", resp.SerializeToString())
+            self._reply(200, "application/x-protobuf", ExportTraceServiceResponse().SerializeToString())
+
+    def _read(self, n: int) -> bytes:
+        data = self.rfile.read(n)
+        if len(data) < n:
+            raise _Cut()  # the peer closed, or the reaper cut a request read too slowly
+        return data
 
     def _read_body(self) -> bytes:
+        limit = self.server.limits.max_body_bytes
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            return self._read_chunked()
+            return self._read_chunked(limit)
         length = self.headers.get("Content-Length")
         if length is None:
             raise BadRequest(411, "no-length", "Content-Length is required")
@@ -681,14 +793,16 @@ class _Handler(BaseHTTPRequestHandler):
             n = int(length)
         except ValueError:
             raise BadRequest(400, "malformed", "Content-Length is not a number") from None
-        if n < 0 or n > MAX_BODY_BYTES:
-            raise BadRequest(413, "too-large", f"body over {MAX_BODY_BYTES >> 20} MiB")
-        return self.rfile.read(n)
+        if n < 0 or n > limit:
+            raise BadRequest(413, "too-large", f"body over {_mib(limit)}")
+        return self._read(n)
 
-    def _read_chunked(self) -> bytes:
+    def _read_chunked(self, limit: int) -> bytes:
         parts, total = [], 0
         while True:
             size_line = self.rfile.readline(1024)
+            if not size_line.endswith(b"\n"):
+                raise _Cut()
             try:
                 size = int(size_line.split(b";")[0].strip(), 16)
             except ValueError:
@@ -698,9 +812,9 @@ class _Handler(BaseHTTPRequestHandler):
                     pass
                 return b"".join(parts)
             total += size
-            if total > MAX_BODY_BYTES:
-                raise BadRequest(413, "too-large", f"body over {MAX_BODY_BYTES >> 20} MiB")
-            parts.append(self.rfile.read(size))
+            if size < 0 or total > limit:
+                raise BadRequest(413, "too-large", f"body over {_mib(limit)}")
+            parts.append(self._read(size))
             self.rfile.readline(1024)
 
     def _drain(self) -> None:
@@ -708,8 +822,8 @@ class _Handler(BaseHTTPRequestHandler):
             n = int(self.headers.get("Content-Length") or 0)
         except ValueError:
             n = 0
-        if 0 < n <= MAX_BODY_BYTES:
-            self.rfile.read(n)
+        if 0 < n <= self.server.limits.max_body_bytes:
+            self._read(n)
 
     def _reply(self, status: int, ctype: str, body: bytes, close: bool = False) -> None:
         self.send_response(status)
@@ -722,35 +836,107 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+class _Cut(Exception):
+    """The request's bytes stopped coming (peer closed, or cut for reading too slowly)."""
+
+
 class _Server(ThreadingHTTPServer):
+    """``ThreadingHTTPServer`` with bounds: at most ``max_connections`` handler threads (the accept
+    loop waits for a free one, so more connections queue in a ``backlog``-long listen queue instead of
+    being reset), and a reaper thread that cuts connections past their deadline (see ``_Handler``)."""
+
     daemon_threads = False  # server_close() waits for requests in flight
     block_on_close = True
     allow_reuse_address = True
     collector: Collector
-    stopping = False
 
-    def track(self, conn: socket.socket, idle: bool) -> None:
+    def __init__(self, address: tuple[str, int], limits: Limits) -> None:
+        self.limits = limits
+        self.request_queue_size = limits.backlog  # read by server_activate's listen()
+        self.stopping = False
+        self.timeouts = 0
+        self._drain_until = float("inf")
+        self._conns: dict[socket.socket, tuple[str, float]] = {}
+        self._conn_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._closed = threading.Event()
+        super().__init__(address, _Handler)
+        self._reaper = threading.Thread(target=self._reap, name="stagelens-collect-reaper", daemon=True)
+        self._reaper.start()
+
+    # -- connection slots ------------------------------------------------------------------------------
+    def process_request(self, request: Any, client_address: Any) -> None:
+        while not self._slots.acquire(timeout=0.1):
+            if self.stopping:
+                self.shutdown_request(request)
+                return
+            self._evict_idle()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One line, not socketserver's traceback (a thread that could not start, say)."""
+        self.collector.log(f"connection failed: {sys.exc_info()[0].__name__}")  # type: ignore[union-attr]
+
+    def _evict_idle(self) -> None:
+        """All slots taken: close the longest-idle keep-alive connection, so a new one is served."""
         with self._conn_lock:
-            self._conns[conn] = idle
-            if idle and self.stopping:
-                _shut_read(conn)
+            idle = [(since, conn) for conn, (state, since) in self._conns.items() if state == "idle"]
+            if idle:
+                _shut(min(idle, key=lambda x: x[0])[1], socket.SHUT_RD)
+
+    # -- connection states and deadlines ------------------------------------------------------------------
+    def track(self, conn: socket.socket, state: str) -> None:
+        with self._conn_lock:
+            if self._conns.get(conn, ("",))[0] == "cut":
+                raise _Cut()
+            self._conns[conn] = (state, time.monotonic())
+            if state == "idle" and self.stopping:
+                _shut(conn, socket.SHUT_RD)
 
     def untrack(self, conn: socket.socket) -> None:
         with self._conn_lock:
             self._conns.pop(conn, None)
 
-    def close_idle(self) -> None:
-        """Stop: idle keep-alive connections get EOF (their handler threads end); busy ones finish."""
+    def _reap(self) -> None:
+        while not self._closed.wait(0.2):
+            now = time.monotonic()
+            with self._conn_lock:
+                for conn, (state, since) in self._conns.items():
+                    if state == "reading" and (now - since > self.limits.read_timeout_s or now > self._drain_until):
+                        self._conns[conn] = ("cut", now)
+                        self.timeouts += 1
+                        _shut(conn, socket.SHUT_RDWR)
+                    elif state == "idle" and (now - since > self.limits.idle_timeout_s or self.stopping):
+                        _shut(conn, socket.SHUT_RD)
+
+    def begin_stop(self) -> None:
+        """Accept no more requests: idle connections get EOF now, requests being read have ``drain_s``
+        to arrive whole (then they are cut), requests being handled finish."""
         with self._conn_lock:
             self.stopping = True
-            for conn, idle in self._conns.items():
-                if idle:
-                    _shut_read(conn)
+            self._drain_until = time.monotonic() + self.limits.drain_s
+            for conn, (state, _since) in self._conns.items():
+                if state == "idle":
+                    _shut(conn, socket.SHUT_RD)
+
+    def server_close(self) -> None:
+        super().server_close()  # joins handler threads, each bounded by the deadlines above
+        self._closed.set()
 
 
-def _shut_read(conn: socket.socket) -> None:
+def _shut(conn: socket.socket, how: int) -> None:
     try:
-        conn.shutdown(socket.SHUT_RD)
+        conn.shutdown(how)
     except OSError:
         pass
 
@@ -772,17 +958,17 @@ def is_loopback(host: str) -> bool:
 class Collector:
     """The receiver: ``start()`` serves on a thread, ``stop()`` drains and flushes everything."""
 
-    def __init__(self, host: str, port: int, sink: JsonlSink | DatasetSink | TeeSink, log: Log | None = None) -> None:
+    def __init__(self, host: str, port: int, sink: JsonlSink | DatasetSink | TeeSink, log: Log | None = None,
+                 limits: Limits | None = None) -> None:
         self.host, self.sink = host, sink
+        self.limits = limits or Limits()
         self.stats = Stats()
         self.log = log or stderr_log
         server_cls = _Server
         if ":" in host:
             server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
-        self._httpd = server_cls((host, port), _Handler)
+        self._httpd = server_cls((host, port), self.limits)
         self._httpd.collector = self
-        self._httpd._conns = {}
-        self._httpd._conn_lock = threading.Lock()
         self.port = self._httpd.server_address[1]
         self._thread: threading.Thread | None = None
         self._stopped = False
@@ -802,16 +988,17 @@ class Collector:
         """Stop accepting, finish requests in flight, flush (and import) everything; the final counts."""
         if not self._stopped:
             self._stopped = True
+            self._httpd.begin_stop()
             if self._thread is not None:
                 self._httpd.shutdown()
                 self._thread.join()
-            self._httpd.close_idle()
-            self._httpd.server_close()  # joins handler threads: requests in flight finish
+            self._httpd.server_close()  # joins handler threads: requests in flight finish (within drain_s)
             self.sink.close()
         return self.summary()
 
     def summary(self) -> dict:
         out = self.stats.to_json()
+        out["cut_slow"] = self._httpd.timeouts  # connections cut for reading a request too slowly
         sinks = self.sink.sinks if isinstance(self.sink, TeeSink) else (self.sink,)
         for s in sinks:
             out["lines_written"] = max(out.get("lines_written", 0), s.lines)
@@ -841,7 +1028,8 @@ def make_sink(out: str | Path | None, dataset: str | Path | None, *, fmt: str = 
 
 
 def serve(listen: str, out: str | Path | None = None, dataset: str | Path | None = None, *,
-          ready: Callable[[Collector], None] | None = None, **sink_options: Any) -> dict:
+          ready: Callable[[Collector], None] | None = None, limits: Limits | None = None,
+          **sink_options: Any) -> dict:
     """Run until SIGTERM/SIGINT, then drain and flush; returns the final counts (the CLI's body)."""
     import signal
 
@@ -849,7 +1037,7 @@ def serve(listen: str, out: str | Path | None = None, dataset: str | Path | None
     log = sink_options.pop("log", None) or stderr_log
     sink = make_sink(out, dataset, log=log, **sink_options)
     try:
-        col = Collector(host, port, sink, log=log)
+        col = Collector(host, port, sink, log=log, limits=limits)
     except BaseException:
         sink.close()
         raise
