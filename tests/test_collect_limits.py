@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import shutil
 import signal
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -322,6 +324,12 @@ def test_200_concurrent_posts_are_all_served_none_reset(tmp_path, kit):
             results.append(type(e).__name__)
 
     try:
+        # the listen queue is real (it was 5): what a kernel that resets on overflow
+        # (net.ipv4.tcp_abort_on_overflow=1) would need so that none of the 200 is reset
+        if shutil.which("ss"):
+            ss = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, timeout=30)
+            somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+            assert int(ss.stdout.split()[2]) == min(Limits.backlog, somaxconn), ss.stdout
         workers = [threading.Thread(target=post) for _ in range(200)]
         for t in workers:
             t.start()
@@ -349,3 +357,29 @@ def test_cli_options_set_the_bounds(tmp_path, kit):
         proc.wait(timeout=30)
     summary = json.loads((tmp_path / "err.txt").read_text().split("stopped: ", 1)[1])
     assert summary["rejected_by_reason"] == {"too-many-spans": 1, "too-large": 1}
+
+
+def test_readme_lists_every_bound_with_its_default():
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("#### Reliability: the receiver", 1)[1].split("\n### ", 1)[0]
+    lim = Limits()
+    mib = lim.max_decoded_bytes >> 20
+    for cell in (f"| {lim.max_body_bytes >> 20} MiB |", f"| {mib} MiB | `--max-request-mb` |",
+                 f"| {lim.max_spans:,} | `--max-spans` |", f"({lim.max_objects:,})",
+                 f"| {lim.read_timeout_s:g} s | `--read-timeout` |", f"| {lim.idle_timeout_s:g} s |",
+                 f"| {lim.max_connections} | `--max-connections` | wait in the listen backlog ({lim.backlog})",
+                 f"| {lim.drain_s:g} s | `--drain-timeout` |"):
+        assert cell in section, cell
+    assert lim.max_objects == lim.max_decoded_bytes // 16
+
+
+def test_cli_defaults_are_the_limits_defaults():
+    import inspect
+
+    from toolkit.cli import collect_cmd
+
+    d = {k: p.default for k, p in inspect.signature(collect_cmd).parameters.items()}
+    lim = Limits()
+    assert (int(d["max_request_mb"] * (1 << 20)), d["max_spans"], d["read_timeout"], d["max_connections"],
+            d["drain_timeout"]) == (lim.max_decoded_bytes, lim.max_spans, lim.read_timeout_s,
+                                    lim.max_connections, lim.drain_s)
