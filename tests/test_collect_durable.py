@@ -57,6 +57,15 @@ def test_torn_tail_is_cut_to_the_last_whole_line(tmp_path):
     assert drop_torn_tail(p) == 200_000 and p.read_bytes() == b""
 
 
+def test_out_reopened_after_a_kill_appends_after_the_last_whole_line(tmp_path):
+    p = tmp_path / "spans.jsonl"
+    p.write_bytes(b'{"a":1}\n{"b":')  # the second line was being written when collect was killed
+    sink = JsonlSink(p)
+    sink.write(b'{"c":3}\n')
+    sink.close()
+    assert p.read_bytes() == b'{"a":1}\n{"c":3}\n'
+
+
 def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
     f = AppendFile(tmp_path / "s.jsonl")
     f.append(b"one\n")

@@ -19,8 +19,11 @@ Point vLLM's ``--otlp-traces-endpoint http://127.0.0.1:4318/v1/traces`` (with
   killed collect left is imported by the next one.
 * Durable: 200 is answered only once the line is written and fsynced (``AppendFile``); 503 only when
   nothing of it is on disk, so an exporter's retry never stores it twice.
-* ``stop()`` (the CLI calls it on SIGTERM/SIGINT) stops accepting, waits for requests in flight,
-  and flushes and imports everything received.
+* Bounded (``Limits``; the README's "Reliability: the receiver" lists them): decoded bytes, spans
+  and objects per request (413, checked before anything is built); time to read a request; idle
+  keep-alive time; connections served at once, the rest queued in a real listen backlog.
+* ``stop()`` (the CLI calls it on SIGTERM/SIGINT) stops accepting, gives requests still being read
+  ``drain_s`` to arrive, lets those being handled finish, then imports everything received.
 
 Nothing here logs span contents; the receiver binds to loopback unless given another address.
 """
