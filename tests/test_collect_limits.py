@@ -221,6 +221,35 @@ def test_gzip_bombs_keep_collect_under_500_mb(tmp_path, kit):
     assert proc.returncode == 0
 
 
+@pytest.mark.slow
+def test_large_requests_at_once_are_decoded_a_few_at_a_time(tmp_path, kit):
+    """Each request's memory is bounded; 8 large ones at once (3.5 MiB, 9,000 spans each) still fit,
+    because only ``max_decoding`` are decoded together (all 8 at once took about 600 MB)."""
+    port = free_port()
+    proc = start_collect(kit, port, tmp_path / "err.txt", "--out", str(tmp_path / "spans.jsonl"))
+    body = to_pb(kit.otlp(*(kit.span(f"{i:016x}", request_id=f"chatcmpl-{i}") for i in range(9000))))
+    codes: list[int] = []
+
+    def post() -> None:
+        with httpx.Client(timeout=120) as c:
+            codes.append(c.post(f"http://127.0.0.1:{port}/v1/traces", content=body, headers=PB).status_code)
+
+    try:
+        base = proc_status(proc.pid, "VmHWM")
+        workers = [threading.Thread(target=post) for _ in range(8)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(timeout=300)
+        peak = proc_status(proc.pid, "VmHWM")
+        print(f"8 requests of {len(body) >> 20} MiB at once: peak RSS {peak >> 10} MiB (after start {base >> 10})")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert codes == [200] * 8
+    assert peak < 500 << 10
+
+
 def slow_clients(port: int, n: int) -> list[socket.socket]:
     out = []
     for _ in range(n):
@@ -368,7 +397,7 @@ def test_readme_lists_every_bound_with_its_default():
                  f"| {lim.max_spans:,} | `--max-spans` |", f"({lim.max_objects:,})",
                  f"| {lim.read_timeout_s:g} s | `--read-timeout` |", f"| {lim.idle_timeout_s:g} s |",
                  f"| {lim.max_connections} | `--max-connections` | wait in the listen backlog ({lim.backlog})",
-                 f"| {lim.drain_s:g} s | `--drain-timeout` |"):
+                 f"| {lim.drain_s:g} s | `--drain-timeout` |", f"| {lim.max_decoding} | — |"):
         assert cell in section, cell
     assert lim.max_objects == lim.max_decoded_bytes // 16
 

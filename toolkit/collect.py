@@ -83,6 +83,7 @@ class Limits:
     max_connections: int = 128  # served at once (one thread each); more wait in the listen backlog
     backlog: int = 1024  # the listen queue (the kernel's somaxconn caps it)
     drain_s: float = 5.0  # at stop, for requests still being read; then they are cut
+    max_decoding: int = 2  # requests decoded at once (the GIL runs one anyway): bounds memory in all
 
 
 class BadRequest(Exception):
@@ -185,7 +186,8 @@ def _count_messages(body: bytes, limit: int) -> None:
                     seen += 1
                     if seen > limit:
                         raise BadRequest(413, "too-large", f"more than {limit} OTLP objects in one request")
-                    stack.append((pos, pos + size, sub))
+                    if size:  # an empty message holds nothing to walk
+                        stack.append((pos, pos + size, sub))
                 pos += size
             else:
                 return
@@ -742,10 +744,13 @@ class _Handler(BaseHTTPRequestHandler):
                 raise BadRequest(404, "wrong-path", f"only POST {TRACES_PATH} is served")
             body = self._read_body()
             self.server.track(self.connection, "busy")
-            msg = decode_body(body, ctype, self.headers.get("Content-Encoding", ""), limits)
-            del body
-            line = (json.dumps(to_collector_json(msg), separators=(",", ":"), ensure_ascii=False) + "\n").encode()
-            n = span_count(msg)
+            with self.server.decoding:  # the memory bounds are per request: few are decoded at once
+                msg = decode_body(body, ctype, self.headers.get("Content-Encoding", ""), limits)
+                del body
+                line = (json.dumps(to_collector_json(msg), separators=(",", ":"), ensure_ascii=False)
+                        + "\n").encode()
+                n = span_count(msg)
+                del msg
         except BadRequest as e:
             with col.stats.lock:
                 col.stats.rejected[e.reason] += 1
@@ -862,6 +867,7 @@ class _Server(ThreadingHTTPServer):
         self._conns: dict[socket.socket, tuple[str, float]] = {}
         self._conn_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self.decoding = threading.BoundedSemaphore(limits.max_decoding)
         self._closed = threading.Event()
         super().__init__(address, _Handler)
         self._reaper = threading.Thread(target=self._reap, name="stagelens-collect-reaper", daemon=True)
