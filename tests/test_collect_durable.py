@@ -166,7 +166,7 @@ def test_an_import_that_keeps_failing_is_kept_for_the_next_start(tmp_path, kit, 
     import toolkit.ingest as ingest
 
     def broken(*_a, **_k):  # type: ignore[no-untyped-def]
-        raise RuntimeError("disk on fire")
+        raise RuntimeError(f"Conversion Error: could not convert {kit.MARKER!r}")  # an engine quoting a span
 
     monkeypatch.setattr(ingest, "import_traces", broken)
     ds, logs = tmp_path / "ds", []
@@ -175,6 +175,8 @@ def test_an_import_that_keeps_failing_is_kept_for_the_next_start(tmp_path, kit, 
     sink.close()
     assert sink.imports == Counter({"failed": 2, "kept": 1})  # on seal, and the last try at stop
     assert logs[-1].startswith("1 spool file(s) not imported are kept in ")
+    assert logs[1].endswith("retried in 3600 s: RuntimeError")  # the class, never the text it quoted
+    assert not any(kit.MARKER in m for m in logs)
     monkeypatch.undo()
     DatasetSink(ds, fmt="vllm-otlp").close()
     assert stored(kit, ds) == Counter(span_ids(kit, 1))

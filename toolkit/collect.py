@@ -593,8 +593,9 @@ class DatasetSink:
         try:
             res = import_traces([str(p) for p in paths], self.dataset, fmt=fmt, lock_timeout_s=30.0).to_json()
         except Exception as e:  # an importer bug must not take the receiver down either
-            known = isinstance(e, (InputError, DatasetError, OSError, ValueError, RuntimeError))
-            why = (getattr(e, "strerror", None) or str(e))[:200] if known else type(e).__name__
+            # our own errors name a file and a reason; any other text might quote a span: its class only
+            why = (e.strerror if isinstance(e, OSError) and e.strerror else
+                   str(e)[:200] if isinstance(e, (InputError, DatasetError)) else type(e).__name__)
             self.imports["failed"] += len(paths)
             self._attempts += 1
             wait = min(self.retry_s[1], self.retry_s[0] * 2 ** (self._attempts - 1))
