@@ -252,10 +252,9 @@ def test_large_requests_at_once_are_decoded_a_few_at_a_time(tmp_path, kit):
 
 def slow_clients(port: int, n: int) -> list[socket.socket]:
     out = []
-    for _ in range(n):
-        s = socket.socket()
+    for _ in range(n):  # connected once in the listen queue (accepted by collect or not)
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
         s.setblocking(False)
-        s.connect_ex(("127.0.0.1", port))
         out.append(s)
     return out
 
@@ -291,7 +290,7 @@ def trickle(socks: list[socket.socket], seconds: float, stop_when_all_closed: bo
 
 
 @pytest.mark.slow
-def test_slow_clients_are_cut_do_not_exhaust_threads_and_sigterm_exits_within_10_s(tmp_path, kit):
+def test_slow_clients_are_cut_and_do_not_exhaust_threads(tmp_path, kit):
     port = free_port()
     proc = start_collect(kit, port, tmp_path / "err.txt", "--out", str(tmp_path / "spans.jsonl"),
                          "--read-timeout", "3")
@@ -310,13 +309,28 @@ def test_slow_clients_are_cut_do_not_exhaust_threads_and_sigterm_exits_within_10
         closed = trickle(socks, 20)  # cap 128: the first 128 are cut after 3 s, then the other 72
         watcher_done.set()
         w.join()
+        print(f"200 clients at 1 byte/s: at most {max(threads)} threads in collect")
         assert len(closed) == 200  # every 1 byte/s client was dropped
         assert max(threads) <= Limits.max_connections + 8, max(threads)
         ok = httpx.post(f"http://127.0.0.1:{port}/v1/traces", content=to_pb(kit.otlp(kit.span("00000000000000ab"))),
                         headers=PB, timeout=30)
         assert ok.status_code == 200
+    finally:
         for s in socks:
             s.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    summary = json.loads((tmp_path / "err.txt").read_text().split("stopped: ", 1)[1])
+    assert summary["accepted"] == 1 and summary["cut_slow"] == 200
+
+
+@pytest.mark.slow
+def test_sigterm_with_200_slow_clients_exits_within_10_s(tmp_path, kit):
+    """With the default 30 s read timeout, only the drain bound (5 s) can end these requests in time."""
+    port = free_port()
+    proc = start_collect(kit, port, tmp_path / "err.txt", "--out", str(tmp_path / "spans.jsonl"))
+    socks: list[socket.socket] = []
+    try:
         socks = slow_clients(port, 200)
         trickle(socks, 2, stop_when_all_closed=False)  # requests half read when the signal comes
         t = time.monotonic()
@@ -333,7 +347,7 @@ def test_slow_clients_are_cut_do_not_exhaust_threads_and_sigterm_exits_within_10
             proc.kill()
             proc.wait()
     summary = json.loads((tmp_path / "err.txt").read_text().split("stopped: ", 1)[1])
-    assert summary["accepted"] == 1 and summary["cut_slow"] >= 200
+    assert summary["cut_slow"] == Limits.max_connections  # those being read; the rest were never accepted
 
 
 @pytest.mark.slow
