@@ -388,6 +388,11 @@ def collect_cmd(
     max_backups: Annotated[int | None, typer.Option(help="Rotated files to keep (default: all).")] = None,
     batch_lines: Annotated[int, typer.Option(help="Import into --dataset every N export requests ...")] = 1000,
     flush_interval: Annotated[float, typer.Option(help="... or every this many seconds.")] = 10.0,
+    max_request_mb: Annotated[float, typer.Option(help="Largest request body once decompressed, MiB (413 over it).")] = 8.0,
+    max_spans: Annotated[int, typer.Option(help="Most spans in one request (413 over it).")] = 10_000,
+    read_timeout: Annotated[float, typer.Option(help="Seconds to read one request, headers and body; slower clients are cut.")] = 30.0,
+    max_connections: Annotated[int, typer.Option(help="Connections served at once; more wait in the listen backlog.")] = 128,
+    drain_timeout: Annotated[float, typer.Option(help="At SIGTERM, seconds for requests still being read.")] = 5.0,
 ) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces) from an engine; stop with SIGTERM or Ctrl-C.
 
@@ -397,18 +402,26 @@ def collect_cmd(
     """
     import os
 
-    from toolkit.collect import serve
+    from toolkit.collect import Limits, serve
 
     if out is None and dataset is None:
         raise fail("collect needs --out FILE.jsonl or --dataset DIR", EXIT_USAGE)
     if format != "auto" and format not in REGISTRY:
         raise fail(f"unknown format {format!r}; known formats: {', '.join(REGISTRY)}", EXIT_USAGE)
 
+    if not (all(0 < x < 1e9 for x in (max_request_mb, max_spans, read_timeout, max_connections))
+            and 0 <= drain_timeout < 1e9):  # NaN fails every comparison, so it is refused too
+        raise fail("--max-request-mb, --max-spans, --read-timeout and --max-connections take positive "
+                   "numbers, --drain-timeout zero or more", EXIT_USAGE)
+    limits = Limits(max_decoded_bytes=int(max_request_mb * (1 << 20)), max_spans=max_spans,
+                    max_objects=max(int(max_request_mb * (1 << 16)), 50 * max_spans), read_timeout_s=read_timeout,
+                    max_connections=max_connections, drain_s=drain_timeout)
+
     def ready(col) -> None:  # type: ignore[no-untyped-def]
         typer.echo(f"stagelens collect: listening on {col.url} (pid {os.getpid()})", err=True)
 
     try:
-        summary = serve(listen, out, dataset, ready=ready, fmt=format, rotate_mb=rotate_mb,
+        summary = serve(listen, out, dataset, ready=ready, limits=limits, fmt=format, rotate_mb=rotate_mb,
                         max_backups=max_backups, batch_lines=batch_lines, flush_interval_s=flush_interval)
     except ValueError as e:
         raise fail(str(e), EXIT_USAGE) from None
