@@ -137,8 +137,8 @@ def test_a_queueing(reports: dict) -> None:
     for stat in ("mean", "p95"):
         e = _entry(r, "ttft_ms", stat)
         assert e["driver"] == "queue" and e["regression"], e
-        assert abs(sum(e["contributions"].values()) - e["delta"]) < 0.01
-    assert "queue" in r.meta["headline"]
+        assert abs(sum(e["contributions"].values()) - e["decomposition"]["delta"]) < 0.01
+    assert "queue" in r.headline["sentence"]
 
 
 def test_b_longer_prompts_is_mix(reports: dict) -> None:
@@ -179,7 +179,7 @@ def test_e_slower_tool(reports: dict) -> None:
     for stat in ("mean", "p95"):
         e = _entry(r, "turn_ms", stat)
         assert e["driver"] == "tool" and e["regression"], e
-        assert abs(sum(e["contributions"].values()) - e["delta"]) < 0.01
+        assert abs(sum(e["contributions"].values()) - e["decomposition"]["delta"]) < 0.01
     assert _entry(r, "ttft_ms", "mean")["driver"] is None
 
 

@@ -4,8 +4,9 @@ Method (DESIGN.md §6, PEERS-AND-METHODS.md Part B.3):
 
 * Every row's metric is the sum of its stages, so for the **mean** the change of the metric is
   exactly the sum of the changes of each stage's mean. For a **tail** statistic (p95) the same
-  holds among the requests at or above each group's own p95: ``baseline``, ``current`` and
-  ``delta`` are those tail means, and the plain percentiles sit beside them.
+  holds among the requests at or above each group's own p95. An entry's ``baseline``, ``current``
+  and ``delta`` are the statistic itself (the true p95 for ``p95``); ``decomposition`` holds the
+  means that ``contributions`` sum to (the tail means for a tail, the means for the mean).
 * **Mix vs rate**: a token-driven stage's mean is (mean tokens) x (time per token), with time per
   token = sum(stage) / sum(tokens). Its change splits exactly (two-factor Shapley) into
   ``mix = dT·(R0+R1)/2`` and ``rate = dR·(T0+T1)/2``: "longer prompts" versus "slower prefill".
@@ -332,15 +333,16 @@ def _boot_means(sample: dict[str, np.ndarray], tail: float | None, seed: int) ->
     """Per replicate: mean metric, mean of each stage, mean tokens of each effect stage and its stage mean.
 
     For a tail, each replicate's tail is the smallest suffix of the rows sorted by the metric that
-    holds at least (1 - tail) of that replicate's weight; its means are one masked matrix product.
+    holds at least (1 - tail) of that replicate's weight; its means are one masked matrix product, and
+    ``q`` (tails only) is the replicate's percentile: the smallest metric value in its tail.
     """
     m, S, T = sample["m"], sample["S"], sample["T"]
     n, k_s, k_t = len(m), S.shape[1], T.shape[1]
     eff_idx = sample.get("eff_idx", np.arange(0))
     if n == 0:
         nan = np.full(BOOT_REPLICATES, np.nan)
-        return {"m": nan, "S": np.full((BOOT_REPLICATES, k_s), np.nan), "T": np.full((BOOT_REPLICATES, k_t), np.nan),
-                "TS": np.full((BOOT_REPLICATES, len(eff_idx)), np.nan)}
+        return {"m": nan, "q": nan, "S": np.full((BOOT_REPLICATES, k_s), np.nan),
+                "T": np.full((BOOT_REPLICATES, k_t), np.nan), "TS": np.full((BOOT_REPLICATES, len(eff_idx)), np.nan)}
     W = sample["W"] if "W" in sample else _boot_weights(n, seed)
     X = np.column_stack([m, S, T]).astype(np.float64)
     if tail is not None:
@@ -359,11 +361,15 @@ def _boot_means(sample: dict[str, np.ndarray], tail: float | None, seed: int) ->
         start = np.clip((suffix >= need[:, None]).sum(axis=1) - 1, 0, k - 1)
         W = Wk * (np.arange(k)[None, :] >= start[:, None])
         X = X[order[n - k:]]
+        q = X[start, 0]  # each replicate's percentile: the smallest metric value of its tail
     wsum = W.sum(axis=1, dtype=np.float64)
     wsum[wsum == 0] = np.nan
     means = (W @ X) / wsum[:, None]
     S_means = means[:, 1 : 1 + k_s]
-    return {"m": means[:, 0], "S": S_means, "T": means[:, 1 + k_s :], "TS": S_means[:, eff_idx]}
+    out = {"m": means[:, 0], "S": S_means, "T": means[:, 1 + k_s :], "TS": S_means[:, eff_idx]}
+    if tail is not None:
+        out["q"] = q
+    return out
 
 
 def _rescale(reps: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarray]:
@@ -389,14 +395,24 @@ def _interval(point: float, reps: np.ndarray) -> list[float] | None:
 
 def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStats, GroupStats], metric: str,
                   statistic: str, tail: float, threshold: float, stages: list[str]) -> dict:
-    """One attribution entry (DESIGN.md §8 keys) from both groups' statistics."""
+    """One attribution entry (DESIGN.md §6 and §8 keys) from both groups' statistics.
+
+    ``baseline``/``current``/``delta`` are the statistic itself: for a tail statistic the true
+    percentiles (exact, what a dashboard shows), for ``mean`` the means. ``decomposition`` holds what
+    ``contributions`` sum to: the means themselves, or for a tail the means of the requests at or
+    above each side's percentile (a percentile has no exact split by stage; a mean does). The
+    regression flag and ``delta_interval`` are about the statistic; the driver about the decomposition.
+    """
     spec = METRICS[metric]
     eff = [s for s in stages if s in spec.effects]
     is_tail = statistic != "mean"
     b_mean, c_mean = b_pair[0], c_pair[0]
     b, c = (b_pair[1], c_pair[1]) if is_tail else (b_mean, c_mean)
     contributions = {s: round(c.stage_mean[s] - b.stage_mean[s], 3) for s in stages}
-    delta = c.mean - b.mean
+    dec_delta = c.mean - b.mean
+    b_value = _f(b_mean.pctl) if is_tail else b.mean
+    c_value = _f(c_mean.pctl) if is_tail else c.mean
+    delta = c_value - b_value
     effects = {}
     for s in eff:
         (t0, r0, ok0), (t1, r1, ok1) = b.tokens[s], c.tokens[s]
@@ -408,7 +424,8 @@ def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStat
     bb = _rescale(_boot_means(b.sample, tq, SEED + 2), np.sqrt(len(b.sample["m"]) / max(b_mean.n, 1)))
     cb = _rescale(_boot_means(c.sample, tq, SEED + 3), np.sqrt(len(c.sample["m"]) / max(c_mean.n, 1)))
     intervals = {s: _interval(contributions[s], cb["S"][:, j] - bb["S"][:, j]) for j, s in enumerate(stages)}
-    delta_interval = _interval(delta, cb["m"] - bb["m"])
+    dec_interval = _interval(dec_delta, cb["m"] - bb["m"])
+    delta_interval = _interval(delta, cb["q"] - bb["q"]) if is_tail else dec_interval
     for j, s in enumerate(eff):
         if s not in effects:
             continue
@@ -423,19 +440,19 @@ def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStat
                    if contributions[s] > 0 and intervals[s] and intervals[s][0] > 0 and contributions[s] >= floor]
     driver = max(significant, key=lambda s: contributions[s]) if significant else None
     regression = bool(
-        np.isfinite(delta) and b.mean > 0 and delta > threshold * b.mean
+        np.isfinite(delta) and b_value > 0 and delta > threshold * b_value
         and delta_interval is not None and delta_interval[0] > 0
     )
     return {
         "metric": metric,
         "statistic": statistic,
         "boundary": spec.boundary,
-        "baseline": _r(b.mean),
-        "current": _r(c.mean),
+        "baseline": _r(b_value),
+        "current": _r(c_value),
         "delta": _r(delta),
         "delta_interval": delta_interval,
-        "baseline_pctl": _r(b.pctl) if is_tail else None,
-        "current_pctl": _r(c.pctl) if is_tail else None,
+        "decomposition": {"of": "tail_mean" if is_tail else "mean", "baseline": _r(b.mean), "current": _r(c.mean),
+                          "delta": _r(dec_delta), "delta_interval": dec_interval},
         "contributions": contributions,
         "intervals": intervals,
         "effects": effects,
@@ -446,6 +463,10 @@ def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStat
         "n_tail_baseline": b_pair[1].n if is_tail else None,
         "n_tail_current": c_pair[1].n if is_tail else None,
     }
+
+
+def _f(x: float | None) -> float:
+    return float("nan") if x is None else float(x)
 
 
 def attribute(base: Group, cur: Group, metrics: list[str], tail: float = 0.95, threshold: float = 0.10,

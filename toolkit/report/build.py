@@ -97,6 +97,31 @@ def _parse_window(text: str) -> tuple[datetime, datetime]:
     return start, end
 
 
+def _window_selection(con: duckdb.DuckDBPyConnection, window: str | None, label: str, description: dict) -> Selection:
+    """One side's rows: those arriving in ``window`` (START/END), or all of them."""
+    if window is None:
+        return Selection(con, "true", {}, description, label=label)
+    start, end = _parse_window(window)
+    return Selection(con, f"{{t}} >= ${label}_start AND {{t}} < ${label}_end", {f"{label}_start": start, f"{label}_end": end},
+                     {**description, "windows": [{"start": _iso(start), "end": _iso(end)}]}, label=label)
+
+
+def _check_filters(con: duckdb.DuckDBPyConnection, dataset: str | Path, filters: dict[str, str]) -> None:
+    """A filter that matches no request is a usage error naming it and the values that exist
+    (``--model nosuch`` is a typo far more often than a question), not an empty report."""
+    for col, val in filters.items():
+        if col not in FILTER_COLUMNS:
+            continue  # _filter_sql refuses it
+        hits, values = con.execute(
+            f"SELECT count_if({col} = $v), list(DISTINCT {col} ORDER BY {col}) FILTER (WHERE {col} IS NOT NULL) "
+            "FROM requests", {"v": val}).fetchone()
+        if not hits:
+            values = values or []
+            known = (", ".join(repr(v) for v in values[:10]) + (f" and {len(values) - 10} more" if len(values) > 10 else "")
+                     if values else f"none (no request records a {col})")
+            raise ValueError(f"--{col} {val!r} matches no request in {dataset}; {col} values there: {known}")
+
+
 def _filter_sql(filters: dict[str, str]) -> tuple[str, dict]:
     conds, params = ["counted"], {}
     for col, val in filters.items():
@@ -137,20 +162,22 @@ def build_report(
     ]
     bucket = con.execute("SELECT min(bucket_s) FROM load").fetchone()[0]
 
+    _check_filters(con, dataset, filters)
     if baseline_dataset is not None:
+        # two datasets: each window (either may be left out) narrows its own side, e.g. tonight
+        # 14:00-15:00 against last night's same hour
         con_b = _connect(baseline_dataset, params)
+        _check_filters(con_b, baseline_dataset, filters)
         kind = "datasets"
-        cur = Selection(con, "true", {}, {"dataset": str(dataset)})
-        base = Selection(con_b, "true", {}, {"dataset": str(baseline_dataset)}, label="b")
+        cur = _window_selection(con, window, "c", {"dataset": str(dataset)})
+        base = _window_selection(con_b, baseline_window, "b", {"dataset": str(baseline_dataset)})
     elif window or baseline_window:
         if not (window and baseline_window):
-            raise ValueError("--window and --baseline-window go together")
+            raise ValueError("--window and --baseline-window go together on one dataset "
+                             "(with --baseline DATASET either may be given alone)")
         kind = "windows"
-        (cs, ce), (bs, be) = _parse_window(window), _parse_window(baseline_window)
-        cur = Selection(con, "{t} >= $c_start AND {t} < $c_end", {"c_start": cs, "c_end": ce},
-                        {"windows": [{"start": _iso(cs), "end": _iso(ce)}]})
-        base = Selection(con, "{t} >= $b_start AND {t} < $b_end", {"b_start": bs, "b_end": be},
-                         {"windows": [{"start": _iso(bs), "end": _iso(be)}]}, label="b")
+        cur = _window_selection(con, window, "c", {})
+        base = _window_selection(con, baseline_window, "b", {})
     else:
         kind = "busy-vs-quiet"
         # distinct column names: inside EXISTS an unqualified ts_start would bind to the period's own
@@ -197,10 +224,15 @@ def build_report(
                                     rb_specs, rb_stages, tail, quantiles=SUMMARY_Q)
     attribution: list[dict] = []
     context = _context(kind, busy, cur, base)
+    reason = None
     if kind == "busy-vs-quiet" and not busy:
+        reason = ("no busy period was found: load stayed near its median, so there is no busy time to compare "
+                  "with quiet time (use --window/--baseline-window or --baseline)")
         warnings.append("No busy period found: load stayed near its median, so there is nothing to compare "
                         "(use --window/--baseline-window or --baseline).")
     elif min(cur.description["requests"], base.description["requests"]) < 2:
+        reason = (f"the current side has {cur.description['requests']} and the baseline "
+                  f"{base.description['requests']} requests; at least 2 on each side are needed")
         warnings.append("One side has fewer than 2 requests: no attribution.")
     else:
         families: list[tuple[list[str], str]] = [(["ttft_ms", "e2e_ms", "tpot_ms"], "true")]
@@ -258,12 +290,15 @@ def build_report(
         "tail": tail_name,
         "threshold": threshold,
         "bucket_s": bucket,
-        "headline": headline(attribution, context, threshold),
     }
+    if not attribution and reason is None:
+        reason = "no metric has at least 2 requests with a value on each side"
     say("preparing charts")
     charts = _charts(con, busy, filt, fparams, sides)
     return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
-                  warnings=warnings, quarantine=quarantine, charts=charts)
+                  warnings=warnings, quarantine=quarantine, charts=charts,
+                  headline=make_headline(attribution, tail_name, threshold, context, reason),
+                  compared=bool(attribution), reason=None if attribution else reason)
 
 
 # The agent-traffic check on the rows turns is built from, without building it: the traces with a
@@ -335,7 +370,11 @@ def _context(kind: str, busy: list[dict], cur: Selection, base: Selection) -> st
     if kind == "windows":
         c, b = cur.description["windows"][0], base.description["windows"][0]
         return f"{span(c['start'], c['end'], True)} UTC vs {span(b['start'], b['end'], True)}"
-    return f"{cur.description['dataset']} vs baseline {base.description['dataset']}"
+    def side(d: dict) -> str:
+        w = d.get("windows")
+        return d["dataset"] + (f" {span(w[0]['start'], w[0]['end'], True)} UTC" if w else "")
+
+    return f"{side(cur.description)} vs baseline {side(base.description)}"
 
 
 def _ms(x: float) -> str:
@@ -347,11 +386,13 @@ def _signed(x: float) -> str:
 
 
 def verdict(entry: dict, context: str, tail_name: str) -> str:
-    """One plain sentence: what changed, which stage explains it and where to look next."""
-    stat = "mean" if entry["statistic"] == "mean" else entry["statistic"]
+    """One plain sentence: what changed, which stage explains it and where to look next.
+
+    The numbers after the statistic's name are that statistic (a p95 is the p95); for a tail, the
+    stage split is of the mean of the requests above it, and the words say so (DESIGN.md §6)."""
+    stat = entry["statistic"]
     label = LABELS.get(entry["metric"], entry["metric"])
-    head = (f"{context}: {stat} {label} {_signed(entry['delta'])} "
-            f"({_ms(entry['baseline'])} → {_ms(entry['current'])})")
+    head = f"{context}: {stat} {label} {_ms(entry['baseline'])} → {_ms(entry['current'])} ({_signed(entry['delta'])})"
     driver = entry["driver"]
     if entry.get("joined"):
         head += " [" + ", ".join(f"{n} calls joined by {k}" for k, n in entry["joined"].items()) + "]"
@@ -361,7 +402,14 @@ def verdict(entry: dict, context: str, tail_name: str) -> str:
     c = entry["contributions"][driver]
     iv = entry["intervals"].get(driver)
     pm = f" (±{_ms((iv[1] - iv[0]) / 2)})" if iv else ""
-    text = f"{head}; {driver} explains {_signed(c)}{pm}"
+    dec = entry.get("decomposition") or {}
+    if dec.get("of") == "tail_mean" and dec.get("delta") is not None:
+        share = f"{100 - float(stat.lstrip('p')):g} %" if stat.lstrip("p").replace(".", "").isdigit() else "tail"
+        rise = "rise" if dec["delta"] >= 0 else "fall"
+        text = (f"{head}; among the slowest {share}, {driver} explains {_signed(c)}{pm} "
+                f"of the {_signed(dec['delta'])} {rise} in their mean")
+    else:
+        text = f"{head}; {driver} explains {_signed(c)}{pm}"
     others = [s for s, v in entry["contributions"].items() if s != driver and abs(v) >= 0.1 * abs(c)]
     if others:
         text += ", then " + ", ".join(f"{s} {_signed(entry['contributions'][s])}" for s in others[:2])
@@ -382,15 +430,48 @@ def verdict(entry: dict, context: str, tail_name: str) -> str:
     return text
 
 
-def headline(attribution: list[dict], context: str, threshold: float) -> str:
-    regressions = [a for a in attribution if a["regression"]]
-    if not attribution:
-        return f"{context}: nothing to compare."
-    if not regressions:
-        return f"{context}: no significant regression beyond {threshold:.0%}."
-    worst = max(regressions, key=lambda a: a["delta"] / a["baseline"] if a["baseline"] else 0)
-    ttft_tail = [a for a in regressions if a["metric"] == "ttft_ms" and a["statistic"] != "mean"]
-    return (ttft_tail or [worst])[0]["verdict"]
+HEADLINE_ORDER = ("ttft_ms", "e2e_ms", "tpot_ms", "turn_ms", "client_ttft_ms")
+
+
+def headline_entry(attribution: list[dict], tail_name: str) -> dict | None:
+    """The headline rule, applied once per report (every output prints its result).
+
+    Entries are read in a fixed order: metric TTFT, e2e, TPOT, turn time, client TTFT; within a
+    metric the tail statistic before the mean. The headline is the first regression in that order;
+    with no regression, the first entry (the tail TTFT when there is one); with no entry, none.
+    A fixed order rather than "the largest change": a nightly job that diffs the headline sees the
+    same metric from night to night, and the first token's tail is what a user feels first.
+    """
+    def key(a: dict) -> tuple[int, int]:
+        m = a.get("metric")
+        return (HEADLINE_ORDER.index(m) if m in HEADLINE_ORDER else len(HEADLINE_ORDER),
+                0 if a.get("statistic") == tail_name else 1)
+
+    ordered = sorted(attribution, key=key)
+    regressions = [a for a in ordered if a.get("regression")]
+    return (regressions or ordered or [None])[0]
+
+
+def make_headline(attribution: list[dict], tail_name: str, threshold: float, context: str | None,
+                  reason: str | None) -> dict:
+    """``headline`` of the report JSON: the entry ``headline_entry`` picks, and the one sentence that
+    the terminal, the Markdown title and the HTML banner all print."""
+    a = headline_entry(attribution, tail_name)
+    if a is None:
+        return {"metric": None, "statistic": None, "baseline": None, "current": None, "delta": None,
+                "driver": None, "regression": False,
+                "sentence": f"Nothing was compared: {reason or 'no comparison could be made'}."}
+    if a.get("regression") and a.get("verdict"):
+        sentence = a["verdict"]
+    else:
+        label = LABELS.get(a["metric"], a["metric"])
+        values = (f"{a['statistic']} {label} {_ms(a['baseline'])} → {_ms(a['current'])} ({_signed(a['delta'])})"
+                  if None not in (a.get("baseline"), a.get("current"), a.get("delta")) else f"{a['statistic']} {label}")
+        sentence = (f"{context + ': ' if context else ''}no regression beyond {threshold:.0%}: {values}."
+                    if not a.get("regression") else f"{context + ': ' if context else ''}{values}.")
+    return {"metric": a["metric"], "statistic": a["statistic"], "baseline": a.get("baseline"),
+            "current": a.get("current"), "delta": a.get("delta"), "driver": a.get("driver"),
+            "regression": bool(a.get("regression")), "sentence": sentence}
 
 
 def _composite_warnings(attribution: list[dict]) -> list[str]:
