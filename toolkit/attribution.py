@@ -19,12 +19,12 @@ Method (DESIGN.md §6, PEERS-AND-METHODS.md Part B.3):
   and which is at least ``MIN_SHARE`` of the regression threshold (so noise in a big sample does
   not name a driver when nothing changed); or none.
 
-Speed: per-request stage values are computed from the boundary columns of ``_bounds`` by SQL
-generated here (a stage map per row costs ~20 us; arithmetic on boundaries almost nothing), and
-all metrics of one view share three passes, each serving every group at once (``family_stats_by``):
-point estimates with exact percentiles, tail means, a sample.
-The composite-stage rule is DESIGN.md §3, the same as ``queries/10_bounds.sql`` (a property test
-checks they agree).
+Inputs: views only. TTFT, e2e, TPOT and the stages of a request are the columns of
+``per_request`` (queries/45_per_request.sql, which takes them from ``stages``); turns and joined
+calls are ``turns`` and ``calls``. Nothing here derives a metric, a stage or the composite rule
+from boundaries. Speed: fine stages are read from their own columns, composites from ``stage_ms``
+(``request_stage_sql``), and all metrics of one view share three passes, each serving every group
+at once (``family_stats_by``): point estimates with exact percentiles, tail means, a sample.
 """
 
 from __future__ import annotations
@@ -40,25 +40,18 @@ BOOT_REPLICATES = 200
 BOOT_ROWS = 40_000
 MIN_SHARE = 0.25
 SEED = 20261130
-FINE = ("preprocess", "queue", "prefill", "decode", "postprocess")
-BOUNDS = ("a_us", "q_us", "s_us", "f_us", "l_us", "e_us")  # stage i runs from BOUNDS[i] to BOUNDS[i + 1]
+FINE = ("preprocess", "queue", "prefill", "decode", "postprocess")  # the stages of DESIGN.md §3, in order
 PRE_FIRST_TOKEN = {"preprocess", "queue", "prefill", "uplink", "gateway"}
 
 
-def stage_keys(known: tuple[bool, bool, bool, bool]) -> list[str]:
-    """The stages (fine or composite) of a row whose queued/scheduled/first/last boundaries are ``known``."""
-    flags = (True, *known, True)
-    idx = [i for i, k in enumerate(flags) if k]
-    return ["+".join(FINE[i:j]) for i, j in zip(idx, idx[1:], strict=False)]
-
-
-def boundary_stage_sql(key: str) -> str:
-    """SQL (over ``_bounds``): ms the row spends in stage ``key``, 0 when the row has no such stage."""
-    parts = key.split("+")
-    i, j = FINE.index(parts[0]), FINE.index(parts[-1])
-    start, end, inner = BOUNDS[i], BOUNDS[j + 1], BOUNDS[i + 1 : j + 1]
-    cond = " AND ".join([f"{start} IS NOT NULL", f"{end} IS NOT NULL", *(f"{b} IS NULL" for b in inner)])
-    return f"CASE WHEN {cond} THEN ({end} - {start}) / 1e3 ELSE 0 END"
+def request_stage_sql(key: str) -> str:
+    """SQL over ``per_request`` (or a copy of its rows): ms the row spends in stage ``key``, 0 when
+    the row has no such stage. A fine stage is read from its own column (``queue_ms``), which holds
+    a value exactly when ``stage_ms`` has that key (both its boundaries known): the same number
+    without a map lookup per row. A composite (``prefill+decode``) is read from ``stage_ms``."""
+    if key in FINE:
+        return f"coalesce({key}_ms, 0)"
+    return f"coalesce(stage_ms['{key.replace(chr(39), chr(39) * 2)}'], 0)"
 
 
 @dataclass(frozen=True)
@@ -74,7 +67,8 @@ class MetricSpec:
     stage_map: str | None = None  # views without boundaries: a MAP column of stage -> ms
     stage_filter: frozenset[str] | None = None  # keep only stages made of these
     effects: dict[str, str] = field(default_factory=dict)  # stage -> SQL token count
-    stage_sql: Callable[[str], str] | None = None  # stage -> SQL, for boundary views
+    stage_sql: Callable[[str], str] | None = None  # stage -> SQL, for per-request views
+    names_sql: str | None = None  # per-request views: SQL naming the row's one stage (TPOT's basis)
 
     def expr(self, key: str) -> str:
         if self.stage_sql is not None:
@@ -82,24 +76,26 @@ class MetricSpec:
         return f"coalesce({self.stage_map}['{key}'], 0)"
 
 
-_TPOT = "(coalesce(l_us, e_us) - f_us) / 1e3 / nullif(output_tokens - 1, 0)"
 _IN = "CAST(input_tokens AS DOUBLE)"
-_OUT = "CAST(greatest(output_tokens - 1, 0) AS DOUBLE)"
+_OUT = "CAST(greatest(output_tokens - 1, 0) AS DOUBLE)"  # the tokens after the first: decode's work
 
+# TTFT, e2e and TPOT are per_request's columns (queries/45_per_request.sql, from stages): nothing
+# here computes a metric or a stage from boundaries. TPOT is one stage per row, the one its
+# tpot_basis names, so its only contribution is the TPOT itself.
 METRICS: dict[str, MetricSpec] = {
     "ttft_ms": MetricSpec(
-        "ttft_ms", "_bounds", "(f_us - a_us) / 1e3", "first token - arrival, at the row's vantage",
-        require="f_us IS NOT NULL", stage_filter=frozenset(PRE_FIRST_TOKEN), effects={"prefill": _IN},
-        stage_sql=boundary_stage_sql,
+        "ttft_ms", "per_request", "ttft_ms", "first token - arrival, at the row's vantage",
+        require="ttft_ms IS NOT NULL", stage_filter=frozenset(PRE_FIRST_TOKEN), effects={"prefill": _IN},
+        stage_sql=request_stage_sql,
     ),
     "e2e_ms": MetricSpec(
-        "e2e_ms", "_bounds", "(e_us - a_us) / 1e3", "end - arrival, at the row's vantage",
-        effects={"prefill": _IN, "decode": _OUT, "decode+postprocess": _OUT}, stage_sql=boundary_stage_sql,
+        "e2e_ms", "per_request", "e2e_ms", "end - arrival, at the row's vantage",
+        effects={"prefill": _IN, "decode": _OUT, "decode+postprocess": _OUT}, stage_sql=request_stage_sql,
     ),
     "tpot_ms": MetricSpec(
-        "tpot_ms", "_bounds", _TPOT, "decode time / (output tokens - 1), first token excluded",
-        require="f_us IS NOT NULL AND output_tokens > 1",
-        stage_sql=lambda k: f"CASE WHEN (l_us IS NOT NULL) = {'true' if k == 'decode' else 'false'} THEN {_TPOT} ELSE 0 END",
+        "tpot_ms", "per_request", "tpot_ms", "decode time / (output tokens - 1), first token excluded",
+        require="tpot_ms IS NOT NULL", names_sql="tpot_basis",
+        stage_sql=lambda k: f"CASE WHEN tpot_basis = '{k}' THEN tpot_ms ELSE 0 END",
     ),
     "client_ttft_ms": MetricSpec(
         "client_ttft_ms", "calls", "client_ttft_ms",
@@ -133,39 +129,30 @@ class GroupStats:
     quantiles: dict[float, float | None] = field(default_factory=dict)  # exact (quantile_cont), pass 1
 
 
-_PATTERNS: dict[tuple[int, str, str], list[tuple[bool, ...]]] = {}
-
-
-def reset_cache() -> None:
-    """Forget cached boundary patterns: call at the start of a report run (connection ids are reused)."""
-    _PATTERNS.clear()
-
-
-def _patterns(g: Group, view: str) -> list[tuple[bool, ...]]:  # view: the actual table or view
-    """Which boundaries rows of the group have (queued, scheduled, first, last): one pass, cached."""
-    key = (id(g.con), view, g.where + repr(sorted(g.params.items(), key=str)))
-    if key not in _PATTERNS:
-        _PATTERNS[key] = [tuple(r) for r in g.con.execute(
-            f"SELECT DISTINCT q_us IS NOT NULL, s_us IS NOT NULL, f_us IS NOT NULL, l_us IS NOT NULL "
-            f"FROM {view} WHERE {g.where}", g.params).fetchall()]
-    return _PATTERNS[key]
-
-
 def stage_names(groups: list[Group], spec: MetricSpec, views: dict[str, str] | None = None) -> list[str]:
-    """Every stage that appears for the metric's rows in any group."""
+    """Every stage that appears for the metric's rows in any group.
+
+    Per-request views: the fine stages whose column has a value in some row, and the composite
+    keys of ``stage_ms`` in the rows that have one (a row has a composite exactly when one of its
+    fine columns is null); TPOT: the distinct ``tpot_basis``. Stage-map views: the map's keys."""
     names: set[str] = set()
     view = (views or {}).get(spec.view, spec.view)
     for g in groups:
-        if spec.stage_sql is boundary_stage_sql:
-            for p in _patterns(g, view):
-                if spec.require != "f_us IS NOT NULL" or p[2]:
-                    names.update(stage_keys(p))
-        elif spec.stage_sql is not None:  # TPOT: its one stage is decode, or decode+postprocess
-            names.update("decode" if p[3] else "decode+postprocess" for p in _patterns(g, view) if p[2])
+        where = f"({g.where}) AND {spec.value} IS NOT NULL AND {spec.require}"
+        if spec.names_sql is not None:
+            rows = g.con.execute(f"SELECT DISTINCT {spec.names_sql} FROM {view} WHERE {where}", g.params).fetchall()
+            names.update(r[0] for r in rows if r[0] is not None)
+        elif spec.stage_sql is not None:
+            counts = g.con.execute(f"SELECT {', '.join(f'count({s}_ms)' for s in FINE)} FROM {view} WHERE {where}",
+                                   g.params).fetchone()
+            names.update(s for s, n in zip(FINE, counts, strict=True) if n)
+            partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
+            rows = g.con.execute(f"SELECT DISTINCT map_keys(stage_ms) FROM {view} WHERE {where} AND ({partial})",
+                                 g.params).fetchall()
+            names.update(k for r in rows for k in (r[0] or []) if "+" in k)
         else:
             rows = g.con.execute(
-                f"SELECT DISTINCT unnest(map_keys({spec.stage_map})) FROM {view} "
-                f"WHERE ({g.where}) AND {spec.value} IS NOT NULL AND {spec.require}", g.params).fetchall()
+                f"SELECT DISTINCT unnest(map_keys({spec.stage_map})) FROM {view} WHERE {where}", g.params).fetchall()
             names.update(r[0] for r in rows if r[0] is not None)
     if spec.stage_filter is not None:
         names = {n for n in names if set(n.split("+")) <= spec.stage_filter}
@@ -475,7 +462,6 @@ def attribute(base: Group, cur: Group, metrics: list[str], tail: float = 0.95, t
 
     ``base``/``cur`` conditions may use ``{t}`` for the view's time column.
     """
-    _PATTERNS.clear()  # cached per report run only: connection ids are reused later
     out = []
     by_view: dict[str, list[MetricSpec]] = {}
     for name in metrics:

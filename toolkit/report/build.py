@@ -17,13 +17,13 @@ import numpy as np
 
 from toolkit import queries
 from toolkit.attribution import (
+    FINE,
     METRICS,
     SEED,
     Group,
     attribute,
     compare_all,
     family_stats_by,
-    reset_cache,
     stage_names,
 )
 from toolkit.report.model import ChartData, Report
@@ -32,7 +32,6 @@ FILTER_COLUMNS = ("model", "service", "replica", "tenant")
 TIMELINE_MAX = 200
 REPORT_MEMORY = "1500MB"
 TIMELINE_WINDOW_S = 180
-RANGES_INLINE = 64  # busy periods tested as inline ranges (more: the EXISTS form)
 SUMMARY_Q = (0.5, 0.9, 0.95, 0.99)
 CHART_ROWS_PER_BUCKET = 2000  # rows behind a bucket's p50/p95 chart points, on average
 HINTS = {
@@ -66,7 +65,7 @@ class Selection:
     params: dict
     description: dict
     label: str = "c"  # this side's rows in the materialized _rb table
-    rows_cond: str | None = None  # the same rows as ``cond`` over _bounds' epoch columns, where cheaper
+    rows_cond: str | None = None  # the same rows as ``cond`` over per_request's columns, where cheaper
 
     @property
     def side(self) -> str:
@@ -185,16 +184,13 @@ def build_report(
         inside = "EXISTS (SELECT 1 FROM _busy b WHERE {t} >= b.busy_start AND {t} < b.busy_end)"
         cur = Selection(con, inside, {}, {"windows": [{"start": b["start"], "end": b["end"]} for b in busy]})
         base = Selection(con, "NOT " + inside, {}, {"windows": "everything outside the busy periods"}, label="b")
-        # the same test as plain range comparisons on a_us: a semi-join per request costs seconds at 10 M
-        ranges = con.execute("SELECT epoch_us(busy_start), epoch_us(busy_end) FROM _busy ORDER BY 1").fetchall()
-        if len(ranges) <= RANGES_INLINE:
-            within = " OR ".join(f"(a_us >= {s} AND a_us < {e})" for s, e in ranges) or "false"
-            cur.rows_cond, base.rows_cond = f"({within})", f"NOT ({within})"
+        # a request's side is its per_request.period (arrived in a busy bucket of load): the same
+        # rows as arriving inside a busy period, without a semi-join per request (seconds at 10 M)
+        cur.rows_cond, base.rows_cond = "period = 'busy'", "period = 'quiet'"
 
     for sel in (cur, base):
         sel.params = {**sel.params, **fparams}
     say("selecting requests")
-    reset_cache()
     _materialize([cur, base], filt)
     for sels in _by_con([cur, base]).values():
         found: dict[str, list] = {}
@@ -217,7 +213,7 @@ def build_report(
     say("statistics of the selected requests")
     rb_specs = [METRICS[m] for m in RB_METRICS]
     rb_stages = {sp.name: stage_names([Group(base.con, base.side), Group(cur.con, cur.side)], sp,
-                                      views={"_bounds": "_rb"}) for sp in rb_specs}
+                                      views={"per_request": "_rb"}) for sp in rb_specs}
     rb_stats: dict = {}
     for sels in _by_con([cur, base]).values():  # both sides of a connection in the same passes
         rb_stats |= family_stats_by(sels[0].con, "_rb", "side", {s.label: SEED + (s is cur) for s in sels},
@@ -320,6 +316,8 @@ def _connect(dataset: str | Path, params: dict | None) -> duckdb.DuckDBPyConnect
     ``turns`` is computed once too, but only when the agent check says it is read (build_report)."""
     con = queries.connect(dataset, params)
     con.execute(f"SET memory_limit = '{REPORT_MEMORY}'")  # spill rather than grow past the target
+    # _bucket_load first: load and per_request (each request's busy/quiet period) both read it
+    con.execute("CREATE TEMP TABLE _bucket_load AS SELECT * FROM main._bucket_load")
     con.execute("CREATE TEMP TABLE load AS SELECT * FROM main.load")
     if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
         con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
@@ -510,18 +508,25 @@ def _by_con(sides: list[Selection]) -> dict[int, list[Selection]]:
 
 
 def _materialize(sides: list[Selection], filt: str) -> None:
-    """Each connection gets ``_rb``: the counted, filtered requests of its sides, boundaries as epoch us.
+    """Each connection gets ``_rb``: the counted, filtered rows of ``per_request`` on its sides.
 
-    Every later statistic of these requests reads this compact table instead of re-deriving the
+    Every later statistic of these requests reads this compact copy instead of re-deriving the
     views from Parquet (a pass over the views costs far more than one over an in-memory table).
+    It holds the view's own columns, never a re-derivation: the metrics, the fine stages, and
+    ``stage_ms`` only for the rows that have a composite stage (those with a fine column null; the
+    others' map holds nothing their columns do not, and would cost memory); ``a_us`` is the
+    arrival as epoch us, for the charts' buckets.
     """
+    partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
     for group in _by_con(sides).values():
         con = group[0].con
         case = " ".join(f"WHEN {sel.rows_cond or sel.cond.format(t='ts_arrival')} THEN '{sel.label}'" for sel in group)
         params = {k: v for sel in group for k, v in sel.params.items()}
         sql = (f"CREATE OR REPLACE TEMP TABLE _rb AS SELECT * FROM ("
-               f"SELECT CASE {case} END AS side, a_us, q_us, s_us, f_us, l_us, e_us, input_tokens, output_tokens, "
-               f"vantage, source_format FROM _bounds WHERE {filt}) WHERE side IS NOT NULL")
+               f"SELECT CASE {case} END AS side, epoch_us(ts_arrival) AS a_us, ts_arrival, ttft_ms, tpot_ms, "
+               f"tpot_basis, e2e_ms, {', '.join(f'{s}_ms' for s in FINE)}, "
+               f"CASE WHEN {partial} THEN stage_ms END AS stage_ms, input_tokens, output_tokens, "
+               f"vantage, source_format FROM per_request WHERE {filt}) WHERE side IS NOT NULL")
         used = set(re.findall(r"\$(\w+)", sql))
         con.execute(sql, {k: v for k, v in params.items() if k in used})
 
@@ -571,7 +576,7 @@ def _charts(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams
     pick = "" if share >= 1.0 else f"CASE WHEN hash(a_us) % 1000000 < {round(share * 1e6)} THEN "
     metric_cols = ", ".join(f"{pick}{expr}{' END' if pick else ''} AS {m}" for m, expr in RB_METRICS.items())
     e2e = METRICS["e2e_ms"]
-    keys = stage_names([Group(con, "true")], e2e, views={"_bounds": "_rb"})
+    keys = stage_names([Group(con, "true")], e2e, views={"per_request": "_rb"})
     stage_cols = "".join(f", {e2e.expr(k)} AS \"s_{k}\"" for k in keys)
     stage_aggs = "".join(f", sum(\"s_{k}\") / count(*) AS \"{k}\"" for k in keys)
     con.execute(
