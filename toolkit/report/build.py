@@ -235,11 +235,12 @@ def build_report(
         joined = _joined_calls(con, cur, base, filt_calls)
         if joined:
             families.append((["client_ttft_ms"], filt_calls))
-        # turns are a headline only for agent traffic: tool calls, or many multi-call traces
-        tools, multi, traces = con.execute(_AGENT_CHECK).fetchone()
-        if tools or (traces and multi >= 0.1 * traces):
+        # turns are a headline only for agent traffic: tool calls, or many multi-call traces; their
+        # counts (_turn_calls, which turns reads too) decide before turns is built
+        if _agent_traffic(con):
             # read several times from here on: computed once (5 s a read at 10 M records with traces)
             for sels in _by_con([cur, base]).values():
+                _turn_calls(sels[0].con)
                 sels[0].con.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
             families.append((["turn_ms"], "true"))
         for names, extra in families:
@@ -297,15 +298,23 @@ def build_report(
                   compared=bool(attribution), reason=None if attribution else reason)
 
 
-# The agent-traffic check on the rows turns is built from, without building it: the traces with a
-# tool span, those with more than one counted model call, and all traces (calls' and spans'),
-# exactly as ``count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM turns``.
-_AGENT_CHECK = """
-WITH c AS (SELECT trace_id, count(*) AS n FROM _bounds WHERE counted AND trace_id IS NOT NULL GROUP BY trace_id),
-traces AS (SELECT trace_id FROM c UNION SELECT trace_id FROM spans WHERE trace_id IS NOT NULL)
-SELECT (SELECT count(DISTINCT trace_id) FROM spans WHERE kind = 'tool' AND trace_id IS NOT NULL),
-       (SELECT count_if(n > 1) FROM c),
-       (SELECT count(*) FROM traces)"""
+def _turn_calls(con: duckdb.DuckDBPyConnection) -> None:
+    """The ``_turn_calls`` view's rows, once per connection (turns and the agent check read them)."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_turn_calls' AND temporary").fetchone()[0]:
+        con.execute("CREATE TEMP TABLE _turn_calls AS SELECT * FROM main._turn_calls")
+
+
+def _agent_traffic(con: duckdb.DuckDBPyConnection) -> bool:
+    """Turn time is attributed for agent traffic: a trace with a tool call, or at least a tenth of the
+    traces with more than one model call (the counts of ``turns``, from ``_turn_calls``)."""
+    has_traces = con.execute("SELECT EXISTS (SELECT 1 FROM requests WHERE trace_id IS NOT NULL) "
+                             "OR EXISTS (SELECT 1 FROM spans WHERE trace_id IS NOT NULL)").fetchone()[0]
+    if not has_traces:
+        return False
+    _turn_calls(con)
+    tools, multi, traces = con.execute(
+        "SELECT count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM _turn_calls").fetchone()
+    return bool(tools or (traces and multi >= 0.1 * traces))
 
 
 def _connect(dataset: str | Path, params: dict | None) -> duckdb.DuckDBPyConnection:
