@@ -130,33 +130,52 @@ class GroupStats:
 
 
 def stage_names(groups: list[Group], spec: MetricSpec, views: dict[str, str] | None = None) -> list[str]:
-    """Every stage that appears for the metric's rows in any group.
+    """Every stage that appears for the metric's rows in any group (see ``stage_names_all``)."""
+    return stage_names_all(groups, [spec], views)[spec.name]
+
+
+def stage_names_all(groups: list[Group], specs: list[MetricSpec], views: dict[str, str] | None = None
+                    ) -> dict[str, list[str]]:
+    """Every stage that appears for each metric's rows in any group, in one pass per group and view.
 
     Per-request views: the fine stages whose column has a value in some row, and the composite
     keys of ``stage_ms`` in the rows that have one (a row has a composite exactly when one of its
     fine columns is null); TPOT: the distinct ``tpot_basis``. Stage-map views: the map's keys."""
-    names: set[str] = set()
-    view = (views or {}).get(spec.view, spec.view)
-    for g in groups:
-        where = f"({g.where}) AND {spec.value} IS NOT NULL AND {spec.require}"
-        if spec.names_sql is not None:
-            rows = g.con.execute(f"SELECT DISTINCT {spec.names_sql} FROM {view} WHERE {where}", g.params).fetchall()
-            names.update(r[0] for r in rows if r[0] is not None)
-        elif spec.stage_sql is not None:
-            counts = g.con.execute(f"SELECT {', '.join(f'count({s}_ms)' for s in FINE)} FROM {view} WHERE {where}",
-                                   g.params).fetchone()
-            names.update(s for s, n in zip(FINE, counts, strict=True) if n)
-            partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
-            rows = g.con.execute(f"SELECT DISTINCT map_keys(stage_ms) FROM {view} WHERE {where} AND ({partial})",
-                                 g.params).fetchall()
-            names.update(k for r in rows for k in (r[0] or []) if "+" in k)
-        else:
-            rows = g.con.execute(
-                f"SELECT DISTINCT unnest(map_keys({spec.stage_map})) FROM {view} WHERE {where}", g.params).fetchall()
-            names.update(r[0] for r in rows if r[0] is not None)
-    if spec.stage_filter is not None:
-        names = {n for n in names if set(n.split("+")) <= spec.stage_filter}
-    return sorted(names, key=_stage_order)
+    names: dict[str, set[str]] = {sp.name: set() for sp in specs}
+    partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
+    by_view: dict[str, list[MetricSpec]] = {}
+    for sp in specs:
+        by_view.setdefault((views or {}).get(sp.view, sp.view), []).append(sp)
+    for view, vspecs in by_view.items():
+        cols: list[str] = []
+        for sp in vspecs:
+            rows_of = f"{sp.value} IS NOT NULL AND {sp.require}"
+            if sp.names_sql is not None:
+                cols.append(f"list(DISTINCT {sp.names_sql}) FILTER (WHERE {rows_of})")
+            elif sp.stage_sql is not None:
+                cols += [f"count({s}_ms) FILTER (WHERE {rows_of})" for s in FINE]
+                cols.append(f"list(DISTINCT map_keys(stage_ms)) FILTER (WHERE {rows_of} AND ({partial}))")
+            else:
+                cols.append(f"list(DISTINCT map_keys({sp.stage_map})) FILTER (WHERE {rows_of})")
+        for g in groups:
+            row = list(g.con.execute(f"SELECT {', '.join(cols)} FROM {view} WHERE {g.where}", g.params).fetchone())
+            for sp in vspecs:
+                if sp.names_sql is not None:
+                    names[sp.name].update(x for x in (row.pop(0) or []) if x is not None)
+                    continue
+                if sp.stage_sql is not None:
+                    counts, row = row[: len(FINE)], row[len(FINE):]
+                    names[sp.name].update(s for s, n in zip(FINE, counts, strict=True) if n)
+                keys = row.pop(0) or []
+                names[sp.name].update(k for ks in keys for k in (ks or [])
+                                      if k is not None and (sp.stage_sql is None or "+" in k))
+    out = {}
+    for sp in specs:
+        found = names[sp.name]
+        if sp.stage_filter is not None:
+            found = {n for n in found if set(n.split("+")) <= sp.stage_filter}
+        out[sp.name] = sorted(found, key=_stage_order)
+    return out
 
 
 def _stage_order(name: str) -> tuple[int, str]:
@@ -471,7 +490,7 @@ def attribute(base: Group, cur: Group, metrics: list[str], tail: float = 0.95, t
         gb = Group(base.con, base.where.format(t=t), base.params)
         gc = Group(cur.con, cur.where.format(t=t), cur.params)
         view = (views or {}).get(specs[0].view, specs[0].view)
-        stages = {sp.name: stage_names([gb, gc], sp, views) for sp in specs}
+        stages = stage_names_all([gb, gc], specs, views)
         bs = family_stats(gb, specs, stages, tail, SEED, view)
         cs = family_stats(gc, specs, stages, tail, SEED + 1, view)
         out += compare_all(bs, cs, [sp.name for sp in specs], stages, tail, threshold, statistics)

@@ -25,6 +25,7 @@ from toolkit.attribution import (
     compare_all,
     family_stats_by,
     stage_names,
+    stage_names_all,
 )
 from toolkit.report.model import ChartData, Report
 
@@ -212,8 +213,8 @@ def build_report(
 
     say("statistics of the selected requests")
     rb_specs = [METRICS[m] for m in RB_METRICS]
-    rb_stages = {sp.name: stage_names([Group(base.con, base.side), Group(cur.con, cur.side)], sp,
-                                      views={"per_request": "_rb"}) for sp in rb_specs}
+    rb_stages = stage_names_all([Group(base.con, base.side), Group(cur.con, cur.side)], rb_specs,
+                                views={"per_request": "_rb"})
     rb_stats: dict = {}
     for sels in _by_con([cur, base]).values():  # both sides of a connection in the same passes
         rb_stats |= family_stats_by(sels[0].con, "_rb", "side", {s.label: SEED + (s is cur) for s in sels},
@@ -522,22 +523,36 @@ def _materialize(sides: list[Selection], filt: str) -> None:
     Every later statistic of these requests reads this compact copy instead of re-deriving the
     views from Parquet (a pass over the views costs far more than one over an in-memory table).
     It holds the view's own columns, never a re-derivation: the metrics, the fine stages, and
-    ``stage_ms`` only for the rows that have a composite stage (those with a fine column null; the
-    others' map holds nothing their columns do not, and would cost memory); ``a_us`` is the
-    arrival as epoch us, for the charts' buckets.
+    ``stage_ms`` only for the rows that have a composite stage (those with a fine column null; in
+    the others it holds nothing their fine columns do not); ``a_us`` is the arrival as epoch us,
+    for the charts' buckets. Building the map costs about 1 CPU s per 4 M rows even where it is
+    then dropped, so the copy is made without it, and only the rows with a composite stage, if
+    any, are read again with it (the filter on fine columns runs before the map is built).
     """
     partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
     for group in _by_con(sides).values():
         con = group[0].con
         case = " ".join(f"WHEN {sel.rows_cond or sel.cond.format(t='ts_arrival')} THEN '{sel.label}'" for sel in group)
         params = {k: v for sel in group for k, v in sel.params.items()}
-        sql = (f"CREATE OR REPLACE TEMP TABLE _rb AS SELECT * FROM ("
-               f"SELECT CASE {case} END AS side, epoch_us(ts_arrival) AS a_us, ts_arrival, ttft_ms, tpot_ms, "
-               f"tpot_basis, e2e_ms, {', '.join(f'{s}_ms' for s in FINE)}, "
-               f"CASE WHEN {partial} THEN stage_ms END AS stage_ms, input_tokens, output_tokens, "
-               f"vantage, source_format FROM per_request WHERE {filt}) WHERE side IS NOT NULL")
-        used = set(re.findall(r"\$(\w+)", sql))
-        con.execute(sql, {k: v for k, v in params.items() if k in used})
+        _run(con, f"CREATE OR REPLACE TEMP TABLE _rb AS {_rb_rows(case, filt, 'CAST(NULL AS MAP(VARCHAR, DOUBLE))', 'true')}",
+             params)
+        if con.execute(f"SELECT count(*) FROM _rb WHERE {partial}").fetchone()[0]:
+            con.execute(f"DELETE FROM _rb WHERE {partial}")
+            _run(con, f"INSERT INTO _rb {_rb_rows(case, filt, 'stage_ms', partial)}", params)
+
+
+def _rb_rows(case: str, filt: str, stage_ms: str, only: str) -> str:
+    """The SELECT of ``_rb``'s rows (see ``_materialize``) among those meeting ``only``."""
+    return (f"SELECT * FROM (SELECT CASE {case} END AS side, epoch_us(ts_arrival) AS a_us, ttft_ms, tpot_ms, "
+            f"tpot_basis, e2e_ms, {', '.join(f'{s}_ms' for s in FINE)}, {stage_ms} AS stage_ms, "
+            f"input_tokens, output_tokens, vantage, source_format "
+            f"FROM per_request WHERE ({filt}) AND ({only})) WHERE side IS NOT NULL")
+
+
+def _run(con: duckdb.DuckDBPyConnection, sql: str, params: dict) -> None:
+    """Execute with the parameters the statement uses (DuckDB refuses others)."""
+    used = set(re.findall(r"\$(\w+)", sql))
+    con.execute(sql, {k: v for k, v in params.items() if k in used})
 
 
 CDF_POINTS = [round(i / 100, 2) for i in range(1, 100)]
