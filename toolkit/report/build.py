@@ -1,7 +1,14 @@
 """``build_report``: dataset in, ``Report`` out (busy periods, attribution, verdicts, chart data).
 
 Comparisons (DESIGN.md §6): busy periods vs quiet time in one dataset (default); a time window vs
-another (``window`` / ``baseline_window``); or one dataset vs another (``baseline_dataset``).
+another (``window`` / ``baseline_window``); or one dataset vs another (``baseline_dataset``), each
+narrowed by its own window when given.
+
+Every per-request number comes from the ``per_request`` view (materialized as ``_rb``, its own
+rows); the report adds statistics over those rows, never a formula of its own. The report's one
+headline is chosen by ``headline_entry`` (a fixed reading order, the first regression) and its
+sentence is what the terminal, Markdown and HTML print. When nothing can be compared the report
+says ``compared: false`` with a ``reason`` (the CLI exits 5 under --fail-on-regression).
 """
 
 from __future__ import annotations
@@ -320,10 +327,12 @@ def _agent_traffic(con: duckdb.DuckDBPyConnection) -> bool:
 
 def _connect(dataset: str | Path, params: dict | None) -> duckdb.DuckDBPyConnection:
     """The dataset's views, with those the report reads many times computed once: a temp table
-    shadows the view of the same name. ``load`` (busy_periods, consistency, the charts); and, when
+    shadows the view of the same name. ``_bucket_load`` (load, and per_request's busy/quiet period),
+    ``load`` (busy_periods, consistency, the charts); and, when
     there are client or gateway records, ``_links`` and ``calls`` holding only the joined calls
     (uplink known), the only ones the report reads (joined counts, client_ttft_ms, clock offsets).
-    ``turns`` is computed once too, but only when the agent check says it is read (build_report)."""
+    ``_turn_calls`` and ``turns`` are computed once too, but only where there are traces and the
+    agent check says turns is read (build_report)."""
     con = queries.connect(dataset, params)
     con.execute(f"SET memory_limit = '{REPORT_MEMORY}'")  # spill rather than grow past the target
     # _bucket_load first: load and per_request (each request's busy/quiet period) both read it
