@@ -136,39 +136,27 @@ def stage_names(groups: list[Group], spec: MetricSpec, views: dict[str, str] | N
 
 def stage_names_all(groups: list[Group], specs: list[MetricSpec], views: dict[str, str] | None = None
                     ) -> dict[str, list[str]]:
-    """Every stage that appears for each metric's rows in any group, in one pass per group and view.
+    """Every stage that appears for each metric's rows in any group.
 
     Per-request views: the fine stages whose column has a value in some row, and the composite
     keys of ``stage_ms`` in the rows that have one (a row has a composite exactly when one of its
-    fine columns is null); TPOT: the distinct ``tpot_basis``. Stage-map views: the map's keys."""
+    fine columns is null); TPOT: the distinct ``tpot_basis``. All per-request metrics of a group
+    share one DISTINCT over a few flags (a handful of patterns, whatever the row count), and the
+    map is read only when a pattern has a composite. Stage-map views: the map's keys."""
     names: dict[str, set[str]] = {sp.name: set() for sp in specs}
-    partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
     by_view: dict[str, list[MetricSpec]] = {}
     for sp in specs:
         by_view.setdefault((views or {}).get(sp.view, sp.view), []).append(sp)
     for view, vspecs in by_view.items():
-        cols: list[str] = []
-        for sp in vspecs:
-            rows_of = f"{sp.value} IS NOT NULL AND {sp.require}"
-            if sp.names_sql is not None:
-                cols.append(f"list(DISTINCT {sp.names_sql}) FILTER (WHERE {rows_of})")
-            elif sp.stage_sql is not None:
-                cols += [f"count({s}_ms) FILTER (WHERE {rows_of})" for s in FINE]
-                cols.append(f"list(DISTINCT map_keys(stage_ms)) FILTER (WHERE {rows_of} AND ({partial}))")
-            else:
-                cols.append(f"list(DISTINCT map_keys({sp.stage_map})) FILTER (WHERE {rows_of})")
+        row_specs = [sp for sp in vspecs if sp.stage_sql is not None]
         for g in groups:
-            row = list(g.con.execute(f"SELECT {', '.join(cols)} FROM {view} WHERE {g.where}", g.params).fetchone())
             for sp in vspecs:
-                if sp.names_sql is not None:
-                    names[sp.name].update(x for x in (row.pop(0) or []) if x is not None)
-                    continue
-                if sp.stage_sql is not None:
-                    counts, row = row[: len(FINE)], row[len(FINE):]
-                    names[sp.name].update(s for s, n in zip(FINE, counts, strict=True) if n)
-                keys = row.pop(0) or []
-                names[sp.name].update(k for ks in keys for k in (ks or [])
-                                      if k is not None and (sp.stage_sql is None or "+" in k))
+                if sp.stage_sql is None:
+                    rows = g.con.execute(f"SELECT DISTINCT map_keys({sp.stage_map}) FROM {view} "
+                                         f"WHERE ({g.where}) AND {_rows_of(sp)}", g.params).fetchall()
+                    names[sp.name].update(k for r in rows for k in (r[0] or []) if k is not None)
+            if row_specs:
+                _request_stage_names(g, view, row_specs, names)
     out = {}
     for sp in specs:
         found = names[sp.name]
@@ -176,6 +164,38 @@ def stage_names_all(groups: list[Group], specs: list[MetricSpec], views: dict[st
             found = {n for n in found if set(n.split("+")) <= sp.stage_filter}
         out[sp.name] = sorted(found, key=_stage_order)
     return out
+
+
+def _rows_of(sp: MetricSpec) -> str:
+    return f"({sp.value} IS NOT NULL AND {sp.require})"
+
+
+def _request_stage_names(g: Group, view: str, specs: list[MetricSpec], names: dict[str, set[str]]) -> None:
+    """``stage_names_all`` for the metrics of a per-request view, over one group."""
+    k = len(specs)
+    own = [sp.names_sql or "NULL" for sp in specs]
+    cols = [_rows_of(sp) for sp in specs] + [f"{s}_ms IS NOT NULL" for s in FINE] + own
+    patterns = g.con.execute(f"SELECT DISTINCT {', '.join(cols)} FROM {view} WHERE {g.where}", g.params).fetchall()
+    split = [i for i, sp in enumerate(specs) if sp.names_sql is None]  # metrics split by stage_ms
+    for p in patterns:
+        rows_of, fine, values = p[:k], p[k : k + len(FINE)], p[k + len(FINE):]
+        for i, sp in enumerate(specs):
+            if not rows_of[i]:
+                continue
+            if sp.names_sql is not None:
+                if values[i] is not None:
+                    names[sp.name].add(values[i])
+            else:
+                names[sp.name].update(s for s, known in zip(FINE, fine, strict=True) if known)
+    if not any(not all(p[k : k + len(FINE)]) and any(p[i] for i in split) for p in patterns):
+        return  # no row of a stage-split metric has a composite: the map need not be read
+    partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
+    rows = g.con.execute(f"SELECT DISTINCT {', '.join(_rows_of(specs[i]) for i in split)}, map_keys(stage_ms) "
+                         f"FROM {view} WHERE ({g.where}) AND ({partial})", g.params).fetchall()
+    for r in rows:
+        for j, i in enumerate(split):
+            if r[j]:
+                names[specs[i].name].update(key for key in (r[-1] or []) if key is not None and "+" in key)
 
 
 def _stage_order(name: str) -> tuple[int, str]:
