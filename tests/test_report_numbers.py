@@ -223,3 +223,48 @@ def test_headline_rule(entries: list[dict]) -> None:
     assert h in pool and rank(h) == min(rank(a) for a in pool)
     assert headline_entry(list(reversed(entries)), "p95") is not None
     assert rank(headline_entry(list(reversed(entries)), "p95")) == rank(h)
+
+
+STAGE_ROWS = st.lists(st.tuples(*(st.integers(0, 5_000) for _ in range(5)), st.integers(1, 50), st.booleans()),
+                      min_size=4, max_size=60)
+
+
+@given(STAGE_ROWS, STAGE_ROWS)
+@settings(max_examples=40, deadline=None)
+def test_entries_are_the_statistic_and_contributions_sum_to_the_decomposition(base: list, cur: list) -> None:
+    """For any two groups of requests: a p95 entry's baseline/current are quantile_cont's p95, a
+    mean entry's the means, and every entry's contributions sum to its decomposition's delta."""
+    import duckdb
+
+    from toolkit.attribution import METRICS, compare_all, family_stats_by, stage_names_all
+
+    con = duckdb.connect()
+    rows = [(side, *(v / 1.0 for v in r[:5]), r[5], r[6]) for side, grp in (("b", base), ("c", cur)) for r in grp]
+    con.execute("CREATE TABLE t (side VARCHAR, pre DOUBLE, q DOUBLE, pf DOUBLE, d DOUBLE, post DOUBLE, "
+                "out_tokens BIGINT, last BOOLEAN)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    # a per_request-shaped table: every stage known, metrics the sums of their stages
+    con.execute("""CREATE TABLE _rb AS SELECT side, pre AS preprocess_ms, q AS queue_ms, pf AS prefill_ms,
+                   d AS decode_ms, post AS postprocess_ms, CAST(NULL AS MAP(VARCHAR, DOUBLE)) AS stage_ms,
+                   pre + q + pf AS ttft_ms, pre + q + pf + d + post AS e2e_ms,
+                   CASE WHEN out_tokens > 1 THEN d / (out_tokens - 1) END AS tpot_ms, 'decode' AS tpot_basis,
+                   100 AS input_tokens, out_tokens AS output_tokens FROM t""")
+    specs = [METRICS[m] for m in ("ttft_ms", "e2e_ms", "tpot_ms")]
+    groups = [attribution_group(con, "b"), attribution_group(con, "c")]
+    stages = stage_names_all(groups, specs, {"per_request": "_rb"})
+    stats = family_stats_by(con, "_rb", "side", {"b": 1, "c": 2}, specs, stages, 0.95)
+    entries = compare_all(stats["b"], stats["c"], [sp.name for sp in specs], stages, 0.95, 0.10, ("mean", "p95"))
+    for e in entries:
+        col = e["metric"]
+        for side, key in (("b", "baseline"), ("c", "current")):
+            mean, p95 = con.execute(f"SELECT avg({col}), quantile_cont({col}, 0.95) FROM _rb WHERE side = ?",
+                                    [side]).fetchone()
+            want = mean if e["statistic"] == "mean" else p95
+            assert e[key] == pytest.approx(want, abs=2e-3), (e["metric"], e["statistic"], side)
+        assert sum(e["contributions"].values()) == pytest.approx(e["decomposition"]["delta"], abs=0.01 * len(e["contributions"]))
+
+
+def attribution_group(con, side: str):  # type: ignore[no-untyped-def]
+    from toolkit.attribution import Group
+
+    return Group(con, f"side = '{side}'")
