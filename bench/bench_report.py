@@ -103,7 +103,7 @@ def _child(dataset: str) -> None:
         t0, c0 = time.perf_counter(), _cpu_s()
         sizes[k] = len(fn(report))
         phases.append((f"render {k}", time.perf_counter() - t0, _cpu_s() - c0))
-    print(json.dumps({"build_s": built, "total_s": time.perf_counter() - t, "headline": report.meta["headline"],
+    print(json.dumps({"build_s": built, "total_s": time.perf_counter() - t, "headline": report.headline["sentence"],
                       "busy": report.busy_periods, "sizes": sizes, "phases": phases}))
 
 

@@ -34,6 +34,7 @@
 --   itl_ms: list of ms; gaps between streamed chunks, where recorded
 --   derived: list of names; boundaries computed rather than read
 --   counted: bool; this row is the record its call is counted by in turns, load and metrics (see _bounds)
+--   in_load: bool; counted and on the dataset's main clock: the rows load and the busy/quiet periods are made of (see _bounds)
 --
 -- Durations are epoch-microsecond differences divided by 1e3, so every stage is exact to the microsecond
 -- and the stages present add up to e2e_ms (within double rounding of the /1e3).
@@ -75,7 +76,8 @@ SELECT
     output_tokens,
     itl_ms,
     derived,
-    counted
+    counted,
+    in_load
 FROM (
     SELECT
         *,

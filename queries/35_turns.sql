@@ -2,7 +2,7 @@
 -- kind: view
 -- description: One row per trace (user turn / agent run): its duration split into model stages, tool and orchestration, each instant counted once.
 -- percentiles: none
--- requires: _bounds, spans
+-- requires: _bounds, spans, _turn_calls
 -- columns:
 --   trace_id: id; the trace
 --   ts_start: timestamp (UTC); first arrival or span start of the trace
@@ -158,11 +158,9 @@ by_trace AS (
     WHERE us > 0
     GROUP BY trace_id
 ),
-call_counts AS (
-    SELECT trace_id, count(*) AS model_calls FROM calls GROUP BY trace_id
-),
-tool_counts AS (
-    SELECT trace_id, count(*) AS tool_calls FROM spans WHERE kind = 'tool' AND trace_id IS NOT NULL GROUP BY trace_id
+-- model_calls and tool_calls: _turn_calls (one definition, also read by the report)
+counts AS (
+    SELECT trace_id, model_calls, tool_calls FROM _turn_calls
 )
 SELECT
     x.trace_id,
@@ -177,9 +175,8 @@ SELECT
     coalesce(b.tool_ms, 0) AS tool_ms,
     coalesce(b.orchestration_ms, 0) AS orchestration_ms,
     coalesce(b.stage_ms, map_from_entries([{'k': 'orchestration', 'v': 0.0}])) AS stage_ms,
-    coalesce(c.model_calls, 0) AS model_calls,
-    coalesce(t.tool_calls, 0) AS tool_calls
+    coalesce(k.model_calls, 0) AS model_calls,
+    coalesce(k.tool_calls, 0) AS tool_calls
 FROM extent AS x
 LEFT JOIN by_trace AS b ON b.trace_id = x.trace_id
-LEFT JOIN call_counts AS c ON c.trace_id = x.trace_id
-LEFT JOIN tool_counts AS t ON t.trace_id = x.trace_id
+LEFT JOIN counts AS k ON k.trace_id = x.trace_id

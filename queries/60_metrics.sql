@@ -2,7 +2,7 @@
 -- kind: view
 -- description: Count, mean, p50, p90, p95, p99 of TTFT, TPOT, e2e, ITL (pooled, per-request mean, token-weighted) and turn time, per group.
 -- percentiles: exact (quantile_cont, linear interpolation); a Spark port may make the pooled ITL approximate
--- requires: _bounds, _bucket_load, spans
+-- requires: stages, _bounds, _bucket_load, spans
 -- params:
 --   $group_by VARCHAR = 'model,period'  comma-separated dimensions to group by, any of: model, service, replica, tenant, vantage, source_format, period (busy or quiet); others are null
 -- columns:
@@ -68,15 +68,16 @@ base AS (
         CASE WHEN dims.by_vantage THEN s.vantage END AS vantage,
         CASE WHEN dims.by_source_format THEN s.source_format END AS source_format,
         CASE WHEN dims.by_period AND s.in_load
-            THEN CASE WHEN s.a_us // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets) THEN 'busy' ELSE 'quiet' END
+            THEN CASE WHEN epoch_us(s.ts_arrival) // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets)
+                      THEN 'busy' ELSE 'quiet' END
             END AS period,
         s.vantage AS row_vantage,
-        (s.f_us - s.a_us) / 1e3 AS ttft_ms,
-        CASE WHEN s.output_tokens > 1 THEN (coalesce(s.l_us, s.e_us) - s.f_us) / 1e3 / nullif(s.output_tokens - 1, 0) END
-            AS tpot_ms,
-        CASE WHEN s.output_tokens > 1 AND s.f_us IS NOT NULL THEN s.l_us IS NULL END AS tpot_to_end,
-        (s.e_us - s.a_us) / 1e3 AS e2e_ms
-    FROM _bounds AS s
+        -- the metrics themselves are stages' columns (one definition of TTFT, TPOT and e2e)
+        s.ttft_ms,
+        s.tpot_ms,
+        CASE WHEN s.tpot_ms IS NOT NULL THEN s.tpot_basis = 'decode+postprocess' END AS tpot_to_end,
+        s.e2e_ms
+    FROM stages AS s
     CROSS JOIN dims
     CROSS JOIN bk
     WHERE s.counted

@@ -2,7 +2,7 @@
 -- kind: view
 -- description: Share and rate of requests meeting both the TTFT and the TPOT objective, per group.
 -- percentiles: none
--- requires: _bounds, _bucket, _bucket_load
+-- requires: per_request
 -- params:
 --   $ttft_slo_ms DOUBLE = 1000  TTFT objective: ttft_ms <= this
 --   $tpot_slo_ms DOUBLE = 100  TPOT objective: tpot_ms <= this
@@ -24,14 +24,12 @@
 --   vantages: names; distinct vantages in the group, comma-separated
 --   mixed_vantage: bool; the group mixes vantages, whose TTFT boundaries differ
 --
+-- The rule (which requests are judged, which are good) is per_request.good: this view only counts.
 -- A request with output_tokens <= 1 has no TPOT and meets the TPOT objective by definition; one
 -- that failed (status error, aborted or timeout) is judged and not good; one without a first
--- token is not judged. TPOT uses stages' definition (first -> end where the last token is missing).
+-- token is not judged. Busy/quiet is per_request.period.
 WITH dims AS (
     SELECT list_transform(string_split($group_by, ','), lambda d: trim(d)) AS d
-),
-busy_buckets AS (
-    SELECT bucket_index FROM _bucket_load WHERE busy
 ),
 base AS (
     SELECT
@@ -41,21 +39,14 @@ base AS (
         CASE WHEN list_contains(dims.d, 'tenant') THEN s.tenant END AS tenant,
         CASE WHEN list_contains(dims.d, 'vantage') THEN s.vantage END AS vantage,
         CASE WHEN list_contains(dims.d, 'source_format') THEN s.source_format END AS source_format,
-        CASE WHEN list_contains(dims.d, 'period') AND s.in_load
-            THEN CASE WHEN s.a_us // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets) THEN 'busy' ELSE 'quiet' END
-            END AS period,
+        CASE WHEN list_contains(dims.d, 'period') THEN s.period END AS period,
         s.vantage AS row_vantage,
-        s.a_us,
-        s.e_us,
-        s.f_us IS NOT NULL AS judged,
-        s.f_us IS NOT NULL
-            AND coalesce(s.status, 'ok') = 'ok'
-            AND (s.f_us - s.a_us) / 1e3 <= $ttft_slo_ms
-            AND (s.output_tokens IS NULL OR s.output_tokens <= 1
-                 OR (coalesce(s.l_us, s.e_us) - s.f_us) / 1e3 / nullif(s.output_tokens - 1, 0) <= $tpot_slo_ms) AS good
-    FROM _bounds AS s
+        epoch_us(s.ts_arrival) AS a_us,
+        epoch_us(s.ts_end) AS e_us,
+        s.good IS NOT NULL AS judged,
+        coalesce(s.good, false) AS good
+    FROM per_request AS s
     CROSS JOIN dims
-    CROSS JOIN _bucket AS bk
     WHERE s.counted
 )
 SELECT

@@ -108,14 +108,19 @@ def _timeline(rng: random.Random, hostile: bool) -> tuple[list[dict], dict]:
 def _entry(metric: str, stat: str, baseline: float, contributions: dict[str, float], *,
            effects: dict | None = None, driver: str | None, threshold: float, boundary: str,
            pctl: tuple[float, float] | None, verdict: str, n: tuple[int, int]) -> dict:
-    delta = round(sum(contributions.values()), 3)
+    """``baseline`` is the mean of the decomposition (the tail mean for a tail statistic), ``pctl`` the
+    true percentiles: as in attribution.compare_stats, the entry's own values are the statistic."""
+    dec_delta = round(sum(contributions.values()), 3)
     intervals = {s: [round(c - max(abs(c) * 0.12, 0.4), 3), round(c + max(abs(c) * 0.12, 0.4), 3)]
                  for s, c in contributions.items()}
+    b, c = pctl if pctl else (baseline, round(baseline + dec_delta, 3))
+    delta = round(c - b, 3)
     return {
-        "metric": metric, "statistic": stat, "baseline": baseline, "current": round(baseline + delta, 3),
-        "delta": delta, "contributions": contributions, "effects": effects or {}, "driver": driver,
-        "regression": delta / baseline > threshold,
-        "baseline_pctl": pctl[0] if pctl else None, "current_pctl": pctl[1] if pctl else None,
+        "metric": metric, "statistic": stat, "baseline": b, "current": c, "delta": delta,
+        "decomposition": {"of": "tail_mean" if pctl else "mean", "baseline": baseline,
+                          "current": round(baseline + dec_delta, 3), "delta": dec_delta},
+        "contributions": contributions, "effects": effects or {}, "driver": driver,
+        "regression": delta / b > threshold,
         "intervals": intervals, "delta_interval": [round(delta * 0.9, 3), round(delta * 1.1, 3)],
         "n_baseline": n[0], "n_current": n[1], "boundary": boundary, "verdict": verdict,
     }
@@ -131,8 +136,8 @@ def _attribution(threshold: float) -> list[dict]:
         _entry("ttft_ms", "p95", 312.0, {"preprocess": 1.2, "queue": 1508.0, "prefill": 96.5},
                effects={"prefill": {"mix": 71.0, "rate": 25.5}}, driver="queue", threshold=threshold,
                boundary=ttft_b, pctl=(298.0, 1884.0), n=n,
-               verdict=f"p95 TTFT rose from 312 ms to 1,918 ms {win}; the queue drove it "
-                       f"(+1,508 ms of +1,606 ms). {look_q}"),
+               verdict=f"p95 TTFT rose from 298 ms to 1,884 ms {win}; among the slowest 5 %, the queue "
+                       f"explains +1,508 ms of the +1,606 ms rise in their mean. {look_q}"),
         _entry("ttft_ms", "mean", 171.5, {"preprocess": 0.4, "queue": 612.0, "prefill": 38.2},
                effects={"prefill": {"mix": 30.1, "rate": 8.1}}, driver="queue", threshold=threshold,
                boundary=ttft_b, pctl=None, n=n,
@@ -141,7 +146,7 @@ def _attribution(threshold: float) -> list[dict]:
                                           "decode": 2310.0, "postprocess": -0.6},
                effects={"prefill": {"mix": 66.0, "rate": 24.0}, "decode": {"mix": 820.0, "rate": 1490.0}},
                driver="decode", threshold=threshold, boundary=e2e_b, pctl=(11200.0, 15010.0), n=n,
-               verdict=f"p95 e2e rose from 11,840 ms to 15,730 ms {win}; decode drove it (+2,310 ms: "
+               verdict=f"p95 e2e rose from 11,200 ms to 15,010 ms {win}; decode drove it (+2,310 ms: "
                        "+1,490 ms slower per token, +820 ms longer outputs), then the queue. "
                        "Look at decode batch size and preemptions."),
         _entry("e2e_ms", "mean", 5980.0, {"preprocess": 0.3, "queue": 605.0, "prefill": 36.0,
@@ -152,7 +157,7 @@ def _attribution(threshold: float) -> list[dict]:
         _entry("tpot_ms", "p95", 30.2, {"decode": 8.9},
                effects={"decode": {"mix": 0.0, "rate": 8.9}}, driver="decode", threshold=threshold,
                boundary="(last token − first token) / (output tokens − 1)", pctl=(29.8, 38.5), n=n,
-               verdict="p95 TPOT rose from 30.2 ms to 39.1 ms during busy periods: bigger decode batches."),
+               verdict="p95 TPOT rose from 29.8 ms to 38.5 ms during busy periods: bigger decode batches."),
         _entry("tpot_ms", "mean", 22.4, {"decode": 1.6},
                effects={"decode": {"mix": 0.0, "rate": 1.6}}, driver=None, threshold=threshold,
                boundary="(last token − first token) / (output tokens − 1)", pctl=None, n=n,

@@ -143,3 +143,65 @@ def test_each_side_states_the_reply_length_its_completion_is_for(tmp_path: Path)
     from toolkit.report.compare_page import render_md
     md = render_md(r)
     assert "<b>" not in md and "\\<b\\>x\\</b\\>" in md
+
+
+def test_the_same_data_twice_is_no_difference(ab: tuple[Path, Path]) -> None:
+    """`compare ds ds` said "They finish together at about 1 output tokens" (crossover 1.0)."""
+    r = compare_datasets(ab[0], ab[0], output_tokens=100)
+    assert r["difference"] is False
+    assert r["crossover_output_tokens"] is None and r["crossover_output_tokens_p95"] is None
+    assert r["begins_sooner"] is None and r["finishes_sooner"] is None and r["finishes_sooner_p95"] is None
+    assert r["summary"].startswith("No difference:") and "finish together" not in r["summary"]
+
+
+def test_two_samples_of_one_service_are_no_difference(tmp_path: Path) -> None:
+    """Two independent draws from the same distributions: any crossing is inside the noise."""
+    import numpy as np
+
+    def draw(seed: int, name: str) -> list[dict]:
+        rng = np.random.default_rng(seed)
+        rows = []
+        for i in range(300):
+            a, ttft, tpot, out = 1000.0 * i, float(rng.gamma(4, 100)), float(rng.gamma(9, 3)), int(rng.integers(20, 400))
+            rows.append({"request_id": f"{name}{i}", "ts_arrival": ms(a), "ts_first_token": ms(a + ttft),
+                         "ts_last_token": ms(a + ttft + (out - 1) * tpot), "ts_end": ms(a + ttft + (out - 1) * tpot),
+                         "output_tokens": out})
+        return rows
+
+    r = compare_datasets(make_dataset(tmp_path, draw(1, "x"), name="x"), make_dataset(tmp_path, draw(2, "y"), name="y"))
+    assert r["crossover_output_tokens"] is None and r["crossover_output_tokens_p95"] is None
+    assert r["difference"] is False, r["summary"]
+
+
+def test_goodput_is_the_goodput_view(tmp_path: Path) -> None:
+    """compare counted an aborted request with a fast first token as good; the view does not.
+    Objectives TTFT <= 1 s and TPOT <= 30 ms over ok, aborted and errored requests."""
+    from toolkit import queries
+
+    rows = []
+    for i, (status, ttft, tpot) in enumerate([("ok", 200, 20), ("aborted", 200, 20), ("error", 100, 10),
+                                              ("ok", 1500, 20), ("ok", 300, 40), ("timeout", 900, 5),
+                                              (None, 400, 25), ("ok", 200, 20)]):
+        a = 1000.0 * i
+        rows.append({"request_id": f"g{i}", "status": status, "ts_arrival": ms(a), "ts_first_token": ms(a + ttft),
+                     "ts_last_token": ms(a + ttft + 9 * tpot), "ts_end": ms(a + ttft + 9 * tpot), "output_tokens": 10})
+    rows.append({"request_id": "nofirst", "status": "error", "ts_arrival": ms(0), "ts_end": ms(50)})
+    ds = make_dataset(tmp_path, rows)
+    view = queries.run_sql(ds, "SELECT judged, good, good_share, good_per_s FROM goodput",
+                           {"group_by": "", "ttft_slo_ms": 1000, "tpot_slo_ms": 30}).to_pylist()
+    assert view == [{"judged": 8, "good": 3, "good_share": 3 / 8, "good_per_s": pytest.approx(3 / 7.38)}]
+    r = compare_datasets(ds, ds, ttft_slo_ms=1000, tpot_slo_ms=30)
+    g = r["goodput"]["a"]
+    assert (g["requests"], g["good"], g["share"]) == (8, 3, round(3 / 8, 3))
+    assert g["rate_per_s"] == pytest.approx(view[0]["good_per_s"], abs=1e-3)
+    only_ttft = compare_datasets(ds, ds, ttft_slo_ms=1000)["goodput"]["a"]
+    assert only_ttft["good"] == 4  # the TPOT objective left out: the 40 ms request is good too
+
+
+def test_output_tokens_must_be_at_least_one(ab: tuple[Path, Path]) -> None:
+    for n in ("0", "-5"):
+        res = CliRunner().invoke(app, ["compare", str(ab[0]), str(ab[1]), "--output-tokens", n])
+        assert res.exit_code == 2 and "Traceback" not in res.output
+        assert res.stderr.strip() == f"stagelens: --output-tokens is a reply length of at least 1 token, got {n}"
+    with pytest.raises(FilterError, match="at least 1 token"):
+        compare_datasets(*ab, output_tokens=0)

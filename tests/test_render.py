@@ -58,7 +58,10 @@ def test_json_round_trips_and_holds_the_contract(report: Report) -> None:
     for a in out["attribution"]:
         assert {"metric", "statistic", "baseline", "current", "delta", "contributions", "effects", "driver",
                 "regression"} <= set(a)
-        assert sum(a["contributions"].values()) == pytest.approx(a["delta"], abs=1e-6)
+        assert sum(a["contributions"].values()) == pytest.approx(a["decomposition"]["delta"], abs=1e-6)
+    assert out["compared"] is True and out["reason"] is None
+    assert out["headline"]["metric"] == "ttft_ms" and out["headline"]["statistic"] == "p95"
+    assert (out["headline"]["baseline"], out["headline"]["current"]) == (298.0, 1884.0)  # the p95s
     assert "charts" not in out  # chart series are not part of the contract
 
 
@@ -78,12 +81,12 @@ def test_markdown_is_short_and_says_what_matters(report: Report) -> None:
     lines = md.splitlines()
     assert len(lines) <= MAX_LINES
     assert lines[0].startswith("## stagelens: REGRESSION")
-    assert "p95 TTFT 312 ms → 1,918 ms" in lines[0] and "driver: **queue**" in lines[0]
-    assert "the queue drove it" in lines[1]
+    assert "p95 TTFT rose from 298 ms to 1,884 ms" in lines[0] and "the queue explains +1,508 ms" in lines[0]
+    assert "Mean TTFT rose from 172 ms to 822 ms" in lines[1]  # the next verdict, not the title again
     assert "| metric | stat | baseline → current | delta | driver | regression |" in lines
     rows = [ln for ln in lines if ln.startswith("| TTFT") or ln.startswith("| e2e") or ln.startswith("| TPOT")]
     assert len(rows) == 6
-    assert rows[0].startswith("| TTFT | p95 | 312 ms → 1,918 ms | +1,606 ms (+515%) | queue | **yes** |")
+    assert rows[0].startswith("| TTFT | p95 | 298 ms → 1,884 ms | +1,586 ms (+532%) | queue | **yes** |")
     assert rows[-1].endswith("| – | no |")  # the one non-regression comes last
     assert any(ln.startswith("**Busy periods (2):**") and "14:05–14:40 UTC (peak 48)" in ln for ln in lines)
     assert sum(ln.startswith("- ⚠") for ln in lines) == 2
@@ -128,14 +131,15 @@ def test_markdown_without_a_regression(report: Report) -> None:
     calm = Report(meta=report.meta, busy_periods=[], summary={}, warnings=[], quarantine={},
                   attribution=[dict(a, regression=False, driver=None) for a in report.attribution])
     md = render_markdown(calm)
-    assert md.startswith("## stagelens: no regression — p95 TTFT 312 ms → 1,918 ms (+515%), no clear driver")
+    assert md.startswith("## stagelens: no regression — no regression beyond 10%: p95 TTFT 298 ms → 1.88 s (+1.59 s).")
     assert "**yes**" not in md
     assert 'class="badge">No regression<' in render_html(calm)
 
 
 def test_markdown_of_an_empty_report() -> None:
     md = render_markdown(_empty_report())
-    assert md.startswith("## stagelens: no comparison")
+    assert md.startswith("## stagelens: NOT COMPARED — Nothing was compared: no comparison could be made.")
+    assert 'class="badge">Not compared<' in render_html(_empty_report())
     assert "**Busy periods:** none found." in md
 
 
@@ -176,11 +180,11 @@ def test_html_escapes_every_value_from_logs(hostile_html: str) -> None:
 
 def test_html_reads_verdict_first(hostile_html: str) -> None:
     body = hostile_html[hostile_html.index("<body"):]
-    verdict = body.index("<h1>p95 TTFT rose from 312 ms to 1,918 ms")
+    verdict = body.index("<h1>p95 TTFT rose from 298 ms to 1,884 ms")
     waterfall, latency = body.index('id="waterfall"'), body.index('id="latency"')
     assert verdict < waterfall < latency
     assert 'class="badge">Regression<' in body
-    assert "+1,606 ms (+515%)" in body
+    assert "+1,586 ms (+532%)" in body
     for section in ("attribution", "summary", "busy", "quarantine", "meta"):
         assert f'id="{section}"' in body
     assert "[+1,327, +1,689]" in body  # the queue's interval in the contributions table
@@ -241,9 +245,10 @@ def test_waterfall_adds_up(report: Report) -> None:
     rows = ch.waterfall_rows(entry)
     assert [r["label"] for r in rows][0] == "baseline" and rows[-1]["label"] == "current"
     assert rows[1]["label"] == "queue"  # the largest contribution first
-    assert rows[-2]["y1"] == pytest.approx(entry["current"])
+    assert rows[-2]["y1"] == pytest.approx(entry["decomposition"]["current"])  # what the stages add up to
     lo, hi = entry["intervals"]["queue"]
-    assert (rows[1]["lo"], rows[1]["hi"]) == pytest.approx((entry["baseline"] + lo, entry["baseline"] + hi))
+    base = entry["decomposition"]["baseline"]
+    assert (rows[1]["lo"], rows[1]["hi"]) == pytest.approx((base + lo, base + hi))
 
 
 def test_inline_svg_refuses_active_content() -> None:

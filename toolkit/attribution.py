@@ -4,8 +4,9 @@ Method (DESIGN.md §6, PEERS-AND-METHODS.md Part B.3):
 
 * Every row's metric is the sum of its stages, so for the **mean** the change of the metric is
   exactly the sum of the changes of each stage's mean. For a **tail** statistic (p95) the same
-  holds among the requests at or above each group's own p95: ``baseline``, ``current`` and
-  ``delta`` are those tail means, and the plain percentiles sit beside them.
+  holds among the requests at or above each group's own p95. An entry's ``baseline``, ``current``
+  and ``delta`` are the statistic itself (the true p95 for ``p95``); ``decomposition`` holds the
+  means that ``contributions`` sum to (the tail means for a tail, the means for the mean).
 * **Mix vs rate**: a token-driven stage's mean is (mean tokens) x (time per token), with time per
   token = sum(stage) / sum(tokens). Its change splits exactly (two-factor Shapley) into
   ``mix = dT·(R0+R1)/2`` and ``rate = dR·(T0+T1)/2``: "longer prompts" versus "slower prefill".
@@ -18,12 +19,12 @@ Method (DESIGN.md §6, PEERS-AND-METHODS.md Part B.3):
   and which is at least ``MIN_SHARE`` of the regression threshold (so noise in a big sample does
   not name a driver when nothing changed); or none.
 
-Speed: per-request stage values are computed from the boundary columns of ``_bounds`` by SQL
-generated here (a stage map per row costs ~20 us; arithmetic on boundaries almost nothing), and
-all metrics of one view share three passes, each serving every group at once (``family_stats_by``):
-point estimates with exact percentiles, tail means, a sample.
-The composite-stage rule is DESIGN.md §3, the same as ``queries/10_bounds.sql`` (a property test
-checks they agree).
+Inputs: views only. TTFT, e2e, TPOT and the stages of a request are the columns of
+``per_request`` (queries/45_per_request.sql, which takes them from ``stages``); turns and joined
+calls are ``turns`` and ``calls``. Nothing here derives a metric, a stage or the composite rule
+from boundaries. Speed: fine stages are read from their own columns, composites from ``stage_ms``
+(``request_stage_sql``), and all metrics of one view share three passes, each serving every group
+at once (``family_stats_by``): point estimates with exact percentiles, tail means, a sample.
 """
 
 from __future__ import annotations
@@ -39,25 +40,18 @@ BOOT_REPLICATES = 200
 BOOT_ROWS = 40_000
 MIN_SHARE = 0.25
 SEED = 20261130
-FINE = ("preprocess", "queue", "prefill", "decode", "postprocess")
-BOUNDS = ("a_us", "q_us", "s_us", "f_us", "l_us", "e_us")  # stage i runs from BOUNDS[i] to BOUNDS[i + 1]
+FINE = ("preprocess", "queue", "prefill", "decode", "postprocess")  # the stages of DESIGN.md §3, in order
 PRE_FIRST_TOKEN = {"preprocess", "queue", "prefill", "uplink", "gateway"}
 
 
-def stage_keys(known: tuple[bool, bool, bool, bool]) -> list[str]:
-    """The stages (fine or composite) of a row whose queued/scheduled/first/last boundaries are ``known``."""
-    flags = (True, *known, True)
-    idx = [i for i, k in enumerate(flags) if k]
-    return ["+".join(FINE[i:j]) for i, j in zip(idx, idx[1:], strict=False)]
-
-
-def boundary_stage_sql(key: str) -> str:
-    """SQL (over ``_bounds``): ms the row spends in stage ``key``, 0 when the row has no such stage."""
-    parts = key.split("+")
-    i, j = FINE.index(parts[0]), FINE.index(parts[-1])
-    start, end, inner = BOUNDS[i], BOUNDS[j + 1], BOUNDS[i + 1 : j + 1]
-    cond = " AND ".join([f"{start} IS NOT NULL", f"{end} IS NOT NULL", *(f"{b} IS NULL" for b in inner)])
-    return f"CASE WHEN {cond} THEN ({end} - {start}) / 1e3 ELSE 0 END"
+def request_stage_sql(key: str) -> str:
+    """SQL over ``per_request`` (or a copy of its rows): ms the row spends in stage ``key``, 0 when
+    the row has no such stage. A fine stage is read from its own column (``queue_ms``), which holds
+    a value exactly when ``stage_ms`` has that key (both its boundaries known): the same number
+    without a map lookup per row. A composite (``prefill+decode``) is read from ``stage_ms``."""
+    if key in FINE:
+        return f"coalesce({key}_ms, 0)"
+    return f"coalesce(stage_ms['{key.replace(chr(39), chr(39) * 2)}'], 0)"
 
 
 @dataclass(frozen=True)
@@ -73,7 +67,8 @@ class MetricSpec:
     stage_map: str | None = None  # views without boundaries: a MAP column of stage -> ms
     stage_filter: frozenset[str] | None = None  # keep only stages made of these
     effects: dict[str, str] = field(default_factory=dict)  # stage -> SQL token count
-    stage_sql: Callable[[str], str] | None = None  # stage -> SQL, for boundary views
+    stage_sql: Callable[[str], str] | None = None  # stage -> SQL, for per-request views
+    names_sql: str | None = None  # per-request views: SQL naming the row's one stage (TPOT's basis)
 
     def expr(self, key: str) -> str:
         if self.stage_sql is not None:
@@ -81,24 +76,26 @@ class MetricSpec:
         return f"coalesce({self.stage_map}['{key}'], 0)"
 
 
-_TPOT = "(coalesce(l_us, e_us) - f_us) / 1e3 / nullif(output_tokens - 1, 0)"
 _IN = "CAST(input_tokens AS DOUBLE)"
-_OUT = "CAST(greatest(output_tokens - 1, 0) AS DOUBLE)"
+_OUT = "CAST(greatest(output_tokens - 1, 0) AS DOUBLE)"  # the tokens after the first: decode's work
 
+# TTFT, e2e and TPOT are per_request's columns (queries/45_per_request.sql, from stages): nothing
+# here computes a metric or a stage from boundaries. TPOT is one stage per row, the one its
+# tpot_basis names, so its only contribution is the TPOT itself.
 METRICS: dict[str, MetricSpec] = {
     "ttft_ms": MetricSpec(
-        "ttft_ms", "_bounds", "(f_us - a_us) / 1e3", "first token - arrival, at the row's vantage",
-        require="f_us IS NOT NULL", stage_filter=frozenset(PRE_FIRST_TOKEN), effects={"prefill": _IN},
-        stage_sql=boundary_stage_sql,
+        "ttft_ms", "per_request", "ttft_ms", "first token - arrival, at the row's vantage",
+        require="ttft_ms IS NOT NULL", stage_filter=frozenset(PRE_FIRST_TOKEN), effects={"prefill": _IN},
+        stage_sql=request_stage_sql,
     ),
     "e2e_ms": MetricSpec(
-        "e2e_ms", "_bounds", "(e_us - a_us) / 1e3", "end - arrival, at the row's vantage",
-        effects={"prefill": _IN, "decode": _OUT, "decode+postprocess": _OUT}, stage_sql=boundary_stage_sql,
+        "e2e_ms", "per_request", "e2e_ms", "end - arrival, at the row's vantage",
+        effects={"prefill": _IN, "decode": _OUT, "decode+postprocess": _OUT}, stage_sql=request_stage_sql,
     ),
     "tpot_ms": MetricSpec(
-        "tpot_ms", "_bounds", _TPOT, "decode time / (output tokens - 1), first token excluded",
-        require="f_us IS NOT NULL AND output_tokens > 1",
-        stage_sql=lambda k: f"CASE WHEN (l_us IS NOT NULL) = {'true' if k == 'decode' else 'false'} THEN {_TPOT} ELSE 0 END",
+        "tpot_ms", "per_request", "tpot_ms", "decode time / (output tokens - 1), first token excluded",
+        require="tpot_ms IS NOT NULL", names_sql="tpot_basis",
+        stage_sql=lambda k: f"CASE WHEN tpot_basis = '{k}' THEN tpot_ms ELSE 0 END",
     ),
     "client_ttft_ms": MetricSpec(
         "client_ttft_ms", "calls", "client_ttft_ms",
@@ -132,43 +129,73 @@ class GroupStats:
     quantiles: dict[float, float | None] = field(default_factory=dict)  # exact (quantile_cont), pass 1
 
 
-_PATTERNS: dict[tuple[int, str, str], list[tuple[bool, ...]]] = {}
-
-
-def reset_cache() -> None:
-    """Forget cached boundary patterns: call at the start of a report run (connection ids are reused)."""
-    _PATTERNS.clear()
-
-
-def _patterns(g: Group, view: str) -> list[tuple[bool, ...]]:  # view: the actual table or view
-    """Which boundaries rows of the group have (queued, scheduled, first, last): one pass, cached."""
-    key = (id(g.con), view, g.where + repr(sorted(g.params.items(), key=str)))
-    if key not in _PATTERNS:
-        _PATTERNS[key] = [tuple(r) for r in g.con.execute(
-            f"SELECT DISTINCT q_us IS NOT NULL, s_us IS NOT NULL, f_us IS NOT NULL, l_us IS NOT NULL "
-            f"FROM {view} WHERE {g.where}", g.params).fetchall()]
-    return _PATTERNS[key]
-
-
 def stage_names(groups: list[Group], spec: MetricSpec, views: dict[str, str] | None = None) -> list[str]:
-    """Every stage that appears for the metric's rows in any group."""
-    names: set[str] = set()
-    view = (views or {}).get(spec.view, spec.view)
-    for g in groups:
-        if spec.stage_sql is boundary_stage_sql:
-            for p in _patterns(g, view):
-                if spec.require != "f_us IS NOT NULL" or p[2]:
-                    names.update(stage_keys(p))
-        elif spec.stage_sql is not None:  # TPOT: its one stage is decode, or decode+postprocess
-            names.update("decode" if p[3] else "decode+postprocess" for p in _patterns(g, view) if p[2])
-        else:
-            rows = g.con.execute(
-                f"SELECT DISTINCT unnest(map_keys({spec.stage_map})) FROM {view} "
-                f"WHERE ({g.where}) AND {spec.value} IS NOT NULL AND {spec.require}", g.params).fetchall()
-            names.update(r[0] for r in rows if r[0] is not None)
-    if spec.stage_filter is not None:
-        names = {n for n in names if set(n.split("+")) <= spec.stage_filter}
-    return sorted(names, key=_stage_order)
+    """Every stage that appears for the metric's rows in any group (see ``stage_names_all``)."""
+    return stage_names_all(groups, [spec], views)[spec.name]
+
+
+def stage_names_all(groups: list[Group], specs: list[MetricSpec], views: dict[str, str] | None = None
+                    ) -> dict[str, list[str]]:
+    """Every stage that appears for each metric's rows in any group.
+
+    Per-request views: the fine stages whose column has a value in some row, and the composite
+    keys of ``stage_ms`` in the rows that have one (a row has a composite exactly when one of its
+    fine columns is null); TPOT: the distinct ``tpot_basis``. All per-request metrics of a group
+    share one DISTINCT over a few flags (a handful of patterns, whatever the row count), and the
+    map is read only when a pattern has a composite. Stage-map views: the map's keys."""
+    names: dict[str, set[str]] = {sp.name: set() for sp in specs}
+    by_view: dict[str, list[MetricSpec]] = {}
+    for sp in specs:
+        by_view.setdefault((views or {}).get(sp.view, sp.view), []).append(sp)
+    for view, vspecs in by_view.items():
+        row_specs = [sp for sp in vspecs if sp.stage_sql is not None]
+        for g in groups:
+            for sp in vspecs:
+                if sp.stage_sql is None:
+                    rows = g.con.execute(f"SELECT DISTINCT map_keys({sp.stage_map}) FROM {view} "
+                                         f"WHERE ({g.where}) AND {_rows_of(sp)}", g.params).fetchall()
+                    names[sp.name].update(k for r in rows for k in (r[0] or []) if k is not None)
+            if row_specs:
+                _request_stage_names(g, view, row_specs, names)
+    out = {}
+    for sp in specs:
+        found = names[sp.name]
+        if sp.stage_filter is not None:
+            found = {n for n in found if set(n.split("+")) <= sp.stage_filter}
+        out[sp.name] = sorted(found, key=_stage_order)
+    return out
+
+
+def _rows_of(sp: MetricSpec) -> str:
+    return f"({sp.value} IS NOT NULL AND {sp.require})"
+
+
+def _request_stage_names(g: Group, view: str, specs: list[MetricSpec], names: dict[str, set[str]]) -> None:
+    """``stage_names_all`` for the metrics of a per-request view, over one group."""
+    k = len(specs)
+    own = [sp.names_sql or "NULL" for sp in specs]
+    cols = [_rows_of(sp) for sp in specs] + [f"{s}_ms IS NOT NULL" for s in FINE] + own
+    patterns = g.con.execute(f"SELECT DISTINCT {', '.join(cols)} FROM {view} WHERE {g.where}", g.params).fetchall()
+    split = [i for i, sp in enumerate(specs) if sp.names_sql is None]  # metrics split by stage_ms
+    for p in patterns:
+        rows_of, fine, values = p[:k], p[k : k + len(FINE)], p[k + len(FINE):]
+        for i, sp in enumerate(specs):
+            if not rows_of[i]:
+                continue
+            if sp.names_sql is not None:
+                if values[i] is not None:
+                    names[sp.name].add(values[i])
+            else:
+                names[sp.name].update(s for s, known in zip(FINE, fine, strict=True) if known)
+    if not any(not all(p[k : k + len(FINE)]) and any(p[i] for i in split) for p in patterns):
+        return  # no row of a stage-split metric has a composite: the map need not be read
+    partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
+    rows = g.con.execute(f"SELECT DISTINCT {', '.join(_rows_of(specs[i]) for i in split)}, map_keys(stage_ms) "
+                         f"FROM {view} WHERE ({g.where}) AND ({partial})", g.params).fetchall()
+    for r in rows:
+        for j, i in enumerate(split):
+            if r[j]:
+                names[specs[i].name].update(key for key in (r[-1] or []) if key is not None and "+" in key)
 
 
 def _stage_order(name: str) -> tuple[int, str]:
@@ -332,15 +359,16 @@ def _boot_means(sample: dict[str, np.ndarray], tail: float | None, seed: int) ->
     """Per replicate: mean metric, mean of each stage, mean tokens of each effect stage and its stage mean.
 
     For a tail, each replicate's tail is the smallest suffix of the rows sorted by the metric that
-    holds at least (1 - tail) of that replicate's weight; its means are one masked matrix product.
+    holds at least (1 - tail) of that replicate's weight; its means are one masked matrix product, and
+    ``q`` (tails only) is the replicate's percentile: the smallest metric value in its tail.
     """
     m, S, T = sample["m"], sample["S"], sample["T"]
     n, k_s, k_t = len(m), S.shape[1], T.shape[1]
     eff_idx = sample.get("eff_idx", np.arange(0))
     if n == 0:
         nan = np.full(BOOT_REPLICATES, np.nan)
-        return {"m": nan, "S": np.full((BOOT_REPLICATES, k_s), np.nan), "T": np.full((BOOT_REPLICATES, k_t), np.nan),
-                "TS": np.full((BOOT_REPLICATES, len(eff_idx)), np.nan)}
+        return {"m": nan, "q": nan, "S": np.full((BOOT_REPLICATES, k_s), np.nan),
+                "T": np.full((BOOT_REPLICATES, k_t), np.nan), "TS": np.full((BOOT_REPLICATES, len(eff_idx)), np.nan)}
     W = sample["W"] if "W" in sample else _boot_weights(n, seed)
     X = np.column_stack([m, S, T]).astype(np.float64)
     if tail is not None:
@@ -359,11 +387,15 @@ def _boot_means(sample: dict[str, np.ndarray], tail: float | None, seed: int) ->
         start = np.clip((suffix >= need[:, None]).sum(axis=1) - 1, 0, k - 1)
         W = Wk * (np.arange(k)[None, :] >= start[:, None])
         X = X[order[n - k:]]
+        q = X[start, 0]  # each replicate's percentile: the smallest metric value of its tail
     wsum = W.sum(axis=1, dtype=np.float64)
     wsum[wsum == 0] = np.nan
     means = (W @ X) / wsum[:, None]
     S_means = means[:, 1 : 1 + k_s]
-    return {"m": means[:, 0], "S": S_means, "T": means[:, 1 + k_s :], "TS": S_means[:, eff_idx]}
+    out = {"m": means[:, 0], "S": S_means, "T": means[:, 1 + k_s :], "TS": S_means[:, eff_idx]}
+    if tail is not None:
+        out["q"] = q
+    return out
 
 
 def _rescale(reps: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarray]:
@@ -389,14 +421,24 @@ def _interval(point: float, reps: np.ndarray) -> list[float] | None:
 
 def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStats, GroupStats], metric: str,
                   statistic: str, tail: float, threshold: float, stages: list[str]) -> dict:
-    """One attribution entry (DESIGN.md §8 keys) from both groups' statistics."""
+    """One attribution entry (DESIGN.md §6 and §8 keys) from both groups' statistics.
+
+    ``baseline``/``current``/``delta`` are the statistic itself: for a tail statistic the true
+    percentiles (exact, what a dashboard shows), for ``mean`` the means. ``decomposition`` holds what
+    ``contributions`` sum to: the means themselves, or for a tail the means of the requests at or
+    above each side's percentile (a percentile has no exact split by stage; a mean does). The
+    regression flag and ``delta_interval`` are about the statistic; the driver about the decomposition.
+    """
     spec = METRICS[metric]
     eff = [s for s in stages if s in spec.effects]
     is_tail = statistic != "mean"
     b_mean, c_mean = b_pair[0], c_pair[0]
     b, c = (b_pair[1], c_pair[1]) if is_tail else (b_mean, c_mean)
     contributions = {s: round(c.stage_mean[s] - b.stage_mean[s], 3) for s in stages}
-    delta = c.mean - b.mean
+    dec_delta = c.mean - b.mean
+    b_value = _f(b_mean.pctl) if is_tail else b.mean
+    c_value = _f(c_mean.pctl) if is_tail else c.mean
+    delta = c_value - b_value
     effects = {}
     for s in eff:
         (t0, r0, ok0), (t1, r1, ok1) = b.tokens[s], c.tokens[s]
@@ -408,7 +450,8 @@ def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStat
     bb = _rescale(_boot_means(b.sample, tq, SEED + 2), np.sqrt(len(b.sample["m"]) / max(b_mean.n, 1)))
     cb = _rescale(_boot_means(c.sample, tq, SEED + 3), np.sqrt(len(c.sample["m"]) / max(c_mean.n, 1)))
     intervals = {s: _interval(contributions[s], cb["S"][:, j] - bb["S"][:, j]) for j, s in enumerate(stages)}
-    delta_interval = _interval(delta, cb["m"] - bb["m"])
+    dec_interval = _interval(dec_delta, cb["m"] - bb["m"])
+    delta_interval = _interval(delta, cb["q"] - bb["q"]) if is_tail else dec_interval
     for j, s in enumerate(eff):
         if s not in effects:
             continue
@@ -423,19 +466,19 @@ def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStat
                    if contributions[s] > 0 and intervals[s] and intervals[s][0] > 0 and contributions[s] >= floor]
     driver = max(significant, key=lambda s: contributions[s]) if significant else None
     regression = bool(
-        np.isfinite(delta) and b.mean > 0 and delta > threshold * b.mean
+        np.isfinite(delta) and b_value > 0 and delta > threshold * b_value
         and delta_interval is not None and delta_interval[0] > 0
     )
     return {
         "metric": metric,
         "statistic": statistic,
         "boundary": spec.boundary,
-        "baseline": _r(b.mean),
-        "current": _r(c.mean),
+        "baseline": _r(b_value),
+        "current": _r(c_value),
         "delta": _r(delta),
         "delta_interval": delta_interval,
-        "baseline_pctl": _r(b.pctl) if is_tail else None,
-        "current_pctl": _r(c.pctl) if is_tail else None,
+        "decomposition": {"of": "tail_mean" if is_tail else "mean", "baseline": _r(b.mean), "current": _r(c.mean),
+                          "delta": _r(dec_delta), "delta_interval": dec_interval},
         "contributions": contributions,
         "intervals": intervals,
         "effects": effects,
@@ -448,13 +491,16 @@ def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStat
     }
 
 
+def _f(x: float | None) -> float:
+    return float("nan") if x is None else float(x)
+
+
 def attribute(base: Group, cur: Group, metrics: list[str], tail: float = 0.95, threshold: float = 0.10,
               statistics: tuple[str, ...] = ("mean", "p95"), views: dict[str, str] | None = None) -> list[dict]:
     """Attribution entries for ``metrics`` x ``statistics``; metrics of one view share their passes.
 
     ``base``/``cur`` conditions may use ``{t}`` for the view's time column.
     """
-    _PATTERNS.clear()  # cached per report run only: connection ids are reused later
     out = []
     by_view: dict[str, list[MetricSpec]] = {}
     for name in metrics:
@@ -464,7 +510,7 @@ def attribute(base: Group, cur: Group, metrics: list[str], tail: float = 0.95, t
         gb = Group(base.con, base.where.format(t=t), base.params)
         gc = Group(cur.con, cur.where.format(t=t), cur.params)
         view = (views or {}).get(specs[0].view, specs[0].view)
-        stages = {sp.name: stage_names([gb, gc], sp, views) for sp in specs}
+        stages = stage_names_all([gb, gc], specs, views)
         bs = family_stats(gb, specs, stages, tail, SEED, view)
         cs = family_stats(gc, specs, stages, tail, SEED + 1, view)
         out += compare_all(bs, cs, [sp.name for sp in specs], stages, tail, threshold, statistics)

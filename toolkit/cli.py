@@ -1,7 +1,8 @@
 """The ``stagelens`` command: a thin layer over the library.
 
 Exit codes (DESIGN.md §8): 0 ok; 2 usage error; 3 regression found with --fail-on-regression;
-4 input unusable (unknown format, unreadable file, quarantined share over --max-bad-fraction).
+4 input unusable (unknown format, unreadable file, quarantined share over --max-bad-fraction);
+5 nothing could be compared, with --fail-on-regression.
 Errors are one line on stderr naming the file and the reason, never a traceback.
 """
 
@@ -29,7 +30,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-EXIT_OK, EXIT_USAGE, EXIT_REGRESSION, EXIT_INPUT = 0, 2, 3, 4
+EXIT_OK, EXIT_USAGE, EXIT_REGRESSION, EXIT_INPUT, EXIT_NOT_COMPARED = 0, 2, 3, 4, 5
 
 
 def fail(message: str, code: int) -> typer.Exit:
@@ -280,12 +281,16 @@ def _render(tbl, format: str, max_rows: int) -> None:  # type: ignore[no-untyped
 def report_cmd(
     dataset: Annotated[Path, typer.Argument(help="Dataset directory (the current side).")],
     baseline: Annotated[Path | None, typer.Option(help="Compare with this dataset (e.g. last night's).")] = None,
-    window: Annotated[str | None, typer.Option(help="Current window START/END, ISO-8601 UTC.")] = None,
-    baseline_window: Annotated[str | None, typer.Option(help="Baseline window START/END.")] = None,
+    window: Annotated[str | None, typer.Option(help="Current window START/END, ISO-8601 UTC (with --baseline: "
+                                                     "narrows the current dataset).")] = None,
+    baseline_window: Annotated[str | None, typer.Option(help="Baseline window START/END (with --baseline: narrows "
+                                                              "the baseline dataset).")] = None,
     html: Annotated[Path | None, typer.Option(help="Write the self-contained HTML report here.")] = None,
     md: Annotated[Path | None, typer.Option(help="Write the Markdown summary here (- for stdout).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report JSON here (- for stdout).")] = None,
-    fail_on_regression: Annotated[bool, typer.Option(help="Exit 3 when a significant regression is found.")] = False,
+    fail_on_regression: Annotated[bool, typer.Option(help="Exit 3 when a significant regression is found, 5 when "
+                                                          "nothing could be compared (no busy period, too few "
+                                                          "requests on a side).")] = False,
     threshold: Annotated[float, typer.Option(help="Relative change that counts as a regression.")] = 0.10,
     tail: Annotated[float, typer.Option(help="Tail percentile for the tail statistic, e.g. 95 or 99.")] = 95.0,
     model: Annotated[str | None, typer.Option(help="Only this model.")] = None,
@@ -330,12 +335,16 @@ def report_cmd(
         else:
             target.write_text(text, encoding="utf-8")
     if not quiet:
-        typer.echo(report.meta["headline"])
+        typer.echo(report.headline["sentence"])
         for kind, target in outputs.items():
             if target is not None:
                 typer.echo(f"{kind}: {target}")
         if not any(outputs.values()):
             typer.echo(RENDERERS["md"](report))
+    if fail_on_regression and not report.compared:
+        # said on stderr too: a nightly job's log must show why it failed, whatever was written
+        typer.echo(f"stagelens: not compared: {report.reason}", err=True)
+        raise typer.Exit(EXIT_NOT_COMPARED)
     if fail_on_regression and report.regression:
         raise typer.Exit(EXIT_REGRESSION)
 
@@ -362,6 +371,8 @@ def compare_cmd(
 
     if dataset_b is None and not (a or b):
         raise fail("give two datasets, or filters --a/--b on one", EXIT_USAGE)
+    if output_tokens is not None and output_tokens < 1:
+        raise fail(f"--output-tokens is a reply length of at least 1 token, got {output_tokens}", EXIT_USAGE)
     try:
         result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms)
     except DatasetError as e:

@@ -6,6 +6,12 @@ over each side's requests answers "for a typical (or a slow) request, how long d
 tokens take?". The crossover is the N where the two sides' curves meet: below it the side that
 begins sooner also finishes sooner; above it the side with the faster token rate wins.
 
+Noise: "sooner" and the crossover are decided only beyond it (``difference_band``): at each reply
+length the difference of the two curves gets a 95 % bootstrap band (resampling requests); a side is
+sooner where the band excludes zero, a crossover needs the difference significantly of one sign at
+some length and of the other at a longer one, and sides whose bands include zero everywhere are
+"no difference" (``difference: false``).
+
 Sides are two datasets, or two filters on one dataset. A filter is a small boolean expression
 over a few columns (``model = 'x' AND service <> 'y'``): it is parsed, checked against an
 allow-list and rebuilt with bound parameters, never pasted into SQL.
@@ -27,6 +33,10 @@ FILTER_COLUMNS = {"model", "service", "replica", "tenant", "source_format", "van
                   "trace_id", "input_tokens", "output_tokens", "ts_arrival"}
 CURVE_ROWS = 50_000  # requests per side sampled for the completion curves
 QUANTILES = {"median": 0.5, "p95": 0.95}
+MAX_TOKENS = 32768  # longest reply length a crossover is looked for at
+NOISE_REPLICATES = 150  # bootstrap replicates of the curves' difference
+NOISE_ROWS = 1_000  # requests per side and replicate (m-out-of-n beyond)
+NOISE_SEED = 19
 
 
 class FilterError(ValueError):
@@ -144,23 +154,78 @@ def completion(ttft: np.ndarray, tpot: np.ndarray, n_tokens: np.ndarray, q: floa
     return np.quantile(values, q, axis=1)
 
 
-def crossover(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], q: float,
-              max_tokens: int = 32768) -> float | None:
-    """Output length where the two sides' q-quantile completion times are equal, or None."""
-    grid = np.unique(np.concatenate([np.arange(1, 129), np.geomspace(128, max_tokens, 100)]))
-    diff = completion(*a, grid, q) - completion(*b, grid, q)
-    sign = np.sign(diff)
-    idx = np.flatnonzero((sign[:-1] * sign[1:] < 0) | (sign[:-1] == 0))
-    if not len(idx):
+def token_grid(n_eval: int) -> np.ndarray:
+    """Reply lengths the curves are compared at: every length to 16, then geometric to MAX_TOKENS."""
+    return np.unique(np.concatenate([np.arange(1, 17), np.geomspace(16, MAX_TOKENS, 48).round(), [n_eval]]))
+
+
+def difference_band(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], grid: np.ndarray,
+                    qs: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """D(N) = A's q-quantile completion time minus B's, with a 95 % bootstrap band: (point, lo, hi),
+    each of shape (len(qs), len(grid)).
+
+    The noise: each replicate resamples each side's requests with replacement (at most NOISE_ROWS
+    of them, its spread scaled by sqrt(m / n) to the side's full size: m-out-of-n), recomputes both
+    curves; the band is the point estimate +- c standard deviations of the replicates' D, with c the
+    95th percentile over replicates of their largest |deviation| / sd over all lengths and quantiles:
+    a simultaneous band, so "no difference anywhere" holds 95 % of the time for one service sampled
+    twice. Seeded, so the same data gives the same answer."""
+    point = np.stack([completion(*a, grid, q) - completion(*b, grid, q) for q in qs])
+    rng = np.random.default_rng(NOISE_SEED)
+
+    def replicates(ttft: np.ndarray, tpot: np.ndarray) -> np.ndarray:
+        n = len(ttft)
+        out = np.full((NOISE_REPLICATES, len(qs), len(grid)), np.nan)
+        if n == 0:
+            return out
+        m = min(n, NOISE_ROWS)
+        for r in range(NOISE_REPLICATES):
+            idx = rng.integers(0, n, m)
+            out[r] = np.quantile(ttft[idx][None, :] + (grid[:, None] - 1.0) * tpot[idx][None, :], qs, axis=1)
+        return out.mean(axis=0) + (out - out.mean(axis=0)) * np.sqrt(m / n)
+
+    dev = replicates(*a) - replicates(*b)
+    dev = dev - dev.mean(axis=0)
+    # one band for all lengths and both quantiles at once (sup-t): with pointwise bands, some of the
+    # ~130 points of two samples of one service would lie outside by chance
+    sd = dev.std(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        worst = np.nanmax(np.where(sd > 0, np.abs(dev) / sd, 0.0).reshape(NOISE_REPLICATES, -1), axis=1)
+    c = float(np.nanpercentile(worst, 95)) if np.isfinite(worst).any() else np.nan
+    return point, point - c * sd, point + c * sd
+
+
+def significant_sign(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """+1 where the band is wholly above zero (A slower), -1 wholly below (A faster), else 0."""
+    with np.errstate(invalid="ignore"):
+        return np.where(lo > 0, 1, np.where(hi < 0, -1, 0))
+
+
+def crossover(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], q: float, grid: np.ndarray,
+              point: np.ndarray, sign: np.ndarray) -> float | None:
+    """Output length where the two sides' q-quantile completion times meet, or None.
+
+    Only a crossing beyond the noise counts: D must be significantly of one sign at some length
+    and significantly of the other at a longer one (``sign``, from ``difference_band``). Identical
+    or indistinguishable sides have no crossover (D = 0 everywhere used to read as one at N = 1).
+    The crossing itself is where the point estimate of D changes sign between those two lengths,
+    bisected (the quantile of a family of lines is continuous in N)."""
+    nz = np.flatnonzero(sign)
+    if not len(nz):
         return None
-    i = int(idx[0])
-    if sign[i] == 0:
-        return float(grid[i])
-    lo, hi = float(grid[i]), float(grid[i + 1])
-    for _ in range(60):  # the quantile of a family of lines is continuous in N: bisect the sign change
+    k1, s1 = int(nz[0]), int(sign[nz[0]])
+    opposite = [int(k) for k in nz if k > k1 and sign[k] == -s1]
+    if not opposite:
+        return None
+    k2 = opposite[0]
+    j = max(k for k in range(k1, k2) if np.sign(point[k]) == s1)
+    if point[j + 1] == 0:
+        return float(grid[j + 1])
+    lo, hi = float(grid[j]), float(grid[j + 1])
+    for _ in range(60):
         mid = (lo + hi) / 2
         d = completion(*a, np.array([mid]), q)[0] - completion(*b, np.array([mid]), q)[0]
-        if np.sign(d) == sign[i]:
+        if np.sign(d) == s1:
             lo = mid
         else:
             hi = mid
@@ -168,20 +233,18 @@ def crossover(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
 
 
 def goodput(side: Side, ttft_slo_ms: float | None, tpot_slo_ms: float | None) -> dict | None:
+    """Goodput of a side: the ``per_request.good`` flag of its counted requests, counted (the rule
+    lives in ``queries/45_per_request.sql``; the ``goodput`` view counts the same flag). An objective
+    left out is no objective: its variable is set to infinity."""
     if ttft_slo_ms is None and tpot_slo_ms is None:
         return None
-    conds = ["true"]
-    params = list(side.params)
-    if ttft_slo_ms is not None:
-        conds.append("ttft_ms <= ?")
-    if tpot_slo_ms is not None:
-        conds.append("coalesce(tpot_ms, 0) <= ?")  # a one-token reply has no TPOT: it meets any TPOT objective
-    good_params = [v for v in (ttft_slo_ms, tpot_slo_ms) if v is not None]
-    n, good, span = side.con.execute(
-        f"""SELECT count(*), count(*) FILTER (WHERE {' AND '.join(conds)}),
-                   (epoch_us(max(ts_end)) - epoch_us(min(ts_arrival))) / 1e6
-            FROM stages WHERE counted AND ({side.where}) AND ttft_ms IS NOT NULL""", good_params + params).fetchone()
-    return {"requests": n, "good": good, "share": _r(good / n) if n else None,
+    for name, value in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms)):
+        v = float("inf") if value is None else float(value)
+        side.con.execute(f"SET VARIABLE {name} = CAST('{v!r}' AS DOUBLE)")  # a float's repr: no user text
+    judged, good, span = side.con.execute(
+        f"""SELECT count(good), count_if(good), (epoch_us(max(ts_end)) - epoch_us(min(ts_arrival))) / 1e6
+            FROM per_request WHERE counted AND ({side.where})""", side.params).fetchone()
+    return {"requests": judged, "good": good, "share": _r(good / judged) if judged else None,
             "rate_per_s": _r(good / span) if span else None}
 
 
@@ -220,19 +283,29 @@ def compare_datasets(
     # one reply length for both sides (given, else the mean of the two medians): each side's own
     # median stays in median_output_tokens
     medians = [m for m in (stats["a"]["median_output_tokens"], stats["b"]["median_output_tokens"]) if m]
+    if output_tokens is not None and output_tokens < 1:
+        raise FilterError(f"output_tokens is a reply length of at least 1 token, got {output_tokens}")
     n_eval = output_tokens or (max(1, round(sum(medians) / len(medians))) if medians else 1)
     result["output_tokens"] = n_eval
     for k in ("a", "b"):
         result[k]["output_tokens"] = n_eval  # the N its completion_ms is for
         result[k]["completion_ms"] = {stat: _r(completion(*pairs[k], np.array([n_eval]), q)[0])
                                       for stat, q in QUANTILES.items()}
-    for stat in QUANTILES:
+    # who is sooner, and where they cross, only beyond the noise (difference_band): the same data
+    # twice, or two samples of one service, is "no difference", not a winner by a rounding error
+    grid = token_grid(n_eval)
+    point, lo, hi = difference_band(pairs["a"], pairs["b"], grid, tuple(QUANTILES.values()))
+    sign = significant_sign(lo, hi)
+    first, at_n = 0, int(np.flatnonzero(grid == n_eval)[0])
+    side_of = {1: "b", -1: "a", 0: None}  # D = A - B > 0: A takes longer, so B is sooner
+    for i, (stat, q) in enumerate(QUANTILES.items()):
         sfx = "" if stat == "median" else "_p95"
-        ta, tb = stats["a"]["ttft_ms"][stat], stats["b"]["ttft_ms"][stat]
-        ca, cb = result["a"]["completion_ms"][stat], result["b"]["completion_ms"][stat]
-        result["begins_sooner" + sfx] = None if ta is None or tb is None or ta == tb else ("a" if ta < tb else "b")
-        result["finishes_sooner" + sfx] = None if ca is None or cb is None or ca == cb else ("a" if ca < cb else "b")
-        result["crossover_output_tokens" + sfx] = crossover(pairs["a"], pairs["b"], QUANTILES[stat])
+        result["begins_sooner" + sfx] = side_of[int(sign[i, first])]
+        result["finishes_sooner" + sfx] = side_of[int(sign[i, at_n])]
+        result["crossover_output_tokens" + sfx] = crossover(pairs["a"], pairs["b"], q, grid, point[i], sign[i])
+    result["difference"] = bool(sign.any())
+    result["noise"] = (f"95 % bootstrap band of the completion-time difference ({NOISE_REPLICATES} replicates, "
+                       f"up to {NOISE_ROWS} requests per side each) at {len(grid)} reply lengths from 1 to {MAX_TOKENS}")
     top = int(max(64, 2 * (result["crossover_output_tokens"] or 0), 2 * n_eval))
     grid = np.unique(np.linspace(1, top, 60).round().astype(int))
     result["curve"] = [
@@ -259,6 +332,10 @@ def summary_sentence(r: dict) -> str:
     a, b = r["a"], r["b"]
     n = r["output_tokens"]
     lines = []
+    if not r.get("difference", True):
+        return (f"No difference: at every reply length from 1 to {MAX_TOKENS:,} tokens the two sides' median and "
+                "p95 completion times are within their noise (95 % bootstrap band), so neither begins or "
+                "finishes sooner and they do not cross.")
     if r["begins_sooner"]:
         first = r["begins_sooner"]
         lines.append(f"{first.upper()} starts answering sooner: half its replies begin within {_s(r[first]['ttft_ms']['median'])} "
@@ -273,8 +350,10 @@ def summary_sentence(r: dict) -> str:
         faster_rate = "a" if (a["tpot_ms"]["median"] or 0) < (b["tpot_ms"]["median"] or 0) else "b"
         lines.append(f"They finish together at about {x:g} output tokens: shorter replies come sooner from "
                      f"{('b' if faster_rate == 'a' else 'a').upper()}, longer ones from {faster_rate.upper()}.")
-    else:
+    elif r["begins_sooner"] and r["begins_sooner"] == r["finishes_sooner"]:
         lines.append("Neither overtakes the other at any reply length: one side is faster for every reply.")
+    else:
+        lines.append("Neither overtakes the other beyond the noise at any reply length.")
     xp = r["crossover_output_tokens_p95"]
     if r["finishes_sooner_p95"]:
         lines.append(f"For the slowest 5 % of requests, {r['finishes_sooner_p95'].upper()} finishes a {n:g}-token reply sooner"

@@ -45,7 +45,7 @@ def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> Path:
     report = build_report(target, filters={"service": DEMO_SERVICE})
     for kind in ("html", "md", "json"):
         (out_dir / f"report.{kind}").write_text(RENDERERS[kind](report), encoding="utf-8")
-    echo(f"\n{report.meta['headline']}")
+    echo(f"\n{report.headline['sentence']}")
     echo(f"\nreport: {out_dir / 'report.html'}  (also report.md, report.json)")
     echo(f"next: stagelens sql {target} \"SELECT * FROM stages LIMIT 5\"")
     return target

@@ -323,8 +323,8 @@ def test_vllm_live(tmp_path: Path) -> None:
     burst = (t0 + pattern["burst_start_s"], t0 + pattern["burst_end_s"])
     periods = [(datetime.fromisoformat(b["start"].replace("Z", "+00:00")).timestamp(),
                 datetime.fromisoformat(b["end"].replace("Z", "+00:00")).timestamp()) for b in report.busy_periods]
-    assert any(s < burst[1] and e > burst[0] for s, e in periods), (periods, burst, report.meta["headline"])
+    assert any(s < burst[1] and e > burst[0] for s, e in periods), (periods, burst, report.headline["sentence"])
     ttft = [a for a in report.attribution if a["metric"] == "ttft_ms" and a["statistic"] == "mean"]
     assert ttft, report.meta
-    assert ttft[0]["regression"] and ttft[0]["driver"] == "queue", (ttft[0], report.meta["headline"])
-    assert "queue" in report.meta["headline"]
+    assert ttft[0]["regression"] and ttft[0]["driver"] == "queue", (ttft[0], report.headline["sentence"])
+    assert "queue" in report.headline["sentence"]

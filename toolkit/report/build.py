@@ -1,7 +1,14 @@
 """``build_report``: dataset in, ``Report`` out (busy periods, attribution, verdicts, chart data).
 
 Comparisons (DESIGN.md §6): busy periods vs quiet time in one dataset (default); a time window vs
-another (``window`` / ``baseline_window``); or one dataset vs another (``baseline_dataset``).
+another (``window`` / ``baseline_window``); or one dataset vs another (``baseline_dataset``), each
+narrowed by its own window when given.
+
+Every per-request number comes from the ``per_request`` view (materialized as ``_rb``, its own
+rows); the report adds statistics over those rows, never a formula of its own. The report's one
+headline is chosen by ``headline_entry`` (a fixed reading order, the first regression) and its
+sentence is what the terminal, Markdown and HTML print. When nothing can be compared the report
+says ``compared: false`` with a ``reason`` (the CLI exits 5 under --fail-on-regression).
 """
 
 from __future__ import annotations
@@ -17,14 +24,15 @@ import numpy as np
 
 from toolkit import queries
 from toolkit.attribution import (
+    FINE,
     METRICS,
     SEED,
     Group,
     attribute,
     compare_all,
     family_stats_by,
-    reset_cache,
     stage_names,
+    stage_names_all,
 )
 from toolkit.report.model import ChartData, Report
 
@@ -32,7 +40,6 @@ FILTER_COLUMNS = ("model", "service", "replica", "tenant")
 TIMELINE_MAX = 200
 REPORT_MEMORY = "1500MB"
 TIMELINE_WINDOW_S = 180
-RANGES_INLINE = 64  # busy periods tested as inline ranges (more: the EXISTS form)
 SUMMARY_Q = (0.5, 0.9, 0.95, 0.99)
 CHART_ROWS_PER_BUCKET = 2000  # rows behind a bucket's p50/p95 chart points, on average
 HINTS = {
@@ -66,7 +73,7 @@ class Selection:
     params: dict
     description: dict
     label: str = "c"  # this side's rows in the materialized _rb table
-    rows_cond: str | None = None  # the same rows as ``cond`` over _bounds' epoch columns, where cheaper
+    rows_cond: str | None = None  # the same rows as ``cond`` over per_request's columns, where cheaper
 
     @property
     def side(self) -> str:
@@ -95,6 +102,31 @@ def _parse_window(text: str) -> tuple[datetime, datetime]:
     if end <= start:
         raise ValueError(f"window {text!r} ends before it starts")
     return start, end
+
+
+def _window_selection(con: duckdb.DuckDBPyConnection, window: str | None, label: str, description: dict) -> Selection:
+    """One side's rows: those arriving in ``window`` (START/END), or all of them."""
+    if window is None:
+        return Selection(con, "true", {}, description, label=label)
+    start, end = _parse_window(window)
+    return Selection(con, f"{{t}} >= ${label}_start AND {{t}} < ${label}_end", {f"{label}_start": start, f"{label}_end": end},
+                     {**description, "windows": [{"start": _iso(start), "end": _iso(end)}]}, label=label)
+
+
+def _check_filters(con: duckdb.DuckDBPyConnection, dataset: str | Path, filters: dict[str, str]) -> None:
+    """A filter that matches no request is a usage error naming it and the values that exist
+    (``--model nosuch`` is a typo far more often than a question), not an empty report."""
+    for col, val in filters.items():
+        if col not in FILTER_COLUMNS:
+            continue  # _filter_sql refuses it
+        hits, values = con.execute(
+            f"SELECT count_if({col} = $v), list(DISTINCT {col} ORDER BY {col}) FILTER (WHERE {col} IS NOT NULL) "
+            "FROM requests", {"v": val}).fetchone()
+        if not hits:
+            values = values or []
+            known = (", ".join(repr(v) for v in values[:10]) + (f" and {len(values) - 10} more" if len(values) > 10 else "")
+                     if values else f"none (no request records a {col})")
+            raise ValueError(f"--{col} {val!r} matches no request in {dataset}; {col} values there: {known}")
 
 
 def _filter_sql(filters: dict[str, str]) -> tuple[str, dict]:
@@ -137,20 +169,22 @@ def build_report(
     ]
     bucket = con.execute("SELECT min(bucket_s) FROM load").fetchone()[0]
 
+    _check_filters(con, dataset, filters)
     if baseline_dataset is not None:
+        # two datasets: each window (either may be left out) narrows its own side, e.g. tonight
+        # 14:00-15:00 against last night's same hour
         con_b = _connect(baseline_dataset, params)
+        _check_filters(con_b, baseline_dataset, filters)
         kind = "datasets"
-        cur = Selection(con, "true", {}, {"dataset": str(dataset)})
-        base = Selection(con_b, "true", {}, {"dataset": str(baseline_dataset)}, label="b")
+        cur = _window_selection(con, window, "c", {"dataset": str(dataset)})
+        base = _window_selection(con_b, baseline_window, "b", {"dataset": str(baseline_dataset)})
     elif window or baseline_window:
         if not (window and baseline_window):
-            raise ValueError("--window and --baseline-window go together")
+            raise ValueError("--window and --baseline-window go together on one dataset "
+                             "(with --baseline DATASET either may be given alone)")
         kind = "windows"
-        (cs, ce), (bs, be) = _parse_window(window), _parse_window(baseline_window)
-        cur = Selection(con, "{t} >= $c_start AND {t} < $c_end", {"c_start": cs, "c_end": ce},
-                        {"windows": [{"start": _iso(cs), "end": _iso(ce)}]})
-        base = Selection(con, "{t} >= $b_start AND {t} < $b_end", {"b_start": bs, "b_end": be},
-                         {"windows": [{"start": _iso(bs), "end": _iso(be)}]}, label="b")
+        cur = _window_selection(con, window, "c", {})
+        base = _window_selection(con, baseline_window, "b", {})
     else:
         kind = "busy-vs-quiet"
         # distinct column names: inside EXISTS an unqualified ts_start would bind to the period's own
@@ -158,16 +192,13 @@ def build_report(
         inside = "EXISTS (SELECT 1 FROM _busy b WHERE {t} >= b.busy_start AND {t} < b.busy_end)"
         cur = Selection(con, inside, {}, {"windows": [{"start": b["start"], "end": b["end"]} for b in busy]})
         base = Selection(con, "NOT " + inside, {}, {"windows": "everything outside the busy periods"}, label="b")
-        # the same test as plain range comparisons on a_us: a semi-join per request costs seconds at 10 M
-        ranges = con.execute("SELECT epoch_us(busy_start), epoch_us(busy_end) FROM _busy ORDER BY 1").fetchall()
-        if len(ranges) <= RANGES_INLINE:
-            within = " OR ".join(f"(a_us >= {s} AND a_us < {e})" for s, e in ranges) or "false"
-            cur.rows_cond, base.rows_cond = f"({within})", f"NOT ({within})"
+        # a request's side is its per_request.period (arrived in a busy bucket of load): the same
+        # rows as arriving inside a busy period, without a semi-join per request (seconds at 10 M)
+        cur.rows_cond, base.rows_cond = "period = 'busy'", "period = 'quiet'"
 
     for sel in (cur, base):
         sel.params = {**sel.params, **fparams}
     say("selecting requests")
-    reset_cache()
     _materialize([cur, base], filt)
     for sels in _by_con([cur, base]).values():
         found: dict[str, list] = {}
@@ -189,29 +220,35 @@ def build_report(
 
     say("statistics of the selected requests")
     rb_specs = [METRICS[m] for m in RB_METRICS]
-    rb_stages = {sp.name: stage_names([Group(base.con, base.side), Group(cur.con, cur.side)], sp,
-                                      views={"_bounds": "_rb"}) for sp in rb_specs}
+    rb_stages = stage_names_all([Group(base.con, base.side), Group(cur.con, cur.side)], rb_specs,
+                                views={"per_request": "_rb"})
     rb_stats: dict = {}
     for sels in _by_con([cur, base]).values():  # both sides of a connection in the same passes
         rb_stats |= family_stats_by(sels[0].con, "_rb", "side", {s.label: SEED + (s is cur) for s in sels},
                                     rb_specs, rb_stages, tail, quantiles=SUMMARY_Q)
     attribution: list[dict] = []
     context = _context(kind, busy, cur, base)
+    reason = None
     if kind == "busy-vs-quiet" and not busy:
+        reason = ("no busy period was found: load stayed near its median, so there is no busy time to compare "
+                  "with quiet time (use --window/--baseline-window or --baseline)")
         warnings.append("No busy period found: load stayed near its median, so there is nothing to compare "
                         "(use --window/--baseline-window or --baseline).")
     elif min(cur.description["requests"], base.description["requests"]) < 2:
+        reason = (f"the current side has {cur.description['requests']} and the baseline "
+                  f"{base.description['requests']} requests; at least 2 on each side are needed")
         warnings.append("One side has fewer than 2 requests: no attribution.")
     else:
         families: list[tuple[list[str], str]] = [(["ttft_ms", "e2e_ms", "tpot_ms"], "true")]
         joined = _joined_calls(con, cur, base, filt_calls)
         if joined:
             families.append((["client_ttft_ms"], filt_calls))
-        # turns are a headline only for agent traffic: tool calls, or many multi-call traces
-        tools, multi, traces = con.execute(_AGENT_CHECK).fetchone()
-        if tools or (traces and multi >= 0.1 * traces):
+        # turns are a headline only for agent traffic: tool calls, or many multi-call traces; their
+        # counts (_turn_calls, which turns reads too) decide before turns is built
+        if _agent_traffic(con):
             # read several times from here on: computed once (5 s a read at 10 M records with traces)
             for sels in _by_con([cur, base]).values():
+                _turn_calls(sels[0].con)
                 sels[0].con.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
             families.append((["turn_ms"], "true"))
         for names, extra in families:
@@ -258,33 +295,48 @@ def build_report(
         "tail": tail_name,
         "threshold": threshold,
         "bucket_s": bucket,
-        "headline": headline(attribution, context, threshold),
     }
+    if not attribution and reason is None:
+        reason = "no metric has at least 2 requests with a value on each side"
     say("preparing charts")
     charts = _charts(con, busy, filt, fparams, sides)
     return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
-                  warnings=warnings, quarantine=quarantine, charts=charts)
+                  warnings=warnings, quarantine=quarantine, charts=charts,
+                  headline=make_headline(attribution, tail_name, threshold, context, reason),
+                  compared=bool(attribution), reason=None if attribution else reason)
 
 
-# The agent-traffic check on the rows turns is built from, without building it: the traces with a
-# tool span, those with more than one counted model call, and all traces (calls' and spans'),
-# exactly as ``count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM turns``.
-_AGENT_CHECK = """
-WITH c AS (SELECT trace_id, count(*) AS n FROM _bounds WHERE counted AND trace_id IS NOT NULL GROUP BY trace_id),
-traces AS (SELECT trace_id FROM c UNION SELECT trace_id FROM spans WHERE trace_id IS NOT NULL)
-SELECT (SELECT count(DISTINCT trace_id) FROM spans WHERE kind = 'tool' AND trace_id IS NOT NULL),
-       (SELECT count_if(n > 1) FROM c),
-       (SELECT count(*) FROM traces)"""
+def _turn_calls(con: duckdb.DuckDBPyConnection) -> None:
+    """The ``_turn_calls`` view's rows, once per connection (turns and the agent check read them)."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_turn_calls' AND temporary").fetchone()[0]:
+        con.execute("CREATE TEMP TABLE _turn_calls AS SELECT * FROM main._turn_calls")
+
+
+def _agent_traffic(con: duckdb.DuckDBPyConnection) -> bool:
+    """Turn time is attributed for agent traffic: a trace with a tool call, or at least a tenth of the
+    traces with more than one model call (the counts of ``turns``, from ``_turn_calls``)."""
+    has_traces = con.execute("SELECT EXISTS (SELECT 1 FROM requests WHERE trace_id IS NOT NULL) "
+                             "OR EXISTS (SELECT 1 FROM spans WHERE trace_id IS NOT NULL)").fetchone()[0]
+    if not has_traces:
+        return False
+    _turn_calls(con)
+    tools, multi, traces = con.execute(
+        "SELECT count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM _turn_calls").fetchone()
+    return bool(tools or (traces and multi >= 0.1 * traces))
 
 
 def _connect(dataset: str | Path, params: dict | None) -> duckdb.DuckDBPyConnection:
     """The dataset's views, with those the report reads many times computed once: a temp table
-    shadows the view of the same name. ``load`` (busy_periods, consistency, the charts); and, when
+    shadows the view of the same name. ``_bucket_load`` (load, and per_request's busy/quiet period),
+    ``load`` (busy_periods, consistency, the charts); and, when
     there are client or gateway records, ``_links`` and ``calls`` holding only the joined calls
     (uplink known), the only ones the report reads (joined counts, client_ttft_ms, clock offsets).
-    ``turns`` is computed once too, but only when the agent check says it is read (build_report)."""
+    ``_turn_calls`` and ``turns`` are computed once too, but only where there are traces and the
+    agent check says turns is read (build_report)."""
     con = queries.connect(dataset, params)
     con.execute(f"SET memory_limit = '{REPORT_MEMORY}'")  # spill rather than grow past the target
+    # _bucket_load first: load and per_request (each request's busy/quiet period) both read it
+    con.execute("CREATE TEMP TABLE _bucket_load AS SELECT * FROM main._bucket_load")
     con.execute("CREATE TEMP TABLE load AS SELECT * FROM main.load")
     if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
         con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
@@ -335,7 +387,11 @@ def _context(kind: str, busy: list[dict], cur: Selection, base: Selection) -> st
     if kind == "windows":
         c, b = cur.description["windows"][0], base.description["windows"][0]
         return f"{span(c['start'], c['end'], True)} UTC vs {span(b['start'], b['end'], True)}"
-    return f"{cur.description['dataset']} vs baseline {base.description['dataset']}"
+    def side(d: dict) -> str:
+        w = d.get("windows")
+        return d["dataset"] + (f" {span(w[0]['start'], w[0]['end'], True)} UTC" if w else "")
+
+    return f"{side(cur.description)} vs baseline {side(base.description)}"
 
 
 def _ms(x: float) -> str:
@@ -347,11 +403,13 @@ def _signed(x: float) -> str:
 
 
 def verdict(entry: dict, context: str, tail_name: str) -> str:
-    """One plain sentence: what changed, which stage explains it and where to look next."""
-    stat = "mean" if entry["statistic"] == "mean" else entry["statistic"]
+    """One plain sentence: what changed, which stage explains it and where to look next.
+
+    The numbers after the statistic's name are that statistic (a p95 is the p95); for a tail, the
+    stage split is of the mean of the requests above it, and the words say so (DESIGN.md §6)."""
+    stat = entry["statistic"]
     label = LABELS.get(entry["metric"], entry["metric"])
-    head = (f"{context}: {stat} {label} {_signed(entry['delta'])} "
-            f"({_ms(entry['baseline'])} → {_ms(entry['current'])})")
+    head = f"{context}: {stat} {label} {_ms(entry['baseline'])} → {_ms(entry['current'])} ({_signed(entry['delta'])})"
     driver = entry["driver"]
     if entry.get("joined"):
         head += " [" + ", ".join(f"{n} calls joined by {k}" for k, n in entry["joined"].items()) + "]"
@@ -361,7 +419,14 @@ def verdict(entry: dict, context: str, tail_name: str) -> str:
     c = entry["contributions"][driver]
     iv = entry["intervals"].get(driver)
     pm = f" (±{_ms((iv[1] - iv[0]) / 2)})" if iv else ""
-    text = f"{head}; {driver} explains {_signed(c)}{pm}"
+    dec = entry.get("decomposition") or {}
+    if dec.get("of") == "tail_mean" and dec.get("delta") is not None:
+        share = f"{100 - float(stat.lstrip('p')):g} %" if stat.lstrip("p").replace(".", "").isdigit() else "tail"
+        rise = "rise" if dec["delta"] >= 0 else "fall"
+        text = (f"{head}; among the slowest {share}, {driver} explains {_signed(c)}{pm} "
+                f"of the {_signed(dec['delta'])} {rise} in their mean")
+    else:
+        text = f"{head}; {driver} explains {_signed(c)}{pm}"
     others = [s for s, v in entry["contributions"].items() if s != driver and abs(v) >= 0.1 * abs(c)]
     if others:
         text += ", then " + ", ".join(f"{s} {_signed(entry['contributions'][s])}" for s in others[:2])
@@ -382,15 +447,48 @@ def verdict(entry: dict, context: str, tail_name: str) -> str:
     return text
 
 
-def headline(attribution: list[dict], context: str, threshold: float) -> str:
-    regressions = [a for a in attribution if a["regression"]]
-    if not attribution:
-        return f"{context}: nothing to compare."
-    if not regressions:
-        return f"{context}: no significant regression beyond {threshold:.0%}."
-    worst = max(regressions, key=lambda a: a["delta"] / a["baseline"] if a["baseline"] else 0)
-    ttft_tail = [a for a in regressions if a["metric"] == "ttft_ms" and a["statistic"] != "mean"]
-    return (ttft_tail or [worst])[0]["verdict"]
+HEADLINE_ORDER = ("ttft_ms", "e2e_ms", "tpot_ms", "turn_ms", "client_ttft_ms")
+
+
+def headline_entry(attribution: list[dict], tail_name: str) -> dict | None:
+    """The headline rule, applied once per report (every output prints its result).
+
+    Entries are read in a fixed order: metric TTFT, e2e, TPOT, turn time, client TTFT; within a
+    metric the tail statistic before the mean. The headline is the first regression in that order;
+    with no regression, the first entry (the tail TTFT when there is one); with no entry, none.
+    A fixed order rather than "the largest change": a nightly job that diffs the headline sees the
+    same metric from night to night, and the first token's tail is what a user feels first.
+    """
+    def key(a: dict) -> tuple[int, int]:
+        m = a.get("metric")
+        return (HEADLINE_ORDER.index(m) if m in HEADLINE_ORDER else len(HEADLINE_ORDER),
+                0 if a.get("statistic") == tail_name else 1)
+
+    ordered = sorted(attribution, key=key)
+    regressions = [a for a in ordered if a.get("regression")]
+    return (regressions or ordered or [None])[0]
+
+
+def make_headline(attribution: list[dict], tail_name: str, threshold: float, context: str | None,
+                  reason: str | None) -> dict:
+    """``headline`` of the report JSON: the entry ``headline_entry`` picks, and the one sentence that
+    the terminal, the Markdown title and the HTML banner all print."""
+    a = headline_entry(attribution, tail_name)
+    if a is None:
+        return {"metric": None, "statistic": None, "baseline": None, "current": None, "delta": None,
+                "driver": None, "regression": False,
+                "sentence": f"Nothing was compared: {reason or 'no comparison could be made'}."}
+    if a.get("regression") and a.get("verdict"):
+        sentence = a["verdict"]
+    else:
+        label = LABELS.get(a["metric"], a["metric"])
+        values = (f"{a['statistic']} {label} {_ms(a['baseline'])} → {_ms(a['current'])} ({_signed(a['delta'])})"
+                  if None not in (a.get("baseline"), a.get("current"), a.get("delta")) else f"{a['statistic']} {label}")
+        sentence = (f"{context + ': ' if context else ''}no regression beyond {threshold:.0%}: {values}."
+                    if not a.get("regression") else f"{context + ': ' if context else ''}{values}.")
+    return {"metric": a["metric"], "statistic": a["statistic"], "baseline": a.get("baseline"),
+            "current": a.get("current"), "delta": a.get("delta"), "driver": a.get("driver"),
+            "regression": bool(a.get("regression")), "sentence": sentence}
 
 
 def _composite_warnings(attribution: list[dict]) -> list[str]:
@@ -429,20 +527,41 @@ def _by_con(sides: list[Selection]) -> dict[int, list[Selection]]:
 
 
 def _materialize(sides: list[Selection], filt: str) -> None:
-    """Each connection gets ``_rb``: the counted, filtered requests of its sides, boundaries as epoch us.
+    """Each connection gets ``_rb``: the counted, filtered rows of ``per_request`` on its sides.
 
-    Every later statistic of these requests reads this compact table instead of re-deriving the
+    Every later statistic of these requests reads this compact copy instead of re-deriving the
     views from Parquet (a pass over the views costs far more than one over an in-memory table).
+    It holds the view's own columns, never a re-derivation: the metrics, the fine stages, and
+    ``stage_ms`` only for the rows that have a composite stage (those with a fine column null; in
+    the others it holds nothing their fine columns do not); ``a_us`` is the arrival as epoch us,
+    for the charts' buckets. Building the map costs about 1 CPU s per 4 M rows even where it is
+    then dropped, so the copy is made without it, and only the rows with a composite stage, if
+    any, are read again with it (the filter on fine columns runs before the map is built).
     """
+    partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
     for group in _by_con(sides).values():
         con = group[0].con
         case = " ".join(f"WHEN {sel.rows_cond or sel.cond.format(t='ts_arrival')} THEN '{sel.label}'" for sel in group)
         params = {k: v for sel in group for k, v in sel.params.items()}
-        sql = (f"CREATE OR REPLACE TEMP TABLE _rb AS SELECT * FROM ("
-               f"SELECT CASE {case} END AS side, a_us, q_us, s_us, f_us, l_us, e_us, input_tokens, output_tokens, "
-               f"vantage, source_format FROM _bounds WHERE {filt}) WHERE side IS NOT NULL")
-        used = set(re.findall(r"\$(\w+)", sql))
-        con.execute(sql, {k: v for k, v in params.items() if k in used})
+        _run(con, f"CREATE OR REPLACE TEMP TABLE _rb AS {_rb_rows(case, filt, 'CAST(NULL AS MAP(VARCHAR, DOUBLE))', 'true')}",
+             params)
+        if con.execute(f"SELECT count(*) FROM _rb WHERE {partial}").fetchone()[0]:
+            con.execute(f"DELETE FROM _rb WHERE {partial}")
+            _run(con, f"INSERT INTO _rb {_rb_rows(case, filt, 'stage_ms', partial)}", params)
+
+
+def _rb_rows(case: str, filt: str, stage_ms: str, only: str) -> str:
+    """The SELECT of ``_rb``'s rows (see ``_materialize``) among those meeting ``only``."""
+    return (f"SELECT * FROM (SELECT CASE {case} END AS side, epoch_us(ts_arrival) AS a_us, ttft_ms, tpot_ms, "
+            f"tpot_basis, e2e_ms, {', '.join(f'{s}_ms' for s in FINE)}, {stage_ms} AS stage_ms, "
+            f"input_tokens, output_tokens, vantage, source_format "
+            f"FROM per_request WHERE ({filt}) AND ({only})) WHERE side IS NOT NULL")
+
+
+def _run(con: duckdb.DuckDBPyConnection, sql: str, params: dict) -> None:
+    """Execute with the parameters the statement uses (DuckDB refuses others)."""
+    used = set(re.findall(r"\$(\w+)", sql))
+    con.execute(sql, {k: v for k, v in params.items() if k in used})
 
 
 CDF_POINTS = [round(i / 100, 2) for i in range(1, 100)]
@@ -490,7 +609,7 @@ def _charts(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams
     pick = "" if share >= 1.0 else f"CASE WHEN hash(a_us) % 1000000 < {round(share * 1e6)} THEN "
     metric_cols = ", ".join(f"{pick}{expr}{' END' if pick else ''} AS {m}" for m, expr in RB_METRICS.items())
     e2e = METRICS["e2e_ms"]
-    keys = stage_names([Group(con, "true")], e2e, views={"_bounds": "_rb"})
+    keys = stage_names([Group(con, "true")], e2e, views={"per_request": "_rb"})
     stage_cols = "".join(f", {e2e.expr(k)} AS \"s_{k}\"" for k in keys)
     stage_aggs = "".join(f", sum(\"s_{k}\") / count(*) AS \"{k}\"" for k in keys)
     con.execute(

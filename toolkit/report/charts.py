@@ -200,8 +200,12 @@ def composition_chart(composition: list[dict[str, Any]], busy_periods: list[dict
 
 
 def waterfall_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
-    """Baseline bar, one bar per stage contribution (largest magnitude first), current bar."""
-    base, cur = num(entry.get("baseline")), num(entry.get("current"))
+    """Baseline bar, one bar per stage contribution (largest magnitude first), current bar.
+
+    The bars are the entry's ``decomposition`` (what the contributions add up to: for a p95 the
+    means of the requests above it, not the p95 itself), or its own values for a hand-made entry."""
+    dec = entry.get("decomposition") or entry
+    base, cur = num(dec.get("baseline")), num(dec.get("current"))
     contribs = {str(k): num(v) for k, v in (entry.get("contributions") or {}).items()}
     contribs = {k: v for k, v in contribs.items() if v is not None}
     if base is None or cur is None:
@@ -237,7 +241,9 @@ def waterfall_chart(entry: dict[str, Any] | None) -> Any | None:
         x=alt.X("label:N", sort=order, title=None,
                 axis=alt.Axis(labelAngle=0, labelFontSize=12, labelColor=INK, ticks=False, domain=True)))
     bars = base.mark_bar(size=min(90, WIDTH // (len(rows) + 1) - 14), cornerRadius=2).encode(
-        y=alt.Y("y0:Q", title=f"{comparison_title(entry)} (ms)", scale=alt.Scale(zero=True)),
+        y=alt.Y("y0:Q", title=(f"{comparison_title(entry)}: tail mean (ms)"
+                               if (entry.get("decomposition") or {}).get("of") == "tail_mean"
+                               else f"{comparison_title(entry)} (ms)"), scale=alt.Scale(zero=True)),
         y2="y1:Q", color=alt.Color("colour:N", scale=None))
     whisk = [r for r in rows if "lo" in r]
     layers: list[Any] = [bars]

@@ -46,12 +46,20 @@ class Report:
     * ``attribution``: one dict per comparison, with the keys of DESIGN.md §8: ``metric``,
       ``statistic``, ``baseline``, ``current``, ``delta``, ``contributions`` (stage -> ms,
       summing to delta), ``effects`` (stage -> {mix, rate}), ``driver``, ``regression``; plus
-      ``baseline_pctl``/``current_pctl`` (tail statistics), ``intervals`` (stage -> [lo, hi],
-      95 % bootstrap), ``delta_interval``, ``n_baseline``, ``n_current``, ``boundary`` (what the
-      metric measures, e.g. "first token - arrival at the server"), ``verdict`` (plain words).
+      ``decomposition`` (``{of, baseline, current, delta}``: what ``contributions`` sum to: for a
+      tail statistic the tail means, while ``baseline``/``current``/``delta`` are the true
+      percentiles; for the mean, the means), ``intervals`` (stage -> [lo, hi], 95 % bootstrap),
+      ``delta_interval``, ``n_baseline``, ``n_current``, ``boundary`` (what the metric measures,
+      e.g. "first token - arrival at the server"), ``verdict`` (plain words).
     * ``summary``: per group (baseline, current) and metric: count, mean, p50, p90, p95, p99.
     * ``warnings``: plain sentences (mixed vantages, composite stages, Little's-law failures).
     * ``quarantine``: ``{"rows": n, "by_reason": {...}}``.
+    * ``headline``: ``{metric, statistic, baseline, current, delta, driver, regression, sentence}``,
+      chosen once (``build.headline_entry``); every renderer prints its ``sentence`` as the title.
+    * ``compared``: false when no comparison could be made, with ``reason`` in words (a nightly job
+      must not read "could not look" as "fine": the CLI exits 5 under --fail-on-regression).
+
+    A report built by hand without ``headline`` gets one from the same rule.
     """
 
     meta: dict[str, Any]
@@ -61,6 +69,20 @@ class Report:
     warnings: list[str]
     quarantine: dict[str, Any]
     charts: ChartData = field(default_factory=ChartData)
+    headline: dict[str, Any] | None = None
+    compared: bool | None = None
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        from toolkit.report.build import make_headline  # the one rule; build imports this module
+
+        if self.compared is None:
+            self.compared = bool(self.attribution)
+        if not self.compared and self.reason is None:
+            self.reason = "no comparison could be made"
+        if self.headline is None:
+            self.headline = make_headline(self.attribution, str(self.meta.get("tail") or "p95"),
+                                          float(self.meta.get("threshold") or 0.10), None, self.reason)
 
     @property
     def regression(self) -> bool:
@@ -75,4 +97,7 @@ class Report:
             "warnings": self.warnings,
             "quarantine": self.quarantine,
             "regression": self.regression,
+            "compared": self.compared,
+            "reason": self.reason,
+            "headline": self.headline,
         }

@@ -157,14 +157,25 @@ def relative_delta(a: dict[str, Any]) -> float:
 
 
 def headline(report: Report) -> dict[str, Any] | None:
-    """The comparison to lead with: the regression with the largest relative change (a named
-    driver first); with no regression, the tail TTFT (else the first comparison in reading order)."""
-    if not report.attribution:
-        return None
-    regs = [a for a in report.attribution if a.get("regression")]
-    if regs:
-        return max(regs, key=lambda a: (a.get("driver") is not None, relative_delta(a)))
-    return ordered_attribution(report)[0]
+    """The attribution entry the report's ``headline`` names (its rule: ``build.headline_entry``),
+    or None when nothing was compared. Renderers never choose one of their own."""
+    h = report.headline or {}
+    for a in report.attribution:
+        if a.get("metric") == h.get("metric") and a.get("statistic") == h.get("statistic"):
+            return a
+    return None
+
+
+def headline_sentence(report: Report) -> str:
+    """The one sentence every output leads with (terminal line, Markdown title, HTML banner)."""
+    return str((report.headline or {}).get("sentence") or "")
+
+
+def outcome(report: Report) -> str:
+    """``regression``, ``no regression`` or ``not compared``: the badge, in words."""
+    if not report.compared:
+        return "not compared"
+    return "regression" if report.regression else "no regression"
 
 
 def verdicts(report: Report) -> list[str]:

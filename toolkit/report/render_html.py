@@ -31,9 +31,11 @@ from toolkit.report.render_common import (
     fmt_time,
     group_labels,
     headline,
+    headline_sentence,
     metric_label,
     num,
     ordered_attribution,
+    outcome,
     parse_time,
     side_count,
     verdicts,
@@ -59,6 +61,8 @@ header.top b{color:var(--ink);letter-spacing:.02em}
 .badge{display:inline-block;font-size:12px;font-weight:700;letter-spacing:.06em;text-transform:uppercase;
  color:#fff;background:var(--good);border-radius:3px;padding:2px 8px}
 .bad .badge{background:var(--bad)}
+.verdict.na{border-left-color:var(--muted)}
+.na .badge{background:var(--muted)}
 .verdict h1{font-size:25px;line-height:1.3;margin:10px 0 14px;font-weight:650}
 .kpis{display:grid;grid-template-columns:repeat(4,1fr);gap:10px;margin:6px 0 4px}
 .kpi{background:var(--bg);border-radius:5px;padding:8px 12px}
@@ -124,11 +128,12 @@ def _kpi(key: str, value: str, sub: str = "") -> str:
 
 def _verdict(report: Report) -> str:
     h = headline(report)
-    bad = report.regression
-    vs = verdicts(report)
-    title = vs[0] if vs else ("No comparison could be made." if h is None else comparison_title(h))
-    out = [f'<div class="verdict{" bad" if bad else ""}">',
-           f'<span class="badge">{"Regression" if bad else "No regression"}</span>', f"<h1>{e(title)}</h1>"]
+    state = outcome(report)
+    title = headline_sentence(report)
+    vs = [v for v in verdicts(report) if v != title]
+    cls = {"regression": " bad", "not compared": " na"}.get(state, "")
+    out = [f'<div class="verdict{cls}">',
+           f'<span class="badge">{e(state.capitalize())}</span>', f"<h1>{e(title)}</h1>"]
     if h is not None:
         pct = fmt_pct(h.get("delta"), h.get("baseline"))
         kp = [_kpi(comparison_title(h), f"{fmt_ms(h.get('baseline'), False)} → {fmt_ms(h.get('current'))}",
@@ -145,8 +150,8 @@ def _verdict(report: Report) -> str:
         else:
             kp.append(_kpi("busy periods", "none", ""))
         out.append('<div class="kpis">' + "".join(kp) + "</div>")
-    if len(vs) > 1:
-        out.append('<ul class="more">' + "".join(f"<li>{e(v)}</li>" for v in vs[1:5]) + "</ul>")
+    if vs:
+        out.append('<ul class="more">' + "".join(f"<li>{e(v)}</li>" for v in vs[:4]) + "</ul>")
     out.append("</div>")
     return "\n".join(out)
 
@@ -170,8 +175,9 @@ def _attribution_table(report: Report) -> str:
     rows = []
     for a in entries:
         pctl = ""
-        if a.get("baseline_pctl") is not None or a.get("current_pctl") is not None:
-            pctl = f"{fmt_ms(a.get('baseline_pctl'), False)} → {fmt_ms(a.get('current_pctl'), False)}"
+        dec = a.get("decomposition") or {}
+        if dec.get("of") == "tail_mean":
+            pctl = f"{fmt_ms(dec.get('baseline'), False)} → {fmt_ms(dec.get('current'), False)}"
         rows.append(
             f'<tr class="{"reg" if a.get("regression") else ""}"><td title="{e(a.get("boundary") or "")}">'
             f'{e(metric_label(a.get("metric")))}</td><td>{e(a.get("statistic"))}</td>'
@@ -183,11 +189,12 @@ def _attribution_table(report: Report) -> str:
             f'<td>{"<span class=yes>yes</span>" if a.get("regression") else "no"}</td>'
             f'<td class="n">{e(fmt_num(a.get("n_baseline"), 0))} / {e(fmt_num(a.get("n_current"), 0))}</td></tr>')
     head = ('<tr><th>metric</th><th>stat</th><th class="n">baseline → current ms</th>'
-            '<th class="n">delta ms [95% CI]</th><th class="n">percentile ms</th><th>driver</th>'
+            '<th class="n">delta ms [95% CI]</th><th class="n">tail mean ms</th><th>driver</th>'
             '<th>regression</th><th class="n">requests b / c</th></tr>')
     details = [_contributions(a, open_=(a is headline(report))) for a in entries]
-    note = ("For a tail statistic, baseline/current/delta are the means of requests at or above that "
-            "percentile (so stage contributions add up); the plain percentiles are beside them.")
+    note = ("For a tail statistic (p95), baseline/current/delta are the true percentiles; the stage "
+            "contributions add up to the change of the tail mean (the mean of the requests at or above "
+            "that percentile), shown beside them.")
     return (f'<div class="tw"><table>' f"{head}{''.join(rows)}</table></div><p class=\"small\">{e(note)}</p>"
             f"<h3>Contributions by stage</h3>{''.join(details)}")
 

@@ -13,14 +13,14 @@ from typing import Any
 
 from toolkit.report.model import Report
 from toolkit.report.render_common import (
-    comparison_title,
     fmt_ms,
     fmt_pct,
     fmt_signed_ms,
     fmt_span,
-    headline,
+    headline_sentence,
     metric_label,
     ordered_attribution,
+    outcome,
     side_count,
     verdicts,
 )
@@ -44,15 +44,10 @@ def md_escape(value: Any, limit: int = 300) -> str:
     return _MD_LEADING.sub(lambda m: f"{m.group(1)}\\{m.group(2)}" if m.group(1) else f"\\{m.group(3)}", s)
 
 
-def _title(report: Report, h: dict[str, Any] | None) -> str:
-    if h is None:
-        return "## stagelens: no comparison (not enough data)"
-    status = "REGRESSION" if report.regression else "no regression"
-    change = (f"{md_escape(comparison_title(h))} {fmt_ms(h.get('baseline'))} → {fmt_ms(h.get('current'))} "
-              f"({fmt_pct(h.get('delta'), h.get('baseline')) or fmt_signed_ms(h.get('delta'))})")
-    driver = h.get("driver")
-    tail = f", driver: **{md_escape(driver)}**" if driver else ", no clear driver"
-    return f"## stagelens: {status} — {change}{tail}"
+def _title(report: Report) -> str:
+    """The outcome (REGRESSION, no regression, NOT COMPARED) and the report's headline sentence."""
+    status = {"regression": "REGRESSION", "not compared": "NOT COMPARED"}.get(outcome(report), "no regression")
+    return f"## stagelens: {status} — {md_escape(headline_sentence(report), 600)}"
 
 
 def _context(report: Report) -> str:
@@ -104,9 +99,8 @@ def _busy(report: Report) -> str:
 
 
 def render_markdown(report: Report) -> str:
-    h = headline(report)
-    lines = [_title(report, h)]
-    vs = verdicts(report)
+    lines = [_title(report)]
+    vs = [v for v in verdicts(report) if v != headline_sentence(report)]
     if vs:
         lines.append(md_escape(vs[0], 600))
     lines += ["", _context(report), ""]

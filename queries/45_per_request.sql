@@ -1,0 +1,75 @@
+-- name: per_request
+-- kind: view
+-- description: One row per request: every per-request number the report, compare and attribution read (stages, TTFT, TPOT and its basis, e2e), its busy or quiet period, and whether it met the objectives.
+-- percentiles: none
+-- requires: stages, _bucket_load
+-- params:
+--   $ttft_slo_ms DOUBLE = 1000  TTFT objective: ttft_ms <= this
+--   $tpot_slo_ms DOUBLE = 100  TPOT objective: tpot_ms <= this
+-- columns:
+--   request_id: id; as the source gave it
+--   span_id: id; the span, for span formats
+--   trace_id: id; the turn / agent run the call belongs to
+--   source_format: name; importer that read the row
+--   vantage: name; client, gateway or server: where ts_arrival, ts_first_token and ts_end were observed
+--   clock: name; wall or relative
+--   model: name; model
+--   service: name; service
+--   replica: name; replica
+--   tenant: name; tenant
+--   status: name; ok, error, aborted, timeout
+--   ts_arrival: timestamp (UTC); start of the request at its vantage
+--   ts_end: timestamp (UTC); end of the request at its vantage
+--   preprocess_ms: ms; arrival -> queued (null when either boundary is missing)
+--   queue_ms: ms; queued -> scheduled (null when either boundary is missing)
+--   prefill_ms: ms; scheduled -> first token (null when either boundary is missing)
+--   decode_ms: ms; first token -> last token (null when either boundary is missing)
+--   postprocess_ms: ms; last token -> end (null when either boundary is missing)
+--   stage_ms: map stage -> ms; every stage present, fine or composite ('prefill+decode'), summing exactly to e2e_ms
+--   stage_names: list of names; the keys of stage_ms in boundary order
+--   stage_values_ms: list of ms; the values of stage_ms, aligned with stage_names
+--   ttft_ms: ms; first token - arrival at the row's vantage (null without a first token)
+--   tpot_ms: ms/token; (last token - first token) / (output_tokens - 1), first token excluded; when the last token is missing, (end - first token) / (output_tokens - 1) and tpot_basis says so; null when output_tokens <= 1 or no first token
+--   tpot_basis: name; 'decode' (first -> last token) or 'decode+postprocess' (first token -> end, no last token recorded)
+--   e2e_ms: ms; end - arrival
+--   input_tokens: tokens; prompt tokens
+--   output_tokens: tokens; generated tokens
+--   itl_ms: list of ms; gaps between streamed chunks, where recorded
+--   derived: list of names; boundaries computed rather than read
+--   counted: bool; this row is the record its call is counted by in turns, load and metrics (see _bounds)
+--   in_load: bool; counted and on the dataset's main clock: the rows load and the busy/quiet periods are made of (see _bounds)
+--   period: name; busy or quiet: whether the request arrived in a busy bucket of load (null for rows off the main clock, which load leaves out)
+--   good: bool; status ok (or unknown), ttft_ms <= $ttft_slo_ms and tpot_ms <= $tpot_slo_ms (a reply of one token has no TPOT and meets that objective); null when the request has no TTFT and cannot be judged
+--
+-- The columns up to in_load are those of stages, unchanged (defined there).
+-- Why one view: every number a report, compare or attribution prints about a request is defined
+-- here or in the views it reads (stages for the stages, TTFT, TPOT and e2e; _bucket_load for the
+-- busy buckets), so the Python side and an analyst's SQL cannot disagree. Python reads these
+-- columns; where it needs a fast copy it materializes this view's own rows, never a re-derivation.
+-- goodput and metrics read period and good from here.
+-- Period: the bucket of the arrival (bucket index = arrival epoch us // bucket width), busy as in
+-- load; busy_periods are runs of those buckets, so "arrived inside a busy period" is the same test.
+-- Goodput rule (DistServe, vLLM bench): a request that failed (error, aborted, timeout) is judged
+-- and not good, whatever its latency.
+WITH bl AS (
+    -- _bucket_load read once: its busy flags and the bucket width
+    SELECT bucket_index, bucket_us, busy FROM _bucket_load
+),
+bk AS (
+    SELECT coalesce((SELECT max(bucket_us) FROM bl), 60000000) AS bucket_us
+),
+busy_buckets AS (
+    SELECT bucket_index FROM bl WHERE busy
+)
+SELECT
+    s.*,
+    CASE WHEN s.in_load
+        THEN CASE WHEN epoch_us(s.ts_arrival) // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets)
+                  THEN 'busy' ELSE 'quiet' END
+        END AS period,
+    CASE WHEN s.ttft_ms IS NOT NULL
+        THEN coalesce(s.status, 'ok') = 'ok' AND s.ttft_ms <= $ttft_slo_ms
+             AND (s.tpot_ms IS NULL OR s.tpot_ms <= $tpot_slo_ms)
+        END AS good
+FROM stages AS s
+CROSS JOIN bk
