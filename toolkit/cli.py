@@ -1,8 +1,8 @@
 """The ``stagelens`` command: a thin layer over the library.
 
-Exit codes (DESIGN.md §8): 0 ok; 2 usage error; 3 regression found with --fail-on-regression;
-4 input unusable (unknown format, unreadable file, quarantined share over --max-bad-fraction).
-Errors are one line on stderr naming the file and the reason, never a traceback.
+Exit codes: the table ``EXIT_CODES`` below, which ``--help`` prints and the README repeats (a test
+checks all three agree). Errors are one line on stderr naming the file and the reason, never a
+traceback; DuckDB's own hint lines (``Did you mean``, the ``LINE 1: … ^`` pointer) are kept for `sql`.
 """
 
 from __future__ import annotations
@@ -21,20 +21,60 @@ from toolkit.importers._common import ImportOptions, describe_boundaries
 from toolkit.sources import InputError
 from toolkit.store import DatasetError
 
+EXIT_OK, EXIT_USAGE, EXIT_REGRESSION, EXIT_INPUT, EXIT_NOT_COMPARED = 0, 2, 3, 4, 5
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "ok",
+    EXIT_USAGE: "usage error: wrong option, value, window, filter or output path",
+    EXIT_REGRESSION: "a significant regression was found (with --fail-on-regression)",
+    EXIT_INPUT: "input unusable: unknown format, unreadable file, too much quarantined",
+    EXIT_NOT_COMPARED: "nothing could be compared (with --fail-on-regression)",
+}
+"""One table for every command (README "Exit codes" = ``stagelens --help`` = this)."""
+
 app = typer.Typer(
     name="stagelens",
     help="Split LLM-service latency into stages from production logs; find busy periods; attribute regressions.",
+    epilog="\b\nExit codes:\n" + "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items()),  # \b: not rewrapped
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # Click-style help: flags without <bool>, option names never cut
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-EXIT_OK, EXIT_USAGE, EXIT_REGRESSION, EXIT_INPUT = 0, 2, 3, 4
+VERBOSITY = {"quiet": False, "verbose": False}
+"""Set by the global --quiet/--verbose (``stagelens -q import …``)."""
 
 
 def fail(message: str, code: int) -> typer.Exit:
-    typer.echo(f"stagelens: {message}", err=True)
+    from toolkit.terminal import clean
+
+    typer.echo(f"stagelens: {clean(message, newlines=False)}", err=True)
     return typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"stagelens {version('stagelens')}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no notes on stderr; errors still.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr (each phase's time).")] = False,
+) -> None:
+    """Split LLM-service latency into stages from production logs; find busy periods; attribute regressions."""
+    VERBOSITY.update(quiet=quiet, verbose=verbose)
+
+
+def show_progress(as_json: bool = False) -> bool:
+    """Progress bars only for a person: a terminal on stderr, no --json, no --quiet."""
+    return not (as_json or VERBOSITY["quiet"]) and sys.stderr.isatty()
 
 
 def parse_params(items: list[str] | None) -> dict[str, object]:
@@ -196,35 +236,43 @@ def schema_cmd(
 @app.command("sql")
 def sql_cmd(
     dataset: Annotated[Path | None, typer.Argument(help="Dataset directory.")] = None,
-    query: Annotated[str | None, typer.Argument(help="SQL over the views.")] = None,
-    format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    query: Annotated[str | None, typer.Argument(help="SQL over the views; - reads it from stdin.")] = None,
+    file: Annotated[Path | None, typer.Option("--file", help="Read the SQL from this file.")] = None,
+    format: Annotated[str, typer.Option("--format", help="table, line, csv, json, ndjson or markdown.")] = "table",
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="name=value for $name.")] = None,
-    named: Annotated[str | None, typer.Option("--query", "-q", help="Run a named query from queries/.")] = None,
+    named: Annotated[str | None, typer.Option("--query", help="Run a named query from queries/.")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the named queries and views.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --list: as JSON.")] = False,
     print_setup: Annotated[bool, typer.Option("--print-setup", help="Print the view DDL for a plain DuckDB.")] = False,
     max_rows: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
+    max_width: Annotated[int | None, typer.Option(help="Table width in characters (default: the terminal's, "
+                                                      "or COLUMNS).")] = None,
 ) -> None:
     """Query a dataset with SQL (views: requests, spans, quarantine and those of queries/).
 
     Example: stagelens sql ds/ "SELECT model, count(*) FROM requests GROUP BY ALL"
     """
-    from toolkit import queries
+    from toolkit import queries, terminal
 
     if list_:
-        from toolkit import schema
-
-        for name in schema.TABLES:  # the dataset's own tables (columns: stagelens schema)
-            typer.echo(f"{name:<18} table {schema.table(name).description}")
-        for q in queries.list_queries():
-            if q.name.startswith("_"):
-                continue  # helper views: see --print-setup
-            ps = " ".join(f"${p.name}={p.default}" for p in q.params)
-            typer.echo(f"{q.name:<18} {'view ' if q.is_view else 'query'} {q.description}" + (f"  [{ps}]" if ps else ""))
+        _list_queries(as_json)
         return
     if dataset is None:
         raise fail("sql needs a DATASET (or --list)", EXIT_USAGE)
-    if format not in ("table", "csv", "json"):
-        raise fail(f"--format must be table, csv or json, not {format!r}", EXIT_USAGE)
+    if format not in terminal.FORMATS:
+        raise fail(f"--format must be one of {', '.join(terminal.FORMATS)}, not {format!r}", EXIT_USAGE)
+    if max_rows < 1 or (max_width is not None and max_width < 20):
+        raise fail("--max-rows is at least 1 and --max-width at least 20", EXIT_USAGE)
+    if sum(x is not None for x in (query, file, named)) > 1:
+        raise fail("give one of: a SQL string, --file FILE, --query NAME", EXIT_USAGE)
+    if file is not None:
+        try:
+            query = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise fail(f"{file}: cannot read the SQL ({getattr(e, 'strerror', None) or type(e).__name__})",
+                       EXIT_USAGE) from None
+    elif query == "-":
+        query = sys.stdin.read()
     params = parse_params(param)
     try:
         if print_setup:
@@ -232,48 +280,38 @@ def sql_cmd(
             return
         if named:
             tbl = queries.run_query(dataset, named, params)
-        elif query:
+        elif query and query.strip():
             tbl = queries.run_sql(dataset, query, params)
         else:
-            raise fail("give a SQL string or --query NAME", EXIT_USAGE)
+            raise fail("give a SQL string, - (stdin), --file FILE or --query NAME", EXIT_USAGE)
     except DatasetError as e:
         raise fail(str(e), EXIT_USAGE) from None
     except (duckdb.Error, ValueError) as e:
-        raise fail(str(e).splitlines()[0], EXIT_USAGE) from None
-    for warning in queries.mixed_vantage_warnings(dataset, query or queries.get_query(named or "").body, tbl):
-        typer.echo(f"stagelens: warning: {warning}", err=True)
-    _render(_maps_as_json(tbl) if format == "csv" else tbl, format, max_rows)
+        # the whole block: DuckDB's "Did you mean" and its LINE/caret pointer are the useful part
+        typer.echo("stagelens: " + terminal.clean(str(e)).strip(), err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    if not VERBOSITY["quiet"]:
+        for warning in queries.mixed_vantage_warnings(dataset, query or queries.get_query(named or "").body, tbl):
+            typer.echo(f"stagelens: warning: {warning}", err=True)
+    text = terminal.render(tbl, format, max_width=max_width or terminal.terminal_width(), max_rows=max_rows)
+    terminal.write_out(text)
 
 
-def _maps_as_json(tbl):  # type: ignore[no-untyped-def]
-    """CSV has no map type: write MAP columns (stage_ms) as JSON objects (in DuckDB, not row by row)."""
-    import pyarrow as pa
+def _list_queries(as_json: bool) -> None:
+    """``sql --list``: the dataset's tables, then the views and named queries (helpers left out)."""
+    from toolkit import queries, schema
 
-    maps = [f.name for f in tbl.schema if pa.types.is_map(f.type)]
-    if not maps:
-        return tbl
-    con = duckdb.connect()
-    con.register("result", tbl)
-    cols = ", ".join(f'CAST(to_json("{c}") AS VARCHAR) AS "{c}"' if c in maps else f'"{c}"' for c in tbl.column_names)
-    return con.sql(f"SELECT {cols} FROM result").to_arrow_table()
-
-
-def _render(tbl, format: str, max_rows: int) -> None:  # type: ignore[no-untyped-def]
-    import polars as pl
-
-    df = pl.from_arrow(tbl)
-    assert isinstance(df, pl.DataFrame)
-    if format == "csv":
-        lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
-        df = df.with_columns(pl.col(c).list.eval(pl.element().cast(pl.String)).list.join(";") for c in lists)
-        structs = [c for c, t in df.schema.items() if isinstance(t, pl.Struct)]
-        df = df.with_columns(pl.col(c).struct.json_encode() for c in structs)
-        sys.stdout.write(df.write_csv())
-    elif format == "json":
-        sys.stdout.write(json.dumps(df.to_dicts(), default=str, indent=1) + "\n")
-    else:
-        with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
-            typer.echo(str(df))
+    rows: list[dict] = [{"name": n, "kind": "table", "description": schema.table(n).description, "params": {}}
+                        for n in schema.TABLES]
+    rows += [{"name": q.name, "kind": "view" if q.is_view else "query", "description": q.description,
+              "params": {p.name: p.default for p in q.params}}
+             for q in queries.list_queries() if not q.name.startswith("_")]  # helper views: see --print-setup
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        ps = " ".join(f"${k}={v}" for k, v in r["params"].items())
+        typer.echo(f"{r['name']:<18} {r['kind']:<5} {r['description']}" + (f"  [{ps}]" if ps else ""))
 
 
 @app.command("report")
@@ -474,8 +512,30 @@ def demo_cmd(
         raise fail(str(e), EXIT_INPUT) from None
 
 
+_METAVARS = {str: "TEXT", Path: "PATH", float: "FLOAT", int: "INTEGER"}
+
+
+def command():  # type: ignore[no-untyped-def]
+    """The Click command of ``app`` with Click's usual metavars (TEXT, PATH, FLOAT, INTEGER) in its
+    help instead of Typer's ``<str>``/``<list[str]>``: what users of other Click tools read."""
+    group = typer.main.get_command(app)
+    for cmd in [group, *getattr(group, "commands", {}).values()]:
+        for p in cmd.params:
+            if p.metavar is not None or getattr(p, "is_flag", False):
+                continue
+            annotation = getattr(getattr(p, "type_descriptor", None), "annotation", str)
+            inner = getattr(annotation, "__args__", (annotation,))[0]  # list[str] -> str
+            label = _METAVARS.get(inner, "TEXT")
+            if p.param_type_name == "argument":
+                p.metavar = (p.name or "").upper()
+                p.display_type_rich = lambda ctx: None  # Typer adds "<list[str]>" after an argument's name
+            else:
+                p.metavar = label
+    return group
+
+
 def main() -> None:
-    app()
+    command()(prog_name="stagelens")
 
 
 if __name__ == "__main__":
