@@ -8,6 +8,7 @@ traceback; DuckDB's own hint lines (``Did you mean``, the ``LINE 1: … ^`` poin
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -31,8 +32,31 @@ EXIT_CODES: dict[int, str] = {
 }
 """One table for every command (README "Exit codes" = ``stagelens --help`` = this)."""
 
+_METAVARS = {str: "TEXT", Path: "PATH", float: "FLOAT", int: "INTEGER"}
+
+
+class _ClickStyleGroup(typer.core.TyperGroup):
+    """Click's usual metavars (TEXT, PATH, FLOAT, INTEGER; an argument by its name) in every
+    command's help instead of Typer's ``<str>``/``<list[str]>``: what users of other Click tools read."""
+
+    def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
+        cmd = super().get_command(ctx, cmd_name)
+        for p in getattr(cmd, "params", []):
+            if p.metavar is not None or getattr(p, "is_flag", False):
+                continue
+            annotation = getattr(getattr(p, "type_descriptor", None), "annotation", str)
+            inner = getattr(annotation, "__args__", (annotation,))[0]  # list[str] -> str
+            if p.param_type_name == "argument":
+                p.metavar = (p.name or "").upper()
+                p.display_type_rich = lambda ctx: None  # Typer adds "<list[str]>" after an argument's name
+            else:
+                p.metavar = _METAVARS.get(inner, "TEXT")
+        return cmd
+
+
 app = typer.Typer(
     name="stagelens",
+    cls=_ClickStyleGroup,
     help="Split LLM-service latency into stages from production logs; find busy periods; attribute regressions.",
     epilog="\b\nExit codes:\n" + "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items()),  # \b: not rewrapped
     no_args_is_help=True,
@@ -87,6 +111,57 @@ def parse_params(items: list[str] | None) -> dict[str, object]:
     return params
 
 
+def check_output(path: Path | None, option: str, *, directory: bool = False) -> None:
+    """Refuse an output path that cannot be written, before any work (a report computed for a
+    minute and then lost to a missing folder is the failure this prevents). ``-`` is stdout."""
+    import tempfile
+
+    if path is None or (str(path) == "-" and not directory):
+        return
+    target = path.absolute()
+    if directory and target.is_dir():
+        parent = target
+    elif target.is_dir():
+        raise fail(f"{option} {path}: is a directory; give a file name", EXIT_USAGE)
+    else:
+        parent = next((p for p in target.parents if p.exists()), Path("/"))
+        if not directory and parent != target.parent:
+            raise fail(f"{option} {path}: folder {target.parent} does not exist", EXIT_USAGE)
+    if not parent.is_dir():
+        raise fail(f"{option} {path}: {parent} is not a folder", EXIT_USAGE)
+    try:  # a real probe: permissions alone say yes to root in /proc or on a read-only mount
+        probe = Path(tempfile.mkdtemp(prefix=".stagelens-probe-", dir=parent))
+        probe.rmdir()
+    except OSError as e:
+        raise fail(f"{option} {path}: cannot write in {parent} ({e.strerror or type(e).__name__})", EXIT_USAGE) from None
+
+
+def check_window(text: str | None, option: str = "--window") -> None:
+    """The one window syntax (START/END, ISO-8601), checked as the report checks it: a bad one is a
+    usage error (exit 2) in every command."""
+    if text is None:
+        return
+    from toolkit.report.build import _parse_window
+
+    try:
+        _parse_window(text)
+    except ValueError as e:
+        raise fail(f"{option} {str(e).removeprefix('window ')}", EXIT_USAGE) from None
+
+
+def check_positive(*values: tuple[float | None, str]) -> None:
+    """Counts, sizes, times and rates given on the command line are finite numbers above 0."""
+    for value, option in values:
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise fail(f"{option} must be a number above 0, not {value}", EXIT_USAGE)
+
+
+def check_format(fmt: str, option: str = "--format") -> None:
+    """An importer name that does not exist is a usage error, caught before any file is read."""
+    if fmt != "auto" and fmt not in REGISTRY:
+        raise fail(f"unknown {option} {fmt!r}; known: auto, {', '.join(REGISTRY)}", EXIT_USAGE)
+
+
 @app.command("import")
 def import_cmd(
     paths: Annotated[list[str], typer.Argument(help="Files, directories, globs; .gz/.zst read transparently; - is stdin.")],
@@ -111,6 +186,9 @@ def import_cmd(
 
     if not 0 <= max_bad_fraction <= 1:
         raise fail("--max-bad-fraction is a share between 0 and 1, e.g. 0.5", EXIT_USAGE)
+    check_output(out, "--out", directory=True)
+    if mapping is None:
+        check_format(format)
     if mapping is not None:
         from toolkit.importers.mapping import MappingError, load
 
@@ -344,6 +422,12 @@ def report_cmd(
         raise fail("--tail is a percentile between 50 and 100, e.g. 95", EXIT_USAGE)
     if bucket_s is not None and not bucket_s >= 0.001:
         raise fail("--bucket-s is a width in seconds, at least 0.001 (leave it out to adapt to the data)", EXIT_USAGE)
+    for target, option in ((html, "--html"), (md, "--md"), (json_out, "--json")):
+        check_output(target, option)
+    check_window(window)
+    check_window(baseline_window, "--baseline-window")
+    if not threshold > 0:
+        raise fail("--threshold is a relative change above 0, e.g. 0.10", EXIT_USAGE)
     quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
     progress = None if quiet or not sys.stderr.isatty() else (lambda msg: typer.echo(f"… {msg}", err=True))
     try:
@@ -398,6 +482,9 @@ def compare_cmd(
 
     if dataset_b is None and not (a or b):
         raise fail("give two datasets, or filters --a/--b on one", EXIT_USAGE)
+    check_output(md, "--md")
+    check_output(html, "--html")
+    check_positive((output_tokens, "--output-tokens"), (ttft_slo_ms, "--ttft-slo-ms"), (tpot_slo_ms, "--tpot-slo-ms"))
     try:
         result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms)
     except (FilterError, DatasetError) as e:
@@ -435,8 +522,11 @@ def collect_cmd(
 
     if out is None and dataset is None:
         raise fail("collect needs --out FILE.jsonl or --dataset DIR", EXIT_USAGE)
-    if format != "auto" and format not in REGISTRY:
-        raise fail(f"unknown format {format!r}; known formats: {', '.join(REGISTRY)}", EXIT_USAGE)
+    check_format(format)
+    check_output(out, "--out")
+    check_output(dataset, "--dataset", directory=True)
+    check_positive((rotate_mb, "--rotate-mb"), (max_backups, "--max-backups"), (batch_lines, "--batch-lines"),
+                   (flush_interval, "--flush-interval"))
 
     def ready(col) -> None:  # type: ignore[no-untyped-def]
         typer.echo(f"stagelens collect: listening on {col.url} (pid {os.getpid()})", err=True)
@@ -473,8 +563,21 @@ def replay_cmd(
 
     Example: stagelens replay incident/ --window 2026-11-30T01:00/2026-11-30T01:10 --endpoint http://staging:8000 --out staging/
     """
+    from urllib.parse import urlsplit
+
     from toolkit.replay import ReplayError, replay
 
+    url = urlsplit(endpoint)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise fail(f"--endpoint {endpoint!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8000)",
+                   EXIT_USAGE)
+    check_window(window)
+    check_output(out, "--out", directory=True)
+    check_output(records, "--records")
+    if api not in ("chat", "completions"):
+        raise fail(f"--api is chat or completions, not {api!r}", EXIT_USAGE)
+    check_positive((speed, "--speed"), (duration, "--duration"), (max_concurrency, "--max-concurrency"),
+                   (timeout, "--timeout"), (max_requests, "--max-requests"))
     try:
         summary = replay(
             source, endpoint, out, speed=speed, duration_s=duration, max_concurrency=max_concurrency,
@@ -512,30 +615,8 @@ def demo_cmd(
         raise fail(str(e), EXIT_INPUT) from None
 
 
-_METAVARS = {str: "TEXT", Path: "PATH", float: "FLOAT", int: "INTEGER"}
-
-
-def command():  # type: ignore[no-untyped-def]
-    """The Click command of ``app`` with Click's usual metavars (TEXT, PATH, FLOAT, INTEGER) in its
-    help instead of Typer's ``<str>``/``<list[str]>``: what users of other Click tools read."""
-    group = typer.main.get_command(app)
-    for cmd in [group, *getattr(group, "commands", {}).values()]:
-        for p in cmd.params:
-            if p.metavar is not None or getattr(p, "is_flag", False):
-                continue
-            annotation = getattr(getattr(p, "type_descriptor", None), "annotation", str)
-            inner = getattr(annotation, "__args__", (annotation,))[0]  # list[str] -> str
-            label = _METAVARS.get(inner, "TEXT")
-            if p.param_type_name == "argument":
-                p.metavar = (p.name or "").upper()
-                p.display_type_rich = lambda ctx: None  # Typer adds "<list[str]>" after an argument's name
-            else:
-                p.metavar = label
-    return group
-
-
 def main() -> None:
-    command()(prog_name="stagelens")
+    app()
 
 
 if __name__ == "__main__":

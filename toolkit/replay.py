@@ -228,7 +228,9 @@ async def _discover(client, base: str, api: str, model: str | None, prompts: Pro
     try:
         r = await client.get(f"{base}/v1/models", timeout=30)
         data = r.json().get("data") or [] if r.status_code == 200 else []
-    except (httpx.HTTPError, ValueError):
+    except httpx.HTTPError as e:  # nothing listening, a wrong host: say so, not "lists no model"
+        raise ReplayError(f"{base}/v1/models: cannot reach the endpoint ({type(e).__name__})") from None
+    except ValueError:
         data = []
     if model is None:
         if not data:
