@@ -239,11 +239,14 @@ def test_same_stage_same_colour_in_every_chart(report: Report) -> None:
 def test_waterfall_adds_up(report: Report) -> None:
     entry = report.attribution[0]
     rows = ch.waterfall_rows(entry)
-    assert [r["label"] for r in rows][0] == "baseline" and rows[-1]["label"] == "current"
-    assert rows[1]["label"] == "queue"  # the largest contribution first
+    labels = [r["label"] for r in rows]
+    # pipeline order, as in every other chart (it was largest first: queue, prefill, preprocess)
+    assert labels == ["baseline", "preprocess", "queue", "prefill", "current"]
+    assert labels[1:-1] == ch.ordered_stages(entry["contributions"])
     assert rows[-2]["y1"] == pytest.approx(entry["current"])
     lo, hi = entry["intervals"]["queue"]
-    assert (rows[1]["lo"], rows[1]["hi"]) == pytest.approx((entry["baseline"] + lo, entry["baseline"] + hi))
+    below = entry["baseline"] + entry["contributions"]["preprocess"]
+    assert (rows[2]["lo"], rows[2]["hi"]) == pytest.approx((below + lo, below + hi))
 
 
 def test_inline_svg_refuses_active_content() -> None:

@@ -14,6 +14,7 @@ summary, busy periods, quarantine, how the report was made).
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -92,7 +93,9 @@ dl.meta{display:grid;grid-template-columns:180px 1fr;gap:4px 12px;font-size:13px
 dl.meta dt{color:var(--muted)}
 dl.meta dd{margin:0;word-break:break-word}
 footer{color:var(--muted);font-size:12px;text-align:center}
-@media (max-width:760px){.kpis{grid-template-columns:repeat(2,1fr)}.verdict h1{font-size:20px}}
+@media (max-width:760px){.kpis{grid-template-columns:repeat(2,1fr)}.verdict h1{font-size:20px}
+ main{padding:12px 8px 32px}section{padding:12px 10px}.verdict{padding:14px 14px}
+ header.top{flex-wrap:wrap}dl.meta{grid-template-columns:1fr}}
 @media print{body{background:#fff}section,.verdict{break-inside:avoid}}
 """
 
@@ -146,9 +149,21 @@ def _verdict(report: Report) -> str:
             kp.append(_kpi("busy periods", "none", ""))
         out.append('<div class="kpis">' + "".join(kp) + "</div>")
     if len(vs) > 1:
-        out.append('<ul class="more">' + "".join(f"<li>{e(v)}</li>" for v in vs[1:5]) + "</ul>")
+        out.append('<ul class="more">' + "".join(f"<li>{e(_without_context(v, title))}</li>" for v in vs[1:5])
+                   + "</ul>")
     out.append("</div>")
     return "\n".join(out)
+
+
+def _without_context(bullet: str, title: str) -> str:
+    """A bullet under the headline without the window the headline already names ("Busy 14:25–14:38
+    UTC vs quiet time: ", "(14:05–14:40 UTC)"): said once, at the top."""
+    for part in re.findall(r"\s*\([^()]*\bUTC\)", title):
+        bullet = bullet.replace(part, "")
+    prefix = title.split(": ", 1)[0] + ": " if ": " in title else ""
+    if prefix and bullet.startswith(prefix):
+        bullet = bullet[len(prefix):]
+    return bullet[:1].upper() + bullet[1:]
 
 
 def _caveats(report: Report) -> str:
