@@ -446,16 +446,18 @@ def report_cmd(
             continue
         text = RENDERERS[kind](report)
         if str(target) == "-":
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            from toolkit.terminal import write_out
+
+            write_out(text if text.endswith("\n") else text + "\n")  # cleaned on a terminal
         else:
             target.write_text(text, encoding="utf-8")
     if not quiet:
-        typer.echo(report.meta["headline"])
+        from toolkit.terminal import print_report
+
+        print_report(report)  # the headline once, a table, the caveats: no Markdown syntax
         for kind, target in outputs.items():
             if target is not None:
                 typer.echo(f"{kind}: {target}")
-        if not any(outputs.values()):
-            typer.echo(RENDERERS["md"](report))
     if fail_on_regression and report.regression:
         raise typer.Exit(EXIT_REGRESSION)
 
@@ -496,7 +498,9 @@ def compare_cmd(
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:
-        typer.echo(render_md(result), nl=False)
+        from toolkit.terminal import print_compare
+
+        print_compare(result)
 
 
 @app.command("collect")

@@ -313,3 +313,96 @@ def progress_bar(description: str, total: float | None, *, enabled: bool = True,
     with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), count, *rate,
                   TimeRemainingColumn(), console=Console(file=sys.stderr), transient=True) as p:
         yield _Bar(p, p.add_task(clean(description, newlines=False), total=total))
+
+
+# --- report and compare, for a person at a terminal -----------------------------------------------
+
+def console(stream: IO[str] | None = None):  # type: ignore[no-untyped-def]
+    """A rich console on ``stream`` (stdout): colour only on a terminal, never with ``NO_COLOR``
+    (rich reads it), and as wide as the terminal (or ``COLUMNS``)."""
+    from rich.console import Console
+
+    stream = stream or sys.stdout
+    return Console(file=stream, width=terminal_width() if not is_tty(stream) else None, highlight=False,
+                   no_color="NO_COLOR" in os.environ, soft_wrap=False)
+
+
+def _t(value: Any, style: str = ""):  # type: ignore[no-untyped-def]
+    """Log-derived text as a rich ``Text``: never read as markup (``[bold]`` in a model name stays
+    text), control characters gone."""
+    from rich.text import Text
+
+    return Text(clean("" if value is None else str(value), newlines=False), style=style)
+
+
+def headline_sentence(report_json: dict[str, Any]) -> str:
+    """The report's one headline sentence: ``headline.sentence`` where the report JSON has that
+    object, else the plain ``meta.headline`` string."""
+    h = report_json.get("headline", report_json.get("meta", {}).get("headline"))
+    if isinstance(h, dict):
+        h = h.get("sentence")
+    return str(h or "")
+
+
+def print_report(report: Any, out: IO[str] | None = None) -> None:
+    """The report as a short terminal summary: the verdict once, one row per comparison, the
+    caveats. No Markdown syntax (that is ``--md``)."""
+    from rich.table import Table
+
+    from toolkit.report.render_common import comparison_title, fmt_ms, fmt_signed_ms, ordered_attribution
+
+    con = console(out)
+    j = report.to_json()
+    bad = bool(j.get("regression"))
+    con.print(_t("REGRESSION" if bad else "no regression", "bold white on red" if bad else "bold green"))
+    from toolkit.report.render_common import verdicts
+
+    con.print(_t(headline_sentence(j) or next(iter(verdicts(report)), "No comparison could be made."), "bold"))
+    entries = ordered_attribution(report)
+    if entries:
+        tbl = Table(box=None, pad_edge=False, header_style="bold")
+        for name, justify in (("comparison", "left"), ("baseline → current", "right"), ("change", "right"),
+                              ("driver", "left"), ("regression", "left")):
+            tbl.add_column(name, justify=justify)  # type: ignore[arg-type]
+        for a in entries:
+            tbl.add_row(_t(comparison_title(a)), _t(f"{fmt_ms(a.get('baseline'))} → {fmt_ms(a.get('current'))}"),
+                        _t(fmt_signed_ms(a.get("delta"))), _t(a.get("driver") or "–"),
+                        _t("yes", "bold red") if a.get("regression") else _t("no"))
+        con.print(tbl)
+    for w in report.warnings[:8]:
+        con.print(_t(f"! {w}", "yellow"))
+    if len(report.warnings) > 8:
+        con.print(_t(f"! … and {len(report.warnings) - 8} more (see --json)", "yellow"))
+
+
+def print_compare(result: dict[str, Any], out: IO[str] | None = None) -> None:
+    """``stagelens compare`` for a terminal: the summary sentences, A vs B side by side, warnings."""
+    from rich.table import Table
+
+    from toolkit.report.compare_page import side_names
+
+    con = console(out)
+    names = side_names(result)
+    for i, sentence in enumerate(re.split(r"(?<=\.)\s+", str(result.get("summary") or ""))):
+        if sentence.strip():
+            con.print(_t(sentence.strip(), "bold" if i == 0 else ""))
+    a, b = result["a"], result["b"]
+
+    def pair(d: dict[str, Any], unit: str) -> str:
+        med, p95 = d.get("median"), d.get("p95")
+        return "n/a" if med is None else f"{med:,.1f} / {p95:,.1f} {unit}" if p95 is not None else f"{med:,.1f} {unit}"
+
+    tbl = Table(box=None, pad_edge=False, header_style="bold")
+    tbl.add_column("")
+    tbl.add_column(_t(names["a"]), justify="right")
+    tbl.add_column(_t(names["b"]), justify="right")
+    n = result.get("output_tokens")
+    for label, x, y in (("requests", f"{a['requests']:,}", f"{b['requests']:,}"),
+                        ("TTFT median / p95", pair(a["ttft_ms"], "ms"), pair(b["ttft_ms"], "ms")),
+                        ("TPOT median / p95", pair(a["tpot_ms"], "ms"), pair(b["tpot_ms"], "ms")),
+                        (f"{n:g}-token reply" if n is not None else "reply", pair(a["completion_ms"], "ms"),
+                         pair(b["completion_ms"], "ms"))):
+        tbl.add_row(_t(label), _t(x), _t(y))
+    con.print(tbl)
+    for w in result.get("warnings") or []:
+        con.print(_t(f"! {w}", "yellow"))
