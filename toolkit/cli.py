@@ -158,8 +158,13 @@ def check_positive(*values: tuple[float | None, str]) -> None:
 
 def check_format(fmt: str, option: str = "--format") -> None:
     """An importer name that does not exist is a usage error, caught before any file is read."""
-    if fmt != "auto" and fmt not in REGISTRY:
-        raise fail(f"unknown {option} {fmt!r}; known: auto, {', '.join(REGISTRY)}", EXIT_USAGE)
+    from toolkit.importers import get_importer
+
+    if fmt != "auto":
+        try:
+            get_importer(fmt)
+        except UnknownFormat as e:  # its message names the close match and the known formats
+            raise fail(f"{option}: {e}", EXIT_USAGE) from None
 
 
 @app.command("import")
@@ -223,20 +228,26 @@ def import_cmd(
     finally:
         if progress:
             typer.echo("", err=True)
+    from toolkit.terminal import clean
+
     summary = result.to_json()
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
-        for f in result.files:
+        for f in result.files:  # file names come from anywhere: through the control-character filter
             if f.status in ("already-imported", "empty"):
-                typer.echo(f"{f.path}: {f.note}")
+                typer.echo(clean(f"{f.path}: {f.note}", newlines=False))
                 continue
             reasons = ", ".join(f"{k} {v}" for k, v in sorted(f.by_reason.items()))
-            typer.echo(
+            typer.echo(clean(
                 f"{f.path} [{f.format}]: read {f.read}, imported {f.imported}, quarantined {f.quarantined}"
                 + (f" ({reasons})" if reasons else "")
-                + f", duplicates {f.duplicates}; skipped {f.skipped} (no request: blank lines, other events, start-up spans)"
-            )
+                + f", duplicates {f.duplicates}; skipped {f.skipped} (no request: blank lines, other events, start-up spans)",
+                newlines=False))
+        if result.not_logs:
+            names = [Path(n).name for n in result.not_logs]
+            typer.echo(clean(f"{len(names)} file{'s' if len(names) != 1 else ''} skipped (not logs): "
+                             + ", ".join(names[:10]) + (" …" if len(names) > 10 else ""), newlines=False))
         typer.echo(
             f"total: read {summary['read']} = imported {summary['imported']} + quarantined "
             f"{summary['quarantined']} + duplicates {summary['duplicates']}  ->  "
@@ -246,7 +257,7 @@ def import_cmd(
             typer.echo(f"see: stagelens sql {out} \"SELECT * FROM quarantine\"")
     for f in result.files:  # a doubt about the input, on stderr even with --json
         if f.status == "imported" and f.note:
-            typer.echo(f"warning: {f.path}: {f.note}", err=True)
+            typer.echo(clean(f"warning: {f.path}: {f.note}", newlines=False), err=True)
     if result.rejected:
         raise fail(
             f"{result.bad_fraction:.0%} of records were quarantined (over --max-bad-fraction "
