@@ -208,14 +208,17 @@ def import_cmd(
     elif format == "mapping":
         raise fail("--format mapping needs --mapping FILE.toml (see the README: Your own logs)", EXIT_USAGE)
     origin_us = _parse_clock_origin(clock_origin) if clock_origin is not None else None
-    progress = None if as_json or not sys.stderr.isatty() else _progress_printer()
+    from toolkit.terminal import ImportProgress, progress_bar
+
     try:
-        result = import_traces(
-            paths, out, fmt=format, options=ImportOptions(service=service, model=model,
-                                                          mapping=str(mapping) if mapping else None,
-                                                          clock_origin_us=origin_us),
-            keep_raw=keep_raw, progress=progress, max_bad_fraction=max_bad_fraction,
-        )
+        with progress_bar("reading", None, enabled=show_progress(as_json), unit="bytes") as bar:
+            result = import_traces(
+                paths, out, fmt=format, options=ImportOptions(service=service, model=model,
+                                                              mapping=str(mapping) if mapping else None,
+                                                              clock_origin_us=origin_us),
+                keep_raw=keep_raw, progress=ImportProgress(paths, bar) if show_progress(as_json) else None,
+                max_bad_fraction=max_bad_fraction,
+            )
     except (InputError, UnknownFormat) as e:
         raise fail(str(e), EXIT_INPUT) from None
     except DatasetError as e:
@@ -225,9 +228,6 @@ def import_cmd(
         # the import was not committed (the dataset is as it was)
         raise fail(f"import failed inside DuckDB ({type(e).__name__}); nothing was imported. "
                    "Re-run with --format to rule out a wrong importer.", EXIT_INPUT) from None
-    finally:
-        if progress:
-            typer.echo("", err=True)
     from toolkit.terminal import clean
 
     summary = result.to_json()
@@ -282,14 +282,6 @@ def _parse_clock_origin(value: str) -> int:
         t = t.replace(tzinfo=UTC)
     delta = t - datetime(1970, 1, 1, tzinfo=UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def _progress_printer():  # type: ignore[no-untyped-def]
-    def show(name: str, lines: int) -> None:
-        sys.stderr.write(f"\r{name}: {lines:,} lines")
-        sys.stderr.flush()
-
-    return show
 
 
 @app.command("formats")
@@ -440,13 +432,19 @@ def report_cmd(
     if not threshold > 0:
         raise fail("--threshold is a relative change above 0, e.g. 0.10", EXIT_USAGE)
     quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
-    progress = None if quiet or not sys.stderr.isatty() else (lambda msg: typer.echo(f"… {msg}", err=True))
+    from toolkit.terminal import REPORT_PHASES, progress_bar
+
     try:
-        report = build_report(
-            dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
-            filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
-            tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=progress,
-        )
+        with progress_bar("report", REPORT_PHASES, enabled=show_progress(quiet)) as bar:
+            def step(msg: str) -> None:  # one line that moves, not five that stay
+                bar.advance()
+                bar.update(description=msg)
+
+            report = build_report(
+                dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
+                filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
+                tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=step,
+            )
     except DatasetError as e:
         raise fail(str(e), EXIT_USAGE) from None
     except ValueError as e:
@@ -581,6 +579,7 @@ def replay_cmd(
     from urllib.parse import urlsplit
 
     from toolkit.replay import ReplayError, replay
+    from toolkit.terminal import progress_bar
 
     url = urlsplit(endpoint)
     if url.scheme not in ("http", "https") or not url.netloc:
@@ -594,12 +593,16 @@ def replay_cmd(
     check_positive((speed, "--speed"), (duration, "--duration"), (max_concurrency, "--max-concurrency"),
                    (timeout, "--timeout"), (max_requests, "--max-requests"))
     try:
-        summary = replay(
-            source, endpoint, out, speed=speed, duration_s=duration, max_concurrency=max_concurrency,
-            window=window, api=api, model=model, trace_format=trace_format, timeout_s=timeout,
-            records_path=records, max_requests=max_requests, seed=seed,
-            progress=None if as_json or not sys.stderr.isatty() else (lambda m: typer.echo(m, err=True)),
-        )
+        with progress_bar("replay", None, enabled=show_progress(as_json)) as bar:
+            def sent(n: int, total: int, errors: int) -> None:
+                bar.update(completed=n, total=total, description=f"replay: {errors} errors" if errors else "replay")
+
+            summary = replay(
+                source, endpoint, out, speed=speed, duration_s=duration, max_concurrency=max_concurrency,
+                window=window, api=api, model=model, trace_format=trace_format, timeout_s=timeout,
+                records_path=records, max_requests=max_requests, seed=seed,
+                progress=sent if show_progress(as_json) else None,
+            )
     except ReplayError as e:
         raise fail(str(e), EXIT_INPUT) from None
     except (InputError, DatasetError, ValueError) as e:

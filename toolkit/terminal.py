@@ -15,6 +15,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO, Any
 
 import pyarrow as pa
@@ -406,3 +407,42 @@ def print_compare(result: dict[str, Any], out: IO[str] | None = None) -> None:
     con.print(tbl)
     for w in result.get("warnings") or []:
         con.print(_t(f"! {w}", "yellow"))
+
+
+class ImportProgress:
+    """``import``'s bar, in bytes of the inputs (%, rate, ETA). The importer reports lines per file;
+    a finished file counts its size, the file being read ``lines x`` its mean line length (sampled
+    from its first MiB; a compressed file counts when done). Stdin has no size: a line count only."""
+
+    SAMPLE = 1 << 20
+
+    def __init__(self, paths: list[str], bar: _Bar | _NoProgress) -> None:
+        from toolkit.sources import InputError, expand
+
+        self.bar, self.sizes, self.per_line = bar, {}, {}
+        self.done, self.current = 0, None
+        try:
+            sources = [] if "-" in paths else expand(paths)
+        except (InputError, OSError):  # the import itself will say what is wrong
+            sources = []
+        for s in sources:
+            self.sizes[s.name] = s.size
+            if s.compression is None and s.size:
+                with s.path.open("rb") as fh:
+                    head = fh.read(self.SAMPLE)
+                self.per_line[s.name] = len(head) / max(head.count(b"\n"), 1)
+        bar.update(total=sum(self.sizes.values()) or None)
+
+    def __call__(self, name: str, lines: int) -> None:
+        if name != self.current:
+            if self.current is not None:
+                self.done += self.sizes.get(self.current, 0)
+            self.current = name
+        size = self.sizes.get(name, 0)
+        partial = min(size, lines * self.per_line.get(name, 0.0))
+        self.bar.update(completed=self.done + partial, description=f"{Path(name).name[-40:]}: {lines:,} lines")
+
+
+REPORT_PHASES = 6
+"""The steps toolkit/report/build.py announces (busy periods, selection, statistics, attribution,
+summary, charts): the report's bar counts them."""
