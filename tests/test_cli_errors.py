@@ -170,3 +170,34 @@ def test_quiet_hides_the_sql_warning(ds: Path) -> None:
     assert "warning" in loud.stderr
     quiet = runner.invoke(app, ["-q", "sql", str(d), "SELECT avg(ttft_ms) FROM stages"])
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == loud.stdout
+
+
+def test_keep_raw_given_a_value_says_it_is_a_flag(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["import", str(ROOT / "sample_traces" / "vllm"), "--keep-raw", "true",
+                              "--out", str(tmp_path / "d")])
+    assert one_line(res, 2) == ("stagelens: true: no such file (--keep-raw and --json are flags: give them "
+                                "without a value)")
+
+
+def test_schema_as_json() -> None:
+    import json
+
+    from toolkit import schema
+
+    doc = json.loads(runner.invoke(app, ["schema", "--json"]).stdout)
+    assert doc["schema_version"] == schema.version()
+    assert list(doc["tables"]) == list(schema.TABLES)
+    cols = {c["name"]: c for c in doc["tables"]["requests"]["columns"]}
+    assert cols["request_id"]["required"] is True and cols["ts_arrival"]["type"] == schema.table(
+        "requests").columns[[c.name for c in schema.table("requests").columns].index("ts_arrival")].type
+    assert doc["reason_codes"] == schema.reason_codes()
+
+
+def test_verbose_report_names_each_phase(ds: Path, tmp_path: Path) -> None:
+    res = runner.invoke(app, ["-v", "report", str(ds), "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    phases = [ln.split(" s  ", 1)[1] for ln in res.stderr.splitlines() if ln.startswith("stagelens: ")]
+    assert phases[:3] == ["finding busy periods", "selecting requests", "statistics of the selected requests"]
+    assert phases[-1] == "preparing charts"
+    quiet = runner.invoke(app, ["report", str(ds), "--json", str(tmp_path / "r2.json")])
+    assert quiet.stderr == ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -90,7 +91,8 @@ def _options(
     version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no notes on stderr; errors still.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr (each phase's time).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr (report: each phase and "
+                                          "when it began).")] = False,
 ) -> None:
     """Split LLM-service latency into stages from production logs; find busy periods; attribute regressions."""
     VERBOSITY.update(quiet=quiet, verbose=verbose)
@@ -194,6 +196,9 @@ def import_cmd(
     check_output(out, "--out", directory=True)
     if mapping is None:
         check_format(format)
+    for p in paths:  # `--keep-raw true`: the flag takes no value, so "true" became a file name
+        if p.lower() in ("true", "false", "yes", "no") and not Path(p).exists():
+            raise fail(f"{p}: no such file (--keep-raw and --json are flags: give them without a value)", EXIT_USAGE)
     if mapping is not None:
         from toolkit.importers.mapping import MappingError, load
 
@@ -309,8 +314,17 @@ def formats_cmd(
 @app.command("schema")
 def schema_cmd(
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown tables (as in the README).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="As JSON: version, tables with their columns, reason codes.")] = False,
 ) -> None:
     """Print the dataset's columns, from schemas/."""
+    if as_json:
+        tables = {name: {"description": schema.table(name).description,
+                         "columns": [{"name": c.name, "type": c.type, "unit": c.unit, "required": c.required,
+                                      "description": c.description} for c in schema.table(name).columns]}
+                  for name in schema.TABLES}
+        typer.echo(json.dumps({"schema_version": schema.version(), "tables": tables,
+                               "reason_codes": schema.reason_codes()}, indent=2))
+        return
     typer.echo(schema.describe(markdown=markdown), nl=False)
 
 
@@ -436,9 +450,13 @@ def report_cmd(
 
     try:
         with progress_bar("report", REPORT_PHASES, enabled=show_progress(quiet)) as bar:
+            t0 = time.perf_counter()
+
             def step(msg: str) -> None:  # one line that moves, not five that stay
                 bar.advance()
                 bar.update(description=msg)
+                if VERBOSITY["verbose"]:
+                    typer.echo(f"stagelens: {time.perf_counter() - t0:6.2f} s  {msg}", err=True)
 
             report = build_report(
                 dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
