@@ -432,12 +432,9 @@ def report_cmd(
 
     Example: stagelens report ds/ --html report.html --fail-on-regression
     """
-    from toolkit.report.build import build_report
-    from toolkit.report.render import RENDERERS
-
     if not 50 <= tail < 100:
         raise fail("--tail is a percentile between 50 and 100, e.g. 95", EXIT_USAGE)
-    if bucket_s is not None and not bucket_s >= 0.001:
+    if bucket_s is not None and not (bucket_s >= 0.001 and math.isfinite(bucket_s)):
         raise fail("--bucket-s is a width in seconds, at least 0.001 (leave it out to adapt to the data)", EXIT_USAGE)
     for target, option in ((html, "--html"), (md, "--md"), (json_out, "--json")):
         check_output(target, option)
@@ -446,6 +443,8 @@ def report_cmd(
     if not threshold > 0:
         raise fail("--threshold is a relative change above 0, e.g. 0.10", EXIT_USAGE)
     quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
+    from toolkit.report.build import build_report  # after the checks: a mistake costs no import time
+    from toolkit.report.render import RENDERERS
     from toolkit.terminal import REPORT_PHASES, progress_bar
 
     try:
@@ -506,14 +505,13 @@ def compare_cmd(
 
     Example: stagelens compare tonight/ lastnight/ --output-tokens 300
     """
-    from toolkit.compare import FilterError, compare_datasets
-    from toolkit.report.compare_page import render_html, render_md
-
     if dataset_b is None and not (a or b):
         raise fail("give two datasets, or filters --a/--b on one", EXIT_USAGE)
     check_output(md, "--md")
     check_output(html, "--html")
     check_positive((output_tokens, "--output-tokens"), (ttft_slo_ms, "--ttft-slo-ms"), (tpot_slo_ms, "--tpot-slo-ms"))
+    from toolkit.compare import FilterError, compare_datasets
+    from toolkit.report.compare_page import render_html, render_md
     try:
         result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms)
     except (FilterError, DatasetError) as e:
