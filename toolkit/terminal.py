@@ -128,8 +128,26 @@ def _numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
+def _cells(s: str) -> int:
+    """Terminal columns ``s`` takes (a CJK character or an emoji takes two)."""
+    from rich.cells import cell_len
+
+    return cell_len(s)
+
+
 def _cut(s: str, width: int) -> str:
-    return s if len(s) <= width else s[: max(width - 1, 0)] + "…"
+    if _cells(s) <= width:
+        return s
+    from rich.cells import set_cell_size
+
+    return set_cell_size(s, max(width - 1, 0)) + "…"
+
+
+def _pad(s: str, width: int, how: str) -> str:
+    """``s`` padded to ``width`` terminal columns: ``l``eft-aligned, ``r``ight or ``c``entred."""
+    room = max(width - _cells(s), 0)
+    left = room if how == "r" else room // 2 if how == "c" else 0
+    return " " * left + s + " " * (room - left)
 
 
 MAX_CELL = 40
@@ -162,7 +180,7 @@ def render_table(tbl: pa.Table, *, max_width: int, max_rows: int) -> str:
     types = [_type_name(f.type) for f in tbl.schema]
     right = [_numeric(f.type) for f in tbl.schema]
     labels = [clean(n, newlines=False) for n in names]
-    widths = [min(max([len(labels[i]), len(types[i]), *(len(c) for c in cells[i])]), MAX_CELL)
+    widths = [min(max([_cells(labels[i]), len(types[i]), *(_cells(c) for c in cells[i])]), MAX_CELL)
               for i in range(len(names))]
     def fits(idx: list[int], elided: bool) -> bool:
         return 1 + sum(widths[i] + 3 for i in idx) + (4 if elided else 0) <= max_width
@@ -188,7 +206,7 @@ def render_table(tbl: pa.Table, *, max_width: int, max_rows: int) -> str:
         cols.insert(elided_at, (None, 1))
 
     def row(values: list[str], align: list[bool]) -> str:
-        parts = [f" {v.rjust(w) if r else v.ljust(w)} " for v, (_, w), r in zip(values, cols, align, strict=True)]
+        parts = [f" {_pad(v, w, 'r' if r else 'l')} " for v, (_, w), r in zip(values, cols, align, strict=True)]
         return "│" + "│".join(parts) + "│"
 
     def rule(left: str, mid: str, right_: str) -> str:
@@ -199,8 +217,8 @@ def render_table(tbl: pa.Table, *, max_width: int, max_rows: int) -> str:
 
     centre = [False] * len(cols)
     lines = [rule("┌", "┬", "┐"),
-             row([v.center(w) for v, (_, w) in zip(pick(labels, "…"), cols, strict=True)], centre),
-             row([v.center(w) for v, (_, w) in zip(pick(types, "…"), cols, strict=True)], centre),
+             row([_pad(v, w, "c") for v, (_, w) in zip(pick(labels, "…"), cols, strict=True)], centre),
+             row([_pad(v, w, "c") for v, (_, w) in zip(pick(types, "…"), cols, strict=True)], centre),
              rule("├", "┼", "┤")]
     align = [False if i is None else right[i] for i, _ in cols]
     for r in range(shown.num_rows):
