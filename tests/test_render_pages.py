@@ -40,6 +40,7 @@ def test_bullets_do_not_repeat_the_window() -> None:
     assert window in h1
     assert "UTC" not in bullets and bullets.count("<li>") >= 3
     assert "<li>Mean TTFT rose from 172 ms to 822 ms during busy periods; the queue drove it." in bullets
+    assert "<li>p95 e2e rose" in bullets  # a percentile keeps its lower-case p
 
 
 def test_time_axes_name_the_zone_and_stages_keep_pipeline_order() -> None:
@@ -95,3 +96,11 @@ def test_readme_shows_both_pages() -> None:
         assert f"(docs/img/{name}.png)" in readme
         png = Path(__file__).resolve().parents[1] / "docs" / "img" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size < 300_000
+
+
+def test_banner_has_a_compact_stage_table_in_pipeline_order() -> None:
+    page = render_html(make_report())
+    strip = re.search(r'<div class="tw stages"><table>(.*?)</table>', page, re.S).group(1)
+    stages = re.findall(r'</span>([a-z+]+)</th>', strip)
+    assert stages == ["preprocess", "queue", "prefill"]
+    assert ">+1,508 ms <span class=\"small\">94%</span>" in strip
