@@ -434,8 +434,9 @@ def assert_nothing_written(ds: Path) -> None:
 
 def test_cli_unknown_format_name(kit, tmp_path):
     f = kit.write(tmp_path / "a.jsonl", [kit.sglang("r1")])
-    msg = assert_one_error_line(cli(str(f), "--out", str(tmp_path / "ds"), "--format", "sglng"), 4, "sglng")
-    assert "sglang" in msg  # the known formats (and the close match) are named
+    # a usage error (exit 2, as every wrong option value), not unusable input
+    msg = assert_one_error_line(cli(str(f), "--out", str(tmp_path / "ds"), "--format", "sglng"), 2, "sglng")
+    assert "did you mean sglang?" in msg  # the known formats (and the close match) are named
     assert_nothing_written(tmp_path / "ds")
 
 

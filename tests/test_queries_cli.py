@@ -96,7 +96,7 @@ def test_print_setup_runs_in_plain_duckdb(mixed: Path) -> None:
     assert con.sql("SELECT count(*) FROM metrics").fetchall()[0][0] > 0
 
 
-@pytest.mark.parametrize("width", ["0", "-5", "0.0001", "nan"])
+@pytest.mark.parametrize("width", ["0", "-5", "0.0001", "nan", "inf"])
 def test_report_rejects_a_bucket_width_that_is_not_one(mixed: Path, width: str) -> None:
     """--bucket-s 0 or -5 was silently replaced by the automatic width; a tiny one ran out of memory."""
     res = runner.invoke(app, ["report", str(mixed), "--bucket-s", width])

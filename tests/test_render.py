@@ -243,12 +243,15 @@ def test_same_stage_same_colour_in_every_chart(report: Report) -> None:
 def test_waterfall_adds_up(report: Report) -> None:
     entry = report.attribution[0]
     rows = ch.waterfall_rows(entry)
-    assert [r["label"] for r in rows][0] == "baseline" and rows[-1]["label"] == "current"
-    assert rows[1]["label"] == "queue"  # the largest contribution first
-    assert rows[-2]["y1"] == pytest.approx(entry["decomposition"]["current"])  # what the stages add up to
+    labels = [r["label"] for r in rows]
+    # pipeline order, as in every other chart (it was largest first: queue, prefill, preprocess)
+    assert labels == ["baseline", "preprocess", "queue", "prefill", "current"]
+    assert labels[1:-1] == ch.ordered_stages(entry["contributions"])
+    dec = entry["decomposition"]  # the bars are what the contributions add up to (tail means for a p95)
+    assert rows[-2]["y1"] == pytest.approx(dec["current"])
     lo, hi = entry["intervals"]["queue"]
-    base = entry["decomposition"]["baseline"]
-    assert (rows[1]["lo"], rows[1]["hi"]) == pytest.approx((base + lo, base + hi))
+    below = dec["baseline"] + entry["contributions"]["preprocess"]
+    assert (rows[2]["lo"], rows[2]["hi"]) == pytest.approx((below + lo, below + hi))
 
 
 def test_inline_svg_refuses_active_content() -> None:

@@ -19,8 +19,10 @@ Set ``STAGELENS_SCREENSHOT=path.png`` to keep the screenshot.
 
 from __future__ import annotations
 
+import html as htmllib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -33,10 +35,15 @@ from toolkit.report.render_html import render_html
 
 CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
                  if p and os.path.exists(p)), None)
+# In CI (.ci/run installs Debian's chromium) a missing browser is a failure, not a quiet skip.
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install -y chromium)"),
+    pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
+                       reason="Chromium is not installed (apt-get install -y chromium)"),
 ]
+OUT = Path(__file__).resolve().parents[1] / "out" / "browser"
+"""Screenshots of every page at every width, kept for a person (and the README's pictures)."""
+WIDTHS = (1400, 700)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--hide-scrollbars", "--host-resolver-rules=MAP * ~NOTFOUND"]
@@ -44,6 +51,7 @@ N_CHARTS = 6
 
 
 def chromium(tmp: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+    assert CHROMIUM is not None, "Chromium is not installed: .ci/run installs it (apt-get install -y chromium)"
     profile = tmp / f"profile-{name}"
     return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True,
                           text=True, timeout=120, check=False)
@@ -133,3 +141,108 @@ def test_the_network_check_sees_page_fetches(run: dict) -> None:
     urls = page_requests(tmp / "control.netlog.json")
     assert "http://example.invalid/x.png" in urls
     assert "https://fonts.example.invalid/a.css" in urls
+
+
+# --- every page, at a desktop and a narrow width --------------------------------------------------
+
+PROBE = """<script>addEventListener('load', () => {
+  const vw = document.documentElement.clientWidth, bad = [];
+  let minText = 99, minSvgText = 99;
+  const scrolls = el => { for (let p = el.parentElement; p; p = p.parentElement)
+    if (getComputedStyle(p).overflowX !== 'visible') return p; return null; };
+  if (document.documentElement.scrollWidth > vw) bad.push('page scrolls sideways: ' + document.documentElement.scrollWidth);
+  for (const el of document.querySelectorAll('body *')) {
+    const r = el.getBoundingClientRect();
+    // inside a scroll box (a wide table's own scroller) an element may be wider; the box may not
+    const box = scrolls(el), limit = box ? Math.min(vw, box.getBoundingClientRect().right) : vw;
+    if (r.width && (box ? box.getBoundingClientRect().right > vw + 0.5 : r.right > limit + 0.5)) bad.push(el.tagName.toLowerCase() + '.' + (typeof el.className === 'string' ? el.className : el.className.baseVal)
++ ' right=' + Math.round(r.right));
+    if (el.closest('svg')) {
+      if (el.tagName === 'text' && el.textContent.trim() && r.height) minSvgText = Math.min(minSvgText, r.height);
+    } else if (el.childNodes.length && [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) {
+      minText = Math.min(minText, parseFloat(getComputedStyle(el).fontSize));
+    }
+  }
+  document.body.setAttribute('data-probe', JSON.stringify({vw, bad, minText, minSvgText}));
+});</script>"""
+
+
+def compare_result(tmp: Path) -> dict:
+    """Two services whose completion curves cross (as in tests/test_compare.py)."""
+    from tests.helpers import make_dataset, ms
+    from toolkit.compare import compare_datasets
+
+    def rows(name: str, ttft: float, tpot: float) -> list[dict]:
+        out = []
+        for i in range(40):
+            n, a = 50 + 10 * i, 1000.0 * i
+            out.append({"request_id": f"{name}{i}", "model": "m", "ts_arrival": ms(a), "ts_first_token": ms(a + ttft),
+                        "ts_last_token": ms(a + ttft + (n - 1) * tpot), "ts_end": ms(a + ttft + (n - 1) * tpot),
+                        "output_tokens": n, "input_tokens": 100})
+        return out
+
+    a = make_dataset(tmp, rows("a", 2000, 20), name="production")
+    b = make_dataset(tmp, rows("b", 500, 50), name="staging")
+    return compare_datasets(a, b, output_tokens=300)
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> dict:
+    """Each page rendered, opened at each width: screenshot, NetLog, console, and the probe's layout."""
+    from toolkit.report.compare_page import render_html as render_compare
+
+    tmp = tmp_path_factory.mktemp("pages")
+    OUT.mkdir(parents=True, exist_ok=True)
+    html = {"report": render_html(make_report()), "compare": render_compare(compare_result(tmp))}
+    out: dict = {}
+    for name, text in html.items():
+        page = tmp / f"{name}.html"
+        page.write_text(text, encoding="utf-8")
+        # the probe runs in a copy that allows its one inline script (the page itself runs none)
+        probe = tmp / f"{name}-probe.html"
+        probe_text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text)
+        probe.write_text(probe_text.replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
+        for width in WIDTHS:
+            key = f"{name}-{width}"
+            shot = OUT / f"{key}.png"
+            res = chromium(tmp, key, f"--screenshot={shot}", f"--window-size={width},2600", "--enable-logging=stderr",
+                           "--v=0", f"--log-net-log={tmp / f'{key}.netlog.json'}", page.as_uri())
+            assert shot.exists(), res.stderr[-2000:]
+            dom = chromium(tmp, key + "-probe", f"--window-size={width},2600", "--virtual-time-budget=3000",
+                           "--dump-dom", probe.as_uri())
+            found = re.search(r'data-probe="([^"]*)"', dom.stdout)
+            assert found, dom.stderr[-2000:]
+            out[key] = {"shot": shot, "netlog": tmp / f"{key}.netlog.json",
+                        "console": [ln for ln in res.stderr.splitlines() if ":CONSOLE" in ln],
+                        "probe": json.loads(htmllib.unescape(found.group(1)))}
+    return out
+
+
+KEYS = [f"{p}-{w}" for p in ("report", "compare") for w in WIDTHS]
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_page_has_no_console_message_and_fetches_nothing(pages: dict, key: str) -> None:
+    assert pages[key]["console"] == []
+    assert page_requests(pages[key]["netlog"]) == []
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_no_element_overflows_the_viewport(pages: dict, key: str) -> None:
+    probe = pages[key]["probe"]
+    assert probe["vw"] == int(key.rsplit("-", 1)[1])
+    assert probe["bad"] == []
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_text_stays_readable(pages: dict, key: str) -> None:
+    """At 700 px the charts used to shrink their labels to about 7 px."""
+    probe = pages[key]["probe"]
+    assert probe["minText"] >= 12, probe
+    assert probe["minSvgText"] >= 9, probe
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_screenshot_is_saved_at_its_width(pages: dict, key: str) -> None:
+    assert png_size(pages[key]["shot"]) == (int(key.rsplit("-", 1)[1]), 2600)
+    assert pages[key]["shot"].stat().st_size > 20_000  # a page with text and charts, not a blank one

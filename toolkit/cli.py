@@ -1,15 +1,16 @@
 """The ``stagelens`` command: a thin layer over the library.
 
-Exit codes (DESIGN.md §8): 0 ok; 2 usage error; 3 regression found with --fail-on-regression;
-4 input unusable (unknown format, unreadable file, quarantined share over --max-bad-fraction);
-5 nothing could be compared, with --fail-on-regression.
-Errors are one line on stderr naming the file and the reason, never a traceback.
+Exit codes: the table ``EXIT_CODES`` below, which ``--help`` prints and the README repeats (a test
+checks all three agree). Errors are one line on stderr naming the file and the reason, never a
+traceback; DuckDB's own hint lines (``Did you mean``, the ``LINE 1: … ^`` pointer) are kept for `sql`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -22,20 +23,84 @@ from toolkit.importers._common import ImportOptions, describe_boundaries
 from toolkit.sources import InputError
 from toolkit.store import DatasetError
 
+EXIT_OK, EXIT_USAGE, EXIT_REGRESSION, EXIT_INPUT, EXIT_NOT_COMPARED = 0, 2, 3, 4, 5
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "ok",
+    EXIT_USAGE: "usage error: wrong option, value, window, filter or output path",
+    EXIT_REGRESSION: "a significant regression was found (with --fail-on-regression)",
+    EXIT_INPUT: "input unusable: unknown format, unreadable file, too much quarantined",
+    EXIT_NOT_COMPARED: "nothing could be compared (with --fail-on-regression)",
+}
+"""One table for every command (README "Exit codes" = ``stagelens --help`` = this)."""
+
+_METAVARS = {str: "TEXT", Path: "PATH", float: "FLOAT", int: "INTEGER"}
+
+
+class _ClickStyleGroup(typer.core.TyperGroup):
+    """Click's usual metavars (TEXT, PATH, FLOAT, INTEGER; an argument by its name) in every
+    command's help instead of Typer's ``<str>``/``<list[str]>``: what users of other Click tools read."""
+
+    def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
+        cmd = super().get_command(ctx, cmd_name)
+        for p in getattr(cmd, "params", []):
+            if p.metavar is not None or getattr(p, "is_flag", False):
+                continue
+            annotation = getattr(getattr(p, "type_descriptor", None), "annotation", str)
+            inner = getattr(annotation, "__args__", (annotation,))[0]  # list[str] -> str
+            if p.param_type_name == "argument":
+                p.metavar = (p.name or "").upper()
+                p.display_type_rich = lambda ctx: None  # Typer adds "<list[str]>" after an argument's name
+            else:
+                p.metavar = _METAVARS.get(inner, "TEXT")
+        return cmd
+
+
 app = typer.Typer(
     name="stagelens",
+    cls=_ClickStyleGroup,
     help="Split LLM-service latency into stages from production logs; find busy periods; attribute regressions.",
+    epilog="\b\nExit codes:\n" + "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items()),  # \b: not rewrapped
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # Click-style help: flags without <bool>, option names never cut
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-EXIT_OK, EXIT_USAGE, EXIT_REGRESSION, EXIT_INPUT, EXIT_NOT_COMPARED = 0, 2, 3, 4, 5
+VERBOSITY = {"quiet": False, "verbose": False}
+"""Set by the global --quiet/--verbose (``stagelens -q import …``)."""
 
 
 def fail(message: str, code: int) -> typer.Exit:
-    typer.echo(f"stagelens: {message}", err=True)
+    from toolkit.terminal import clean
+
+    typer.echo(f"stagelens: {clean(message, newlines=False)}", err=True)
     return typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"stagelens {version('stagelens')}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no notes on stderr; errors still.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr (report: each phase and "
+                                          "when it began).")] = False,
+) -> None:
+    """Split LLM-service latency into stages from production logs; find busy periods; attribute regressions."""
+    VERBOSITY.update(quiet=quiet, verbose=verbose)
+
+
+def show_progress(as_json: bool = False) -> bool:
+    """Progress bars only for a person: a terminal on stderr, no --json, no --quiet."""
+    return not (as_json or VERBOSITY["quiet"]) and sys.stderr.isatty()
 
 
 def parse_params(items: list[str] | None) -> dict[str, object]:
@@ -46,6 +111,62 @@ def parse_params(items: list[str] | None) -> dict[str, object]:
         k, v = item.split("=", 1)
         params[k.strip().lstrip("$")] = v
     return params
+
+
+def check_output(path: Path | None, option: str, *, directory: bool = False) -> None:
+    """Refuse an output path that cannot be written, before any work (a report computed for a
+    minute and then lost to a missing folder is the failure this prevents). ``-`` is stdout."""
+    import tempfile
+
+    if path is None or (str(path) == "-" and not directory):
+        return
+    target = path.absolute()
+    if directory and target.is_dir():
+        parent = target
+    elif target.is_dir():
+        raise fail(f"{option} {path}: is a directory; give a file name", EXIT_USAGE)
+    else:
+        parent = next((p for p in target.parents if p.exists()), Path("/"))
+        if not directory and parent != target.parent:
+            raise fail(f"{option} {path}: folder {target.parent} does not exist", EXIT_USAGE)
+    if not parent.is_dir():
+        raise fail(f"{option} {path}: {parent} is not a folder", EXIT_USAGE)
+    try:  # a real probe: permissions alone say yes to root in /proc or on a read-only mount
+        probe = Path(tempfile.mkdtemp(prefix=".stagelens-probe-", dir=parent))
+        probe.rmdir()
+    except OSError as e:
+        raise fail(f"{option} {path}: cannot write in {parent} ({e.strerror or type(e).__name__})", EXIT_USAGE) from None
+
+
+def check_window(text: str | None, option: str = "--window") -> None:
+    """The one window syntax (START/END, ISO-8601), checked as the report checks it: a bad one is a
+    usage error (exit 2) in every command."""
+    if text is None:
+        return
+    from toolkit.report.build import _parse_window
+
+    try:
+        _parse_window(text)
+    except ValueError as e:
+        raise fail(f"{option} {str(e).removeprefix('window ')}", EXIT_USAGE) from None
+
+
+def check_positive(*values: tuple[float | None, str]) -> None:
+    """Counts, sizes, times and rates given on the command line are finite numbers above 0."""
+    for value, option in values:
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise fail(f"{option} must be a number above 0, not {value}", EXIT_USAGE)
+
+
+def check_format(fmt: str, option: str = "--format") -> None:
+    """An importer name that does not exist is a usage error, caught before any file is read."""
+    from toolkit.importers import get_importer
+
+    if fmt != "auto":
+        try:
+            get_importer(fmt)
+        except UnknownFormat as e:  # its message names the close match and the known formats
+            raise fail(f"{option}: {e}", EXIT_USAGE) from None
 
 
 @app.command("import")
@@ -72,6 +193,12 @@ def import_cmd(
 
     if not 0 <= max_bad_fraction <= 1:
         raise fail("--max-bad-fraction is a share between 0 and 1, e.g. 0.5", EXIT_USAGE)
+    check_output(out, "--out", directory=True)
+    if mapping is None:
+        check_format(format)
+    for p in paths:  # `--keep-raw true`: the flag takes no value, so "true" became a file name
+        if p.lower() in ("true", "false", "yes", "no") and not Path(p).exists():
+            raise fail(f"{p}: no such file (--keep-raw and --json are flags: give them without a value)", EXIT_USAGE)
     if mapping is not None:
         from toolkit.importers.mapping import MappingError, load
 
@@ -86,14 +213,17 @@ def import_cmd(
     elif format == "mapping":
         raise fail("--format mapping needs --mapping FILE.toml (see the README: Your own logs)", EXIT_USAGE)
     origin_us = _parse_clock_origin(clock_origin) if clock_origin is not None else None
-    progress = None if as_json or not sys.stderr.isatty() else _progress_printer()
+    from toolkit.terminal import ImportProgress, progress_bar
+
     try:
-        result = import_traces(
-            paths, out, fmt=format, options=ImportOptions(service=service, model=model,
-                                                          mapping=str(mapping) if mapping else None,
-                                                          clock_origin_us=origin_us),
-            keep_raw=keep_raw, progress=progress, max_bad_fraction=max_bad_fraction,
-        )
+        with progress_bar("reading", None, enabled=show_progress(as_json), unit="bytes") as bar:
+            result = import_traces(
+                paths, out, fmt=format, options=ImportOptions(service=service, model=model,
+                                                              mapping=str(mapping) if mapping else None,
+                                                              clock_origin_us=origin_us),
+                keep_raw=keep_raw, progress=ImportProgress(paths, bar) if show_progress(as_json) else None,
+                max_bad_fraction=max_bad_fraction,
+            )
     except (InputError, UnknownFormat) as e:
         raise fail(str(e), EXIT_INPUT) from None
     except DatasetError as e:
@@ -103,23 +233,26 @@ def import_cmd(
         # the import was not committed (the dataset is as it was)
         raise fail(f"import failed inside DuckDB ({type(e).__name__}); nothing was imported. "
                    "Re-run with --format to rule out a wrong importer.", EXIT_INPUT) from None
-    finally:
-        if progress:
-            typer.echo("", err=True)
+    from toolkit.terminal import clean
+
     summary = result.to_json()
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
-        for f in result.files:
+        for f in result.files:  # file names come from anywhere: through the control-character filter
             if f.status in ("already-imported", "empty"):
-                typer.echo(f"{f.path}: {f.note}")
+                typer.echo(clean(f"{f.path}: {f.note}", newlines=False))
                 continue
             reasons = ", ".join(f"{k} {v}" for k, v in sorted(f.by_reason.items()))
-            typer.echo(
+            typer.echo(clean(
                 f"{f.path} [{f.format}]: read {f.read}, imported {f.imported}, quarantined {f.quarantined}"
                 + (f" ({reasons})" if reasons else "")
-                + f", duplicates {f.duplicates}; skipped {f.skipped} (no request: blank lines, other events, start-up spans)"
-            )
+                + f", duplicates {f.duplicates}; skipped {f.skipped} (no request: blank lines, other events, start-up spans)",
+                newlines=False))
+        if result.not_logs:
+            names = [Path(n).name for n in result.not_logs]
+            typer.echo(clean(f"{len(names)} file{'s' if len(names) != 1 else ''} skipped (not logs): "
+                             + ", ".join(names[:10]) + (" …" if len(names) > 10 else ""), newlines=False))
         typer.echo(
             f"total: read {summary['read']} = imported {summary['imported']} + quarantined "
             f"{summary['quarantined']} + duplicates {summary['duplicates']}  ->  "
@@ -129,7 +262,7 @@ def import_cmd(
             typer.echo(f"see: stagelens sql {out} \"SELECT * FROM quarantine\"")
     for f in result.files:  # a doubt about the input, on stderr even with --json
         if f.status == "imported" and f.note:
-            typer.echo(f"warning: {f.path}: {f.note}", err=True)
+            typer.echo(clean(f"warning: {f.path}: {f.note}", newlines=False), err=True)
     if result.rejected:
         raise fail(
             f"{result.bad_fraction:.0%} of records were quarantined (over --max-bad-fraction "
@@ -154,14 +287,6 @@ def _parse_clock_origin(value: str) -> int:
         t = t.replace(tzinfo=UTC)
     delta = t - datetime(1970, 1, 1, tzinfo=UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def _progress_printer():  # type: ignore[no-untyped-def]
-    def show(name: str, lines: int) -> None:
-        sys.stderr.write(f"\r{name}: {lines:,} lines")
-        sys.stderr.flush()
-
-    return show
 
 
 @app.command("formats")
@@ -189,43 +314,60 @@ def formats_cmd(
 @app.command("schema")
 def schema_cmd(
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown tables (as in the README).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="As JSON: version, tables with their columns, reason codes.")] = False,
 ) -> None:
     """Print the dataset's columns, from schemas/."""
+    if as_json:
+        tables = {name: {"description": schema.table(name).description,
+                         "columns": [{"name": c.name, "type": c.type, "unit": c.unit, "required": c.required,
+                                      "description": c.description} for c in schema.table(name).columns]}
+                  for name in schema.TABLES}
+        typer.echo(json.dumps({"schema_version": schema.version(), "tables": tables,
+                               "reason_codes": schema.reason_codes()}, indent=2))
+        return
     typer.echo(schema.describe(markdown=markdown), nl=False)
 
 
 @app.command("sql")
 def sql_cmd(
     dataset: Annotated[Path | None, typer.Argument(help="Dataset directory.")] = None,
-    query: Annotated[str | None, typer.Argument(help="SQL over the views.")] = None,
-    format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    query: Annotated[str | None, typer.Argument(help="SQL over the views; - reads it from stdin.")] = None,
+    file: Annotated[Path | None, typer.Option("--file", help="Read the SQL from this file.")] = None,
+    format: Annotated[str, typer.Option("--format", help="table, line, csv, json, ndjson or markdown.")] = "table",
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="name=value for $name.")] = None,
-    named: Annotated[str | None, typer.Option("--query", "-q", help="Run a named query from queries/.")] = None,
+    named: Annotated[str | None, typer.Option("--query", help="Run a named query from queries/.")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the named queries and views.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --list: as JSON.")] = False,
     print_setup: Annotated[bool, typer.Option("--print-setup", help="Print the view DDL for a plain DuckDB.")] = False,
     max_rows: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
+    max_width: Annotated[int | None, typer.Option(help="Table width in characters (default: the terminal's, "
+                                                      "or COLUMNS).")] = None,
 ) -> None:
     """Query a dataset with SQL (views: requests, spans, quarantine and those of queries/).
 
     Example: stagelens sql ds/ "SELECT model, count(*) FROM requests GROUP BY ALL"
     """
-    from toolkit import queries
+    from toolkit import queries, terminal
 
     if list_:
-        from toolkit import schema
-
-        for name in schema.TABLES:  # the dataset's own tables (columns: stagelens schema)
-            typer.echo(f"{name:<18} table {schema.table(name).description}")
-        for q in queries.list_queries():
-            if q.name.startswith("_"):
-                continue  # helper views: see --print-setup
-            ps = " ".join(f"${p.name}={p.default}" for p in q.params)
-            typer.echo(f"{q.name:<18} {'view ' if q.is_view else 'query'} {q.description}" + (f"  [{ps}]" if ps else ""))
+        _list_queries(as_json)
         return
     if dataset is None:
         raise fail("sql needs a DATASET (or --list)", EXIT_USAGE)
-    if format not in ("table", "csv", "json"):
-        raise fail(f"--format must be table, csv or json, not {format!r}", EXIT_USAGE)
+    if format not in terminal.FORMATS:
+        raise fail(f"--format must be one of {', '.join(terminal.FORMATS)}, not {format!r}", EXIT_USAGE)
+    if max_rows < 1 or (max_width is not None and max_width < 20):
+        raise fail("--max-rows is at least 1 and --max-width at least 20", EXIT_USAGE)
+    if sum(x is not None for x in (query, file, named)) > 1:
+        raise fail("give one of: a SQL string, --file FILE, --query NAME", EXIT_USAGE)
+    if file is not None:
+        try:
+            query = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise fail(f"{file}: cannot read the SQL ({getattr(e, 'strerror', None) or type(e).__name__})",
+                       EXIT_USAGE) from None
+    elif query == "-":
+        query = sys.stdin.read()
     params = parse_params(param)
     try:
         if print_setup:
@@ -233,48 +375,38 @@ def sql_cmd(
             return
         if named:
             tbl = queries.run_query(dataset, named, params)
-        elif query:
+        elif query and query.strip():
             tbl = queries.run_sql(dataset, query, params)
         else:
-            raise fail("give a SQL string or --query NAME", EXIT_USAGE)
+            raise fail("give a SQL string, - (stdin), --file FILE or --query NAME", EXIT_USAGE)
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
     except (duckdb.Error, ValueError) as e:
-        raise fail(str(e).splitlines()[0], EXIT_USAGE) from None
-    for warning in queries.mixed_vantage_warnings(dataset, query or queries.get_query(named or "").body, tbl):
-        typer.echo(f"stagelens: warning: {warning}", err=True)
-    _render(_maps_as_json(tbl) if format == "csv" else tbl, format, max_rows)
+        # the whole block: DuckDB's "Did you mean" and its LINE/caret pointer are the useful part
+        typer.echo("stagelens: " + terminal.clean(str(e)).strip(), err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    if not VERBOSITY["quiet"]:
+        for warning in queries.mixed_vantage_warnings(dataset, query or queries.get_query(named or "").body, tbl):
+            typer.echo(f"stagelens: warning: {warning}", err=True)
+    text = terminal.render(tbl, format, max_width=max_width or terminal.terminal_width(), max_rows=max_rows)
+    terminal.write_out(text)
 
 
-def _maps_as_json(tbl):  # type: ignore[no-untyped-def]
-    """CSV has no map type: write MAP columns (stage_ms) as JSON objects (in DuckDB, not row by row)."""
-    import pyarrow as pa
+def _list_queries(as_json: bool) -> None:
+    """``sql --list``: the dataset's tables, then the views and named queries (helpers left out)."""
+    from toolkit import queries, schema
 
-    maps = [f.name for f in tbl.schema if pa.types.is_map(f.type)]
-    if not maps:
-        return tbl
-    con = duckdb.connect()
-    con.register("result", tbl)
-    cols = ", ".join(f'CAST(to_json("{c}") AS VARCHAR) AS "{c}"' if c in maps else f'"{c}"' for c in tbl.column_names)
-    return con.sql(f"SELECT {cols} FROM result").to_arrow_table()
-
-
-def _render(tbl, format: str, max_rows: int) -> None:  # type: ignore[no-untyped-def]
-    import polars as pl
-
-    df = pl.from_arrow(tbl)
-    assert isinstance(df, pl.DataFrame)
-    if format == "csv":
-        lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
-        df = df.with_columns(pl.col(c).list.eval(pl.element().cast(pl.String)).list.join(";") for c in lists)
-        structs = [c for c, t in df.schema.items() if isinstance(t, pl.Struct)]
-        df = df.with_columns(pl.col(c).struct.json_encode() for c in structs)
-        sys.stdout.write(df.write_csv())
-    elif format == "json":
-        sys.stdout.write(json.dumps(df.to_dicts(), default=str, indent=1) + "\n")
-    else:
-        with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
-            typer.echo(str(df))
+    rows: list[dict] = [{"name": n, "kind": "table", "description": schema.table(n).description, "params": {}}
+                        for n in schema.TABLES]
+    rows += [{"name": q.name, "kind": "view" if q.is_view else "query", "description": q.description,
+              "params": {p.name: p.default for p in q.params}}
+             for q in queries.list_queries() if not q.name.startswith("_")]  # helper views: see --print-setup
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        ps = " ".join(f"${k}={v}" for k, v in r["params"].items())
+        typer.echo(f"{r['name']:<18} {r['kind']:<5} {r['description']}" + (f"  [{ps}]" if ps else ""))
 
 
 @app.command("report")
@@ -304,21 +436,36 @@ def report_cmd(
 
     Example: stagelens report ds/ --html report.html --fail-on-regression
     """
-    from toolkit.report.build import build_report
-    from toolkit.report.render import RENDERERS
-
     if not 50 <= tail < 100:
         raise fail("--tail is a percentile between 50 and 100, e.g. 95", EXIT_USAGE)
-    if bucket_s is not None and not bucket_s >= 0.001:
+    if bucket_s is not None and not (bucket_s >= 0.001 and math.isfinite(bucket_s)):
         raise fail("--bucket-s is a width in seconds, at least 0.001 (leave it out to adapt to the data)", EXIT_USAGE)
+    for target, option in ((html, "--html"), (md, "--md"), (json_out, "--json")):
+        check_output(target, option)
+    check_window(window)
+    check_window(baseline_window, "--baseline-window")
+    if not threshold > 0:
+        raise fail("--threshold is a relative change above 0, e.g. 0.10", EXIT_USAGE)
     quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
-    progress = None if quiet or not sys.stderr.isatty() else (lambda msg: typer.echo(f"… {msg}", err=True))
+    from toolkit.report.build import build_report  # after the checks: a mistake costs no import time
+    from toolkit.report.render import RENDERERS
+    from toolkit.terminal import REPORT_PHASES, progress_bar
+
     try:
-        report = build_report(
-            dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
-            filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
-            tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=progress,
-        )
+        with progress_bar("report", REPORT_PHASES, enabled=show_progress(quiet)) as bar:
+            t0 = time.perf_counter()
+
+            def step(msg: str) -> None:  # one line that moves, not five that stay
+                bar.advance()
+                bar.update(description=msg)
+                if VERBOSITY["verbose"]:
+                    typer.echo(f"stagelens: {time.perf_counter() - t0:6.2f} s  {msg}", err=True)
+
+            report = build_report(
+                dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
+                filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
+                tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=step,
+            )
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
     except ValueError as e:
@@ -331,16 +478,19 @@ def report_cmd(
             continue
         text = RENDERERS[kind](report)
         if str(target) == "-":
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            from toolkit.terminal import write_out
+
+            write_out(text if text.endswith("\n") else text + "\n")  # cleaned on a terminal
         else:
             target.write_text(text, encoding="utf-8")
     if not quiet:
-        typer.echo(report.headline["sentence"])
+    if not quiet:
+        from toolkit.terminal import print_report
+
+        print_report(report)  # the headline once, a table, the caveats: no Markdown syntax
         for kind, target in outputs.items():
             if target is not None:
                 typer.echo(f"{kind}: {target}")
-        if not any(outputs.values()):
-            typer.echo(RENDERERS["md"](report))
     if fail_on_regression and not report.compared:
         # said on stderr too: a nightly job's log must show why it failed, whatever was written
         typer.echo(f"stagelens: not compared: {report.reason}", err=True)
@@ -366,13 +516,15 @@ def compare_cmd(
 
     Example: stagelens compare tonight/ lastnight/ --output-tokens 300
     """
-    from toolkit.compare import FilterError, compare_datasets
-    from toolkit.report.compare_page import render_html, render_md
-
     if dataset_b is None and not (a or b):
         raise fail("give two datasets, or filters --a/--b on one", EXIT_USAGE)
     if output_tokens is not None and output_tokens < 1:
         raise fail(f"--output-tokens is a reply length of at least 1 token, got {output_tokens}", EXIT_USAGE)
+    check_output(md, "--md")
+    check_output(html, "--html")
+    check_positive((output_tokens, "--output-tokens"), (ttft_slo_ms, "--ttft-slo-ms"), (tpot_slo_ms, "--tpot-slo-ms"))
+    from toolkit.compare import FilterError, compare_datasets
+    from toolkit.report.compare_page import render_html, render_md
     try:
         result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms)
     except DatasetError as e:
@@ -386,7 +538,9 @@ def compare_cmd(
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:
-        typer.echo(render_md(result), nl=False)
+        from toolkit.terminal import print_compare
+
+        print_compare(result)
 
 
 @app.command("collect")
@@ -417,8 +571,11 @@ def collect_cmd(
 
     if out is None and dataset is None:
         raise fail("collect needs --out FILE.jsonl or --dataset DIR", EXIT_USAGE)
-    if format != "auto" and format not in REGISTRY:
-        raise fail(f"unknown format {format!r}; known formats: {', '.join(REGISTRY)}", EXIT_USAGE)
+    check_format(format)
+    check_output(out, "--out")
+    check_output(dataset, "--dataset", directory=True)
+    check_positive((rotate_mb, "--rotate-mb"), (max_backups, "--max-backups"), (batch_lines, "--batch-lines"),
+                   (flush_interval, "--flush-interval"))
 
     if not (all(0 < x < 1e9 for x in (max_request_mb, max_spans, read_timeout, max_connections))
             and 0 <= drain_timeout < 1e9):  # NaN fails every comparison, so it is refused too
@@ -463,15 +620,33 @@ def replay_cmd(
 
     Example: stagelens replay incident/ --window 2026-11-30T01:00/2026-11-30T01:10 --endpoint http://staging:8000 --out staging/
     """
-    from toolkit.replay import ReplayError, replay
+    from urllib.parse import urlsplit
 
+    from toolkit.replay import ReplayError, replay
+    from toolkit.terminal import progress_bar
+
+    url = urlsplit(endpoint)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise fail(f"--endpoint {endpoint!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8000)",
+                   EXIT_USAGE)
+    check_window(window)
+    check_output(out, "--out", directory=True)
+    check_output(records, "--records")
+    if api not in ("chat", "completions"):
+        raise fail(f"--api is chat or completions, not {api!r}", EXIT_USAGE)
+    check_positive((speed, "--speed"), (duration, "--duration"), (max_concurrency, "--max-concurrency"),
+                   (timeout, "--timeout"), (max_requests, "--max-requests"))
     try:
-        summary = replay(
-            source, endpoint, out, speed=speed, duration_s=duration, max_concurrency=max_concurrency,
-            window=window, api=api, model=model, trace_format=trace_format, timeout_s=timeout,
-            records_path=records, max_requests=max_requests, seed=seed,
-            progress=None if as_json or not sys.stderr.isatty() else (lambda m: typer.echo(m, err=True)),
-        )
+        with progress_bar("replay", None, enabled=show_progress(as_json)) as bar:
+            def sent(n: int, total: int, errors: int) -> None:
+                bar.update(completed=n, total=total, description=f"replay: {errors} errors" if errors else "replay")
+
+            summary = replay(
+                source, endpoint, out, speed=speed, duration_s=duration, max_concurrency=max_concurrency,
+                window=window, api=api, model=model, trace_format=trace_format, timeout_s=timeout,
+                records_path=records, max_requests=max_requests, seed=seed,
+                progress=sent if show_progress(as_json) else None,
+            )
     except ReplayError as e:
         raise fail(str(e), EXIT_INPUT) from None
     except DatasetError as e:

@@ -51,6 +51,8 @@ def compile_filter(text: str | None) -> tuple[str, list]:
         tree = sqlglot.parse_one(text, read="duckdb")
     except sqlglot.errors.ParseError as e:
         raise FilterError(f"cannot parse filter {text!r}: {str(e).splitlines()[0]}") from None
+    if tree.find(exp.Select, exp.Subquery) is not None:  # never rewritten: IN (SELECT …) became IN ()
+        raise FilterError(f"filter {text!r}: a subquery is not allowed (compare columns with literal values)")
     values: list = []
 
     def build(node: exp.Expression) -> str:
@@ -66,6 +68,8 @@ def compile_filter(text: str | None) -> tuple[str, list]:
             if isinstance(node, cls):
                 return f"{column(node.left)} {op} {value(node.right)}"
         if isinstance(node, exp.In):
+            if node.args.get("query") or node.args.get("unnest") or not node.expressions:
+                raise FilterError(f"filter {text!r}: IN takes a list of literal values")
             return f"{column(node.this)} IN ({', '.join(value(v) for v in node.expressions)})"
         if isinstance(node, exp.Is):
             if not isinstance(node.expression, exp.Null):

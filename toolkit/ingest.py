@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit import __version__, queries, schema
-from toolkit.importers import REGISTRY, detect, get_importer
+from toolkit.importers import detect, get_importer
 from toolkit.importers._common import (
     COMMON_COLUMNS,
     NESTED,
@@ -88,6 +88,7 @@ class ImportResult:
     import_id: str | None
     files: list[FileResult]
     rejected: bool = False  # over max_bad_fraction: nothing was written
+    not_logs: list[str] = field(default_factory=list)  # files in a directory that are not logs: skipped
 
     def total(self, key: str) -> int:
         return sum(getattr(f, key) for f in self.files)
@@ -119,6 +120,7 @@ class ImportResult:
             "by_format": {k: dict(v) for k, v in by_format.items()},
             "by_reason": dict(by_reason),
             "files": [asdict(f) for f in self.files],
+            "files_skipped": self.not_logs,
         }
 
 
@@ -128,11 +130,12 @@ def resolve_format(src: Source, fmt: str) -> ModuleType:
         return get_importer(fmt)
     if src.size == 0:
         raise InputError(f"{src.name}: file is empty, cannot detect its format (give --format)")
-    imp = detect(head(src))
+    first = head(src)
+    imp = detect(first)
     if imp is None:
-        raise InputError(
-            f"{src.name}: format not recognised; known formats: {', '.join(REGISTRY)} (give --format)"
-        )
+        from toolkit.hints import unrecognised
+
+        raise InputError(unrecognised(src.name, first))  # the nearest format and the way out
     return imp
 
 
@@ -178,14 +181,25 @@ def import_traces(
     sources: list[Source] = []
     try:
         with ds.locked(lock_timeout_s):
-            sources = expand(paths)
+            not_logs: list[str] = []
+            sources = expand(paths, skipped=not_logs)
             # an empty file beside others (a freshly rotated log) holds nothing to detect or import:
             # listed as "empty"; alone, it is the error resolve_format gives (its format is unknown)
             empty = {id(s) for s in sources if fmt == "auto" and s.size == 0}
             if len(empty) == len(sources):
                 empty = set()
-            plan = [(src, None if id(src) in empty else _configure(resolve_format(src, fmt), src, options))
-                    for src in sources]
+            plan = []
+            for src in sources:
+                try:
+                    plan.append((src, None if id(src) in empty else _configure(resolve_format(src, fmt), src,
+                                                                                  options)))
+                except InputError:
+                    if not (src.in_directory and fmt == "auto"):
+                        raise  # a file the user named stays an error
+                    not_logs.append(src.name)  # a notes.txt beside the logs: skipped and listed
+            if not plan:
+                raise InputError("no log file to import: skipped (not logs): "
+                                 + ", ".join(not_logs[:10]) + (" …" if len(not_logs) > 10 else ""))
             staging = Staging(ds)
             writer = _BackgroundWriter(staging)
             imported_at = datetime.now(UTC).replace(tzinfo=None)
@@ -242,7 +256,7 @@ def import_traces(
                                 "keep_raw": keep_raw},
                     "files": [asdict(r) for r in results if r.status == "imported"],
                 }
-                result = ImportResult(dataset=str(out), import_id=None, files=results)
+                result = ImportResult(dataset=str(out), import_id=None, files=results, not_logs=not_logs)
                 result.rejected = max_bad_fraction is not None and result.bad_fraction > max_bad_fraction
                 if entry["files"] and not result.rejected:
                     staging.commit(entry)

@@ -14,6 +14,7 @@ directly. A parameter declared by several files must have one type and one defau
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tempfile
@@ -174,7 +175,8 @@ def setup_sql(dataset: str | Path, params: dict[str, object] | None = None) -> s
 
     ``params`` override the declared defaults of the views' variables (``--param name=value``).
     """
-    published = Dataset.open(dataset).published()
+    # absolute paths: the DDL must work from any directory it is pasted in
+    published = Dataset.open(Path(dataset).absolute()).published()
     out = ["-- stagelens views over " + str(Path(dataset).resolve()), "SET TimeZone = 'UTC';"]
     declared = all_params()
     for p in declared.values():
@@ -203,12 +205,30 @@ def _bind_variables(q: QueryInfo) -> str:
     return PARAM_RE.sub(lambda m: f"getvariable('{m.group(1)}')", q.body)
 
 
+NUMERIC_TYPES = ("DOUBLE", "FLOAT", "REAL", "DECIMAL", "INTEGER", "BIGINT", "INT", "SMALLINT", "UBIGINT")
+_DIMENSIONS = re.compile(r"any of: (\w+(?:, \w+)*)")
+"""The dimensions a ``$group_by`` accepts, as its declaration in queries/60_metrics.sql lists them."""
+
+
 def check_params(params: dict[str, object] | None) -> None:
-    """Refuse a ``--param`` no query declares (a typo would silently keep the default)."""
-    unknown = set(params or {}) - set(all_params())
+    """Refuse a ``--param`` no query declares (a typo would silently keep the default), a numeric
+    one that is not a finite number (``1e400`` would reach the SQL as the column name ``inf``), and
+    a ``group_by`` dimension the queries do not know (it would be ignored silently)."""
+    declared = all_params()
+    unknown = set(params or {}) - set(declared)
     if unknown:
-        known = ", ".join(sorted(all_params()))
+        known = ", ".join(sorted(declared))
         raise ValueError(f"unknown parameter(s): {', '.join(sorted(unknown))} (known: {known})")
+    for name, value in (params or {}).items():
+        p = declared[name]
+        if p.type in NUMERIC_TYPES and not isinstance(_coerce(value), int | float):
+            raise ValueError(f"--param {name} takes a finite number, got {str(value)[:40]!r}")
+        if (m := _DIMENSIONS.search(p.description)) and isinstance(value, str):
+            valid = m.group(1).split(", ")
+            bad = [d.strip() for d in value.split(",") if d.strip() not in valid]
+            if bad:
+                raise ValueError(f"--param {name}: unknown dimension(s) {', '.join(repr(b[:40]) for b in bad)}; "
+                                 f"valid: {', '.join(valid)}")
 
 
 def duck() -> duckdb.DuckDBPyConnection:
@@ -238,7 +258,14 @@ def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = No
         raise ValueError(f"missing parameter(s): {', '.join(sorted(missing))} (give --param name=value)")
     check_params({k: v for k, v in (params or {}).items() if k not in used})
     con = connect(dataset, {k: v for k, v in (params or {}).items() if k not in used})
-    return con.sql(sql, params=bound).to_arrow_table() if bound else con.sql(sql).to_arrow_table()
+    try:
+        return con.sql(sql, params=bound).to_arrow_table() if bound else con.sql(sql).to_arrow_table()
+    except duckdb.CatalogException as e:
+        m = re.search(r"with name (\w+) does not exist", str(e))
+        named = {q.name for q in list_queries() if not q.is_view}
+        if m and m.group(1) in named:  # a named query is not a view: DuckDB cannot know it
+            raise ValueError(f"{e}\n{m.group(1)} is a named query, not a view: use --query {m.group(1)}") from None
+        raise
 
 
 def get_query(name: str) -> QueryInfo:
@@ -273,9 +300,11 @@ def _coerce(value: object) -> object:
             return value.lower() == "true"
         for cast in (int, float):
             try:
-                return cast(value)
+                number = cast(value)
             except ValueError:
-                pass
+                continue
+            if math.isfinite(number):  # nan, inf and 1e400 stay text: no SQL number can hold them
+                return number
     return value
 
 

@@ -40,7 +40,8 @@ RECORD_KEY = "stagelens_replay"
 RECORD_VERSION = 1
 DEFAULT_INPUT_TOKENS = 128
 DEFAULT_OUTPUT_TOKENS = 128
-Progress = Callable[[str], None]
+Progress = Callable[[int, int, int], None]
+"""Called as requests are sent: (sent, scheduled, errors so far); the CLI draws it as a bar."""
 
 _WORDS = (
     "time year people way day man thing woman life child world school state family student group country "
@@ -228,7 +229,9 @@ async def _discover(client, base: str, api: str, model: str | None, prompts: Pro
     try:
         r = await client.get(f"{base}/v1/models", timeout=30)
         data = r.json().get("data") or [] if r.status_code == 200 else []
-    except (httpx.HTTPError, ValueError):
+    except httpx.HTTPError as e:  # nothing listening, a wrong host: say so, not "lists no model"
+        raise ReplayError(f"{base}/v1/models: cannot reach the endpoint ({type(e).__name__})") from None
+    except ValueError:
         data = []
     if model is None:
         if not data:
@@ -402,6 +405,7 @@ async def _run(plan: list[tuple[float, Arrival]], endpoint: str, api: str, model
         sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
         rec = Recorder.start()
         tasks: list[asyncio.Task] = []
+        errors: list[int] = []  # one entry per request that ended in error or timeout (for progress)
         clamped = 0
         start = time.perf_counter()
         for i, (offset, a) in enumerate(plan):
@@ -414,12 +418,17 @@ async def _run(plan: list[tuple[float, Arrival]], endpoint: str, api: str, model
                 max_tokens = max(1, min(max_tokens, target.max_model_len // 2))
                 n_in = max(1, target.max_model_len - max_tokens - 16)
             prompt = prompts.text(prompts.words_for(n_in))
-            tasks.append(asyncio.create_task(_send(
+            task = asyncio.create_task(_send(
                 client, target, rec, prompt, a, max_tokens, f"replay-{run_id}-{i:06d}", i, offset, start,
-                timeout_s, sem)))
-            if progress and i and i % 100 == 0:
-                progress(f"replay: {i}/{len(plan)} sent")
+                timeout_s, sem))
+            task.add_done_callback(lambda t: errors.append(1) if t.cancelled() or t.exception() is not None
+                                   or t.result()["status"] != "ok" else None)
+            tasks.append(task)
+            if progress:
+                progress(i + 1, len(plan), len(errors))
         records = list(await asyncio.gather(*tasks))
+        if progress:
+            progress(len(plan), len(plan), len(errors))
         wall = time.perf_counter() - start
     meta = {"run_id": run_id, "model": target.model, "path": target.path, "extras": sorted(target.extra),
             "tokens_per_word": round(prompts.tokens_per_word, 3), "prompt_overhead_tokens": round(prompts.overhead, 1),

@@ -20,7 +20,7 @@ import tempfile
 import threading
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +58,7 @@ class Source:
     compression: str | None
     truncated: bool = False
     spooled: bool = False  # a temporary copy of stdin: deleted after the import
+    in_directory: bool = False  # found in a directory the user gave (not named): skipped if not a log
     _digest: str | None = field(default=None, repr=False)
     _lines: int | None = field(default=None, repr=False)
     _scan_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -112,8 +113,10 @@ class Source:
 SCAN_BYTES = 256 << 10  # small enough for the compare and count to stay in cache
 
 
-def expand(paths: list[str], spool_dir: Path | None = None) -> list[Source]:
-    """Files, directories (recursively, sorted), globs and ``-`` (stdin, spooled to a file)."""
+def expand(paths: list[str], spool_dir: Path | None = None, skipped: list[str] | None = None) -> list[Source]:
+    """Files, directories (recursively, sorted), globs and ``-`` (stdin, spooled to a file). The files
+    of a directory whose names are not a log's (``README``, ``x.py``; hidden ones aside) are added to
+    ``skipped``, so the caller can list them."""
     out: list[Source] = []
     for p in paths:
         if p == "-":
@@ -125,10 +128,13 @@ def expand(paths: list[str], spool_dir: Path | None = None) -> list[Source]:
         for m in matches:
             mp = Path(m)
             if mp.is_dir():
-                files = sorted(f for f in mp.rglob("*") if f.is_file() and is_data_file(f))
+                every = sorted(f for f in mp.rglob("*") if f.is_file())
+                files = [f for f in every if is_data_file(f)]
                 if not files:
                     raise InputError(f"{m}: directory holds no log files ({', '.join(sorted(DATA_SUFFIXES))})")
-                out.extend(_source(str(f), f) for f in files)
+                if skipped is not None:
+                    skipped.extend(str(f) for f in every if not is_data_file(f) and not f.name.startswith("."))
+                out.extend(replace(_source(str(f), f), in_directory=True) for f in files)
             else:
                 out.append(_source(m, mp))
     return out

@@ -26,6 +26,8 @@ from toolkit.report.render_common import comparison_title, epoch_ms, metric_labe
 # everywhere (Helvetica / Arial / Liberation Sans) so legend labels measured here fit there.
 FONT = "Helvetica, Arial, 'Liberation Sans', 'Nimbus Sans', sans-serif"
 WIDTH = 820
+LABEL_PX = 13
+"""Chart text size: an 820-px chart is scaled to ~630 px in a 700-px window, and 13 px stays above 9 px there."""
 BUSY_FILL = "#f59f00"
 INK = "#212529"
 MUTED = "#868e96"
@@ -98,7 +100,7 @@ def stage_scale(stages: Iterable[Any]) -> alt.Scale:
     return alt.Scale(domain=dom, range=[stage_colour(s) for s in dom])
 
 
-def _utc_x(field: str, title: str | None = None, fmt: str = "%H:%M", **kw: Any) -> alt.X:
+def _utc_x(field: str, title: str | None = "time (UTC)", fmt: str = "%H:%M", **kw: Any) -> alt.X:
     return alt.X(field, type="temporal", scale=alt.Scale(type="utc", **kw), title=title,
                  axis=alt.Axis(format=fmt, labelFlush=True, tickCount=10, grid=False))
 
@@ -124,9 +126,9 @@ def _busy_layer(busy_periods: list[dict[str, Any]], lo: float | None = None,
 def _configure(chart: Any) -> Any:
     return chart.configure(font=FONT, background="white", padding=8).configure_view(
         stroke=None).configure_axis(labelColor="#495057", titleColor="#495057", domainColor="#adb5bd",
-                                    tickColor="#adb5bd", gridColor="#eef0f2", labelFontSize=11,
-                                    titleFontSize=11, titleFontWeight="normal").configure_legend(
-        labelFontSize=11, titleFontSize=11, symbolType="square", orient="top", titleOrient="left", titlePadding=10,
+                                    tickColor="#adb5bd", gridColor="#eef0f2", labelFontSize=LABEL_PX,
+                                    titleFontSize=LABEL_PX, titleFontWeight="normal").configure_legend(
+        labelFontSize=LABEL_PX, titleFontSize=LABEL_PX, symbolType="square", orient="top", titleOrient="left", titlePadding=10,
         columnPadding=18)
 
 
@@ -153,7 +155,9 @@ def latency_chart(series: list[dict[str, Any]], busy_periods: list[dict[str, Any
             continue
         line = alt.Chart(_named(datasets, key, rows)).mark_line(strokeWidth=1.6, interpolate="monotone").encode(
             x=_utc_x("t", domain=[lo, hi]),
-            y=alt.Y("ms:Q", title=f"{metric_label(key + '_ms')} (ms)", axis=alt.Axis(tickCount=4)),
+            # headroom above the highest point: the TPOT line ran along its panel's top edge
+            y=alt.Y("ms:Q", title=f"{metric_label(key + '_ms')} (ms)", axis=alt.Axis(tickCount=4),
+                    scale=alt.Scale(zero=True, nice=True, domainMax=max(r["ms"] for r in rows) * 1.15)),
             color=alt.Color("stat:N", title=None, legend=alt.Legend(symbolType="stroke"),
                             scale=alt.Scale(domain=["p50", "p95"], range=["#74a9cf", "#08519c"])),
             strokeDash=alt.StrokeDash("stat:N", title=None,
@@ -200,7 +204,7 @@ def composition_chart(composition: list[dict[str, Any]], busy_periods: list[dict
 
 
 def waterfall_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
-    """Baseline bar, one bar per stage contribution (largest magnitude first), current bar.
+    """Baseline bar, one bar per stage contribution (in pipeline order, as every chart), current bar.
 
     The bars are the entry's ``decomposition`` (what the contributions add up to: for a p95 the
     means of the requests above it, not the p95 itself), or its own values for a hand-made entry."""
@@ -214,7 +218,7 @@ def waterfall_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [{"label": "baseline", "y0": 0.0, "y1": base, "value": base, "colour": "#495057",
              "text": f"{base:,.0f}" if abs(base) >= 100 else f"{base:,.1f}", "kind": "total"}]
     y = base
-    for stage, c in sorted(contribs.items(), key=lambda kv: -abs(kv[1])):
+    for stage, c in sorted(contribs.items(), key=lambda kv: (stage_rank(kv[0]), kv[0])):  # pipeline order
         label = stage if stage not in ("baseline", "current") else stage + " "
         row: dict[str, Any] = {"label": label, "y0": y, "y1": y + c, "value": c, "colour": stage_colour(stage),
                                "text": (f"{c:+,.0f}" if abs(c) >= 100 else f"{c:+,.1f}"),
@@ -239,7 +243,7 @@ def waterfall_chart(entry: dict[str, Any] | None) -> Any | None:
     order = [r["label"] for r in rows]
     base = alt.Chart(alt.Data(values=rows)).encode(
         x=alt.X("label:N", sort=order, title=None,
-                axis=alt.Axis(labelAngle=0, labelFontSize=12, labelColor=INK, ticks=False, domain=True)))
+                axis=alt.Axis(labelAngle=0, labelFontSize=LABEL_PX, labelColor=INK, ticks=False, domain=True)))
     bars = base.mark_bar(size=min(90, WIDTH // (len(rows) + 1) - 14), cornerRadius=2).encode(
         y=alt.Y("y0:Q", title=(f"{comparison_title(entry)}: tail mean (ms)"
                                if (entry.get("decomposition") or {}).get("of") == "tail_mean"
@@ -257,7 +261,7 @@ def waterfall_chart(entry: dict[str, Any] | None) -> Any | None:
                for r in rows if r["kind"] == kind]
         if sub:
             layers.append(alt.Chart(alt.Data(values=sub)).mark_text(
-                dy=dy, fontSize=12, fontWeight="bold" if kind == "total" else "normal", color=INK).encode(
+                dy=dy, fontSize=LABEL_PX, fontWeight="bold" if kind == "total" else "normal", color=INK).encode(
                 x=alt.X("label:N", sort=order), y=f"{field}:Q", text="text:N"))
     return _configure(alt.layer(*layers).properties(width=WIDTH, height=300))
 

@@ -39,11 +39,15 @@ def num(x: Any) -> float | None:
 
 
 def fmt_ms(x: Any, unit: bool = True) -> str:
-    """Milliseconds for a reader: ``1,234 ms``, ``12.3 ms``, ``0.42 ms``; ``–`` when missing."""
+    """Milliseconds for a reader: ``1,234 ms``, ``12.3 ms``, ``0.42 ms``; ``–`` when missing. With its
+    unit, 10 000 ms and above read in seconds (``60.0 s``, not ``60,000 ms``); without one (a column
+    headed "ms") it stays in milliseconds."""
     v = num(x)
     if v is None:
         return "–"
     a = abs(v)
+    if unit and a >= 10_000:
+        return f"{v / 1000:,.1f} s"
     s = f"{v:,.0f}" if a >= 100 else f"{v:,.1f}" if a >= 1 else f"{v:.2f}"
     return f"{s} ms" if unit else s
 

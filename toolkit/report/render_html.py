@@ -14,6 +14,7 @@ summary, busy periods, quarantine, how the report was made).
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +70,7 @@ header.top b{color:var(--ink);letter-spacing:.02em}
 .kpi .k{font-size:12px;color:var(--muted);text-transform:uppercase;letter-spacing:.04em}
 .kpi .v{font-size:20px;font-weight:650;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .kpi .s{font-size:12px;color:var(--muted)}
+.stages{margin:10px 0 0}.stages table{font-size:13px}
 .more{margin:12px 0 0;padding-left:18px;color:#343a40;font-size:14px}
 .caveats{background:#fff9db;border:1px solid #ffe066;border-radius:6px;padding:10px 16px;margin-bottom:18px;
  font-size:14px}
@@ -96,7 +98,9 @@ dl.meta{display:grid;grid-template-columns:180px 1fr;gap:4px 12px;font-size:13px
 dl.meta dt{color:var(--muted)}
 dl.meta dd{margin:0;word-break:break-word}
 footer{color:var(--muted);font-size:12px;text-align:center}
-@media (max-width:760px){.kpis{grid-template-columns:repeat(2,1fr)}.verdict h1{font-size:20px}}
+@media (max-width:760px){.kpis{grid-template-columns:repeat(2,1fr)}.verdict h1{font-size:20px}
+ main{padding:12px 8px 32px}section{padding:12px 10px}.verdict{padding:14px 14px}
+ header.top{flex-wrap:wrap}dl.meta{grid-template-columns:1fr}}
 @media print{body{background:#fff}section,.verdict{break-inside:avoid}}
 """
 
@@ -150,10 +154,38 @@ def _verdict(report: Report) -> str:
         else:
             kp.append(_kpi("busy periods", "none", ""))
         out.append('<div class="kpis">' + "".join(kp) + "</div>")
+        out.append(_stage_strip(h))
     if vs:
-        out.append('<ul class="more">' + "".join(f"<li>{e(v)}</li>" for v in vs[:4]) + "</ul>")
+        out.append('<ul class="more">' + "".join(f"<li>{e(_without_context(v, title))}</li>" for v in vs[:4])
+                   + "</ul>")
     out.append("</div>")
     return "\n".join(out)
+
+
+def _stage_strip(h: dict[str, Any]) -> str:
+    """The headline's change by stage in one compact table under the numbers, in pipeline order."""
+    contribs = {str(k): num(v) for k, v in (h.get("contributions") or {}).items() if num(v) is not None}
+    if not contribs:
+        return ""
+    stages = ch.ordered_stages(contribs)
+    delta = num(h.get("delta"))
+    head = "".join(f'<th class="n">{_stage(s)}</th>' for s in stages)
+    vals = "".join(f'<td class="n">{e(fmt_signed_ms(contribs[s]))}'
+                   + (f' <span class="small">{contribs[s] / delta * 100:.0f}%</span>' if delta else "") + "</td>"
+                   for s in stages)
+    return (f'<div class="tw stages"><table><tr><th>by stage</th>{head}</tr>'
+            f"<tr><td>{e(comparison_title(h))}</td>{vals}</tr></table></div>")
+
+
+def _without_context(bullet: str, title: str) -> str:
+    """A bullet under the headline without the window the headline already names ("Busy 14:25–14:38
+    UTC vs quiet time: ", "(14:05–14:40 UTC)"): said once, at the top."""
+    for part in re.findall(r"\s*\([^()]*\bUTC\)", title):
+        bullet = bullet.replace(part, "")
+    prefix = title.split(": ", 1)[0] + ": " if ": " in title else ""
+    if prefix and bullet.startswith(prefix):
+        bullet = bullet[len(prefix):]
+    return bullet if re.match(r"p\d", bullet) else bullet[:1].upper() + bullet[1:]  # "p95 e2e" stays lower
 
 
 def _caveats(report: Report) -> str:

@@ -1,0 +1,468 @@
+"""Everything that reaches a person's terminal: the one control-character filter, the SQL result
+formats (a width-aware table like the DuckDB CLI's, line, CSV, JSON, NDJSON, Markdown) and the
+progress bar.
+
+Why one module: a span name, a file name or a model string comes from logs someone else wrote, and
+``ESC ] 0 ; … BEL`` in it would retitle (or worse) the reader's terminal. ``clean`` is the single
+filter every text meant for a terminal passes through, so a new output path cannot forget it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+
+FORMATS = ("table", "line", "csv", "json", "ndjson", "markdown")
+"""``stagelens sql --format`` values."""
+
+# ESC sequences first (CSI ``ESC [ … final``, OSC/DCS/APC/PM ``ESC ] … BEL or ESC \``, two-byte
+# ``ESC x``), so their printable tails (``]0;pwned``) go too; then any other C0/C1 control character.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROLS_NO_NL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def clean(text: str, *, newlines: bool = True) -> str:
+    """``text`` without terminal control sequences or characters. With ``newlines=False`` (a table
+    cell, a one-line message), newline and tab become a visible ``\\n``/``\\t`` instead."""
+    text = _ESCAPES.sub("", text)
+    if newlines:
+        return _CONTROLS.sub("", text)
+    text = text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\t", "\\t")
+    return _CONTROLS_NO_NL.sub("", text)
+
+
+def is_tty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def write_out(text: str, stream: IO[str] | None = None) -> None:
+    """Write ``text`` to stdout (or ``stream``) through ``clean`` when it is a terminal. A pipe or a
+    file gets the bytes as they are (a CSV written to a file is data, not display)."""
+    stream = stream or sys.stdout
+    stream.write(clean(text) if is_tty(stream) else text)
+
+
+# --- SQL results ----------------------------------------------------------------------------------
+
+def _type_name(t: pa.DataType) -> str:
+    """A short DuckDB-like type label for the table header."""
+    if pa.types.is_timestamp(t):
+        return "timestamp" + ("tz" if t.tz else "")
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "varchar"
+    if pa.types.is_map(t):
+        return "map"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _type_name(t.value_type) + "[]"
+    if pa.types.is_struct(t):
+        return "struct"
+    return {"double": "double", "float": "float", "int64": "bigint", "int32": "integer", "int16": "smallint",
+            "int8": "tinyint", "bool": "boolean", "date32[day]": "date"}.get(str(t), str(t))
+
+
+def _over(tbl: pa.Table):  # type: ignore[no-untyped-def]
+    """A DuckDB connection in UTC (as the views are, toolkit/queries.py) with ``tbl`` as ``result``."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.register("result", tbl)
+    return con
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def text_columns(tbl: pa.Table) -> pa.Table:
+    """Every column as text in DuckDB (not row by row in Python): timestamps as ISO-8601 with ``Z``
+    (the views run in UTC, see toolkit/queries.py), maps, lists and structs as JSON."""
+    con = _over(tbl)
+    cols = []
+    for f in tbl.schema:
+        q = _ident(f.name)
+        if pa.types.is_timestamp(f.type):
+            cols.append(f"strftime({q}, '%Y-%m-%dT%H:%M:%S.%fZ') AS {q}")
+        elif pa.types.is_date(f.type):
+            cols.append(f"strftime({q}, '%Y-%m-%d') AS {q}")
+        elif pa.types.is_map(f.type) or pa.types.is_list(f.type) or pa.types.is_large_list(f.type) \
+                or pa.types.is_struct(f.type):
+            cols.append(f"CAST(to_json({q}) AS VARCHAR) AS {q}")
+        else:
+            cols.append(q)
+    return con.sql(f"SELECT {', '.join(cols) or '*'} FROM result").to_arrow_table()
+
+
+def _display_cells(tbl: pa.Table) -> list[list[str]]:
+    """Columns of display strings (``NULL`` for a null), numbers as DuckDB prints them."""
+    con = _over(tbl)
+    cols = []
+    for f in tbl.schema:
+        q = _ident(f.name)
+        if pa.types.is_timestamp(f.type):
+            cols.append(f"coalesce(strftime({q}, '%Y-%m-%d %H:%M:%S.%f'), 'NULL')")
+        elif pa.types.is_floating(f.type):
+            cols.append(f"coalesce(CASE WHEN abs({q}) >= 1e15 OR ({q} <> 0 AND abs({q}) < 1e-4) THEN printf('%.6g', {q}) "
+                        f"ELSE CAST(round({q}, 3) AS VARCHAR) END, 'NULL')")
+        else:
+            cols.append(f"coalesce(CAST({q} AS VARCHAR), 'NULL')")
+    if not cols:
+        return []
+    out = con.sql(f"SELECT {', '.join(cols)} FROM result").fetchall()
+    return [[clean(v, newlines=False) for v in col] for col in zip(*out, strict=True)] if out else [[] for _ in cols]
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def _cells(s: str) -> int:
+    """Terminal columns ``s`` takes (a CJK character or an emoji takes two)."""
+    from rich.cells import cell_len
+
+    return cell_len(s)
+
+
+def _cut(s: str, width: int) -> str:
+    if _cells(s) <= width:
+        return s
+    from rich.cells import set_cell_size
+
+    return set_cell_size(s, max(width - 1, 0)) + "…"
+
+
+def _pad(s: str, width: int, how: str) -> str:
+    """``s`` padded to ``width`` terminal columns: ``l``eft-aligned, ``r``ight or ``c``entred."""
+    room = max(width - _cells(s), 0)
+    left = room if how == "r" else room // 2 if how == "c" else 0
+    return " " * left + s + " " * (room - left)
+
+
+MAX_CELL = 40
+"""A cell wider than this is cut with ``…`` (DuckDB's CLI does the same with long strings)."""
+
+
+def terminal_width(default: int = 120) -> int:
+    """``COLUMNS`` when set (as DuckDB and most tools read it), else the terminal's width."""
+    try:
+        return max(int(os.environ["COLUMNS"]), 20)
+    except (KeyError, ValueError):
+        pass
+    try:
+        return max(os.get_terminal_size(sys.stdout.fileno()).columns, 20)
+    except (OSError, ValueError, AttributeError):
+        return default
+
+
+def render_table(tbl: pa.Table, *, max_width: int, max_rows: int) -> str:
+    """A box table no line of which is wider than ``max_width``: the columns that do not fit are
+    left out from the middle (a ``…`` column stands for them, the footer says how many are shown),
+    as the DuckDB CLI does. More rows than ``max_rows``: the first and last halves are shown."""
+    n_rows, names = tbl.num_rows, tbl.column_names
+    if n_rows > max_rows:
+        head, tail = (max_rows + 1) // 2, max_rows // 2
+        shown = pa.concat_tables([tbl.slice(0, head), tbl.slice(n_rows - tail, tail)]) if tail else tbl.slice(0, head)
+    else:
+        head, shown = n_rows, tbl
+    cells = _display_cells(shown)
+    types = [_type_name(f.type) for f in tbl.schema]
+    right = [_numeric(f.type) for f in tbl.schema]
+    labels = [clean(n, newlines=False) for n in names]
+    widths = [min(max([_cells(labels[i]), len(types[i]), *(_cells(c) for c in cells[i])]), MAX_CELL)
+              for i in range(len(names))]
+    def fits(idx: list[int], elided: bool) -> bool:
+        return 1 + sum(widths[i] + 3 for i in idx) + (4 if elided else 0) <= max_width
+
+    chosen = list(range(len(names)))
+    if not fits(chosen, False):  # alternately from the left and the right until the next would not fit
+        order = dict.fromkeys(i for pair in zip(range(len(names)), reversed(range(len(names))), strict=True)
+                              for i in pair)
+        chosen = []
+        for i in order:
+            if not fits([*chosen, i], True):
+                break
+            chosen.append(i)
+    if not chosen and names:  # not even one column fits: show the first, cut to the width
+        chosen = [0]
+        widths[0] = max(max_width - 8, 1)
+    chosen.sort()
+    elided_at = next((k for k in range(1, len(chosen)) if chosen[k] != chosen[k - 1] + 1), None)
+    if elided_at is None and len(chosen) < len(names):
+        elided_at = len(chosen)
+    cols: list[tuple[int | None, int]] = [(i, widths[i]) for i in chosen]
+    if elided_at is not None:
+        cols.insert(elided_at, (None, 1))
+
+    def row(values: list[str], align: list[bool]) -> str:
+        parts = [f" {_pad(v, w, 'r' if r else 'l')} " for v, (_, w), r in zip(values, cols, align, strict=True)]
+        return "│" + "│".join(parts) + "│"
+
+    def rule(left: str, mid: str, right_: str) -> str:
+        return left + mid.join("─" * (w + 2) for _, w in cols) + right_
+
+    def pick(values: list[str], fill: str) -> list[str]:
+        return [fill if i is None else _cut(values[i], w) for i, w in cols]
+
+    centre = [False] * len(cols)
+    lines = [rule("┌", "┬", "┐"),
+             row([_pad(v, w, "c") for v, (_, w) in zip(pick(labels, "…"), cols, strict=True)], centre),
+             row([_pad(v, w, "c") for v, (_, w) in zip(pick(types, "…"), cols, strict=True)], centre),
+             rule("├", "┼", "┤")]
+    align = [False if i is None else right[i] for i, _ in cols]
+    for r in range(shown.num_rows):
+        if n_rows > max_rows and r == head:
+            lines.append(row(["·"] * len(cols), centre))
+        lines.append(row(pick([cells[c][r] for c in range(len(names))], "…"), align))
+    lines.append(rule("└", "┴", "┘"))
+    footer = [f"{n_rows:,} row{'s' if n_rows != 1 else ''}" + (f" ({shown.num_rows} shown)" if n_rows > max_rows else "")]
+    if len(chosen) < len(names):
+        footer.append(f"{len(names)} columns, {len(chosen)} shown")
+    lines.append("  ".join(footer) if len("  ".join(footer)) <= max_width else "\n".join(footer))
+    return "\n".join(lines) + "\n"
+
+
+def render_lines(tbl: pa.Table) -> str:
+    """One ``column = value`` line per field, a blank line between rows (DuckDB's ``.mode line``)."""
+    cells = _display_cells(tbl)
+    labels = [clean(n, newlines=False) for n in tbl.column_names]
+    pad = max((len(n) for n in labels), default=0)
+    rows = ["\n".join(f"{labels[c].rjust(pad)} = {cells[c][r]}" for c in range(len(labels)))
+            for r in range(tbl.num_rows)]
+    return "\n\n".join(rows) + ("\n" if rows else "")
+
+
+def _md_cell(v: Any) -> str:
+    s = "" if v is None else str(v)
+    return clean(s, newlines=False).replace("\\", "\\\\").replace("|", "\\|")
+
+
+def render(tbl: pa.Table, fmt: str, *, max_width: int, max_rows: int) -> str:
+    """``tbl`` in one of ``FORMATS`` (the caller checked ``fmt``)."""
+    if fmt == "table":
+        return render_table(tbl, max_width=max_width, max_rows=max_rows)
+    if fmt == "line":
+        return render_lines(tbl)
+    text = text_columns(tbl)
+    if fmt == "csv":
+        import polars as pl
+
+        df = pl.from_arrow(text)
+        assert isinstance(df, pl.DataFrame)
+        return df.write_csv()
+    rows = text.to_pylist()
+    for r in rows:  # JSON columns are objects in JSON output, not strings holding JSON
+        for f in tbl.schema:
+            if r[f.name] is not None and (pa.types.is_map(f.type) or pa.types.is_list(f.type)
+                                          or pa.types.is_struct(f.type) or pa.types.is_large_list(f.type)):
+                r[f.name] = json.loads(r[f.name])
+    if fmt == "json":
+        return json.dumps(rows, indent=1, default=str, allow_nan=False) + "\n"
+    if fmt == "ndjson":
+        return "".join(json.dumps(r, default=str, allow_nan=False) + "\n" for r in rows)
+    header = "| " + " | ".join(_md_cell(n) for n in tbl.column_names) + " |"
+    sep = "|" + "|".join("---:" if _numeric(f.type) else "---" for f in tbl.schema) + "|"
+    body = ["| " + " | ".join(_md_cell(r[n]) for n in tbl.column_names) + " |" for r in rows]
+    return "\n".join([header, sep, *body]) + "\n"
+
+
+# --- progress -------------------------------------------------------------------------------------
+
+class _NoProgress:
+    """What a progress bar is on a pipe, in a nightly job or with --json: nothing."""
+
+    def advance(self, n: float = 1) -> None:
+        pass
+
+    def update(self, completed: float | None = None, total: float | None = None, description: str | None = None) -> None:
+        pass
+
+
+class _Bar:
+    def __init__(self, progress: Any, task: Any) -> None:
+        self._p, self._t = progress, task
+
+    def advance(self, n: float = 1) -> None:
+        self._p.advance(self._t, n)
+
+    def update(self, completed: float | None = None, total: float | None = None, description: str | None = None) -> None:
+        kw: dict[str, Any] = {}
+        if completed is not None:
+            kw["completed"] = completed
+        if total is not None:
+            kw["total"] = total
+        if description is not None:
+            kw["description"] = clean(description, newlines=False)
+        self._p.update(self._t, **kw)
+
+
+@contextmanager
+def progress_bar(description: str, total: float | None, *, enabled: bool = True,
+                 unit: str = "") -> Iterator[_Bar | _NoProgress]:
+    """A one-line rich progress bar on stderr (%, rate, ETA) that disappears when done; nothing
+    unless stderr is a terminal and ``enabled`` (the caller passes ``not --json and not --quiet``)."""
+    if not (enabled and is_tty(sys.stderr)):
+        yield _NoProgress()
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    count = MofNCompleteColumn() if unit != "bytes" else DownloadColumn()
+    rate = [TransferSpeedColumn()] if unit == "bytes" else []
+    with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), count, *rate,
+                  TimeRemainingColumn(), console=Console(file=sys.stderr), transient=True) as p:
+        yield _Bar(p, p.add_task(clean(description, newlines=False), total=total))
+
+
+# --- report and compare, for a person at a terminal -----------------------------------------------
+
+def console(stream: IO[str] | None = None):  # type: ignore[no-untyped-def]
+    """A rich console on ``stream`` (stdout): colour only on a terminal, never with ``NO_COLOR``
+    (rich reads it), and as wide as the terminal (or ``COLUMNS``)."""
+    from rich.console import Console
+
+    stream = stream or sys.stdout
+    return Console(file=stream, width=terminal_width() if not is_tty(stream) else None, highlight=False,
+                   no_color="NO_COLOR" in os.environ, soft_wrap=False)
+
+
+def _t(value: Any, style: str = ""):  # type: ignore[no-untyped-def]
+    """Log-derived text as a rich ``Text``: never read as markup (``[bold]`` in a model name stays
+    text), control characters gone."""
+    from rich.text import Text
+
+    return Text(clean("" if value is None else str(value), newlines=False), style=style)
+
+
+def headline_sentence(report_json: dict[str, Any]) -> str:
+    """The report's one headline sentence: ``headline.sentence`` where the report JSON has that
+    object, else the plain ``meta.headline`` string."""
+    h = report_json.get("headline", report_json.get("meta", {}).get("headline"))
+    if isinstance(h, dict):
+        h = h.get("sentence")
+    return str(h or "")
+
+
+def print_report(report: Any, out: IO[str] | None = None) -> None:
+    """The report as a short terminal summary: the verdict once, one row per comparison, the
+    caveats. No Markdown syntax (that is ``--md``)."""
+    from rich.table import Table
+
+    from toolkit.report.render_common import comparison_title, fmt_ms, fmt_signed_ms, ordered_attribution
+
+    con = console(out)
+    j = report.to_json()
+    from toolkit.report.render_common import outcome, verdicts
+
+    state = outcome(report)  # regression, no regression or not compared: the pages' badge, in words
+    con.print(_t(state.upper(), {"regression": "bold white on red", "not compared": "bold white on grey42"}
+                 .get(state, "bold green")))
+
+    con.print(_t(headline_sentence(j) or next(iter(verdicts(report)), "No comparison could be made."), "bold"))
+    entries = ordered_attribution(report)
+    if entries:
+        tbl = Table(box=None, pad_edge=False, header_style="bold")
+        for name, justify in (("comparison", "left"), ("baseline → current", "right"), ("change", "right"),
+                              ("driver", "left"), ("regression", "left")):
+            tbl.add_column(name, justify=justify)  # type: ignore[arg-type]
+        for a in entries:
+            tbl.add_row(_t(comparison_title(a)), _t(f"{fmt_ms(a.get('baseline'))} → {fmt_ms(a.get('current'))}"),
+                        _t(fmt_signed_ms(a.get("delta"))), _t(a.get("driver") or "–"),
+                        _t("yes", "bold red") if a.get("regression") else _t("no"))
+        con.print(tbl)
+    for w in report.warnings[:8]:
+        con.print(_t(f"! {w}", "yellow"))
+    if len(report.warnings) > 8:
+        con.print(_t(f"! … and {len(report.warnings) - 8} more (see --json)", "yellow"))
+
+
+def print_compare(result: dict[str, Any], out: IO[str] | None = None) -> None:
+    """``stagelens compare`` for a terminal: the summary sentences, A vs B side by side, warnings."""
+    from rich.table import Table
+
+    from toolkit.report.compare_page import side_names
+
+    con = console(out)
+    names = side_names(result)
+    for i, sentence in enumerate(re.split(r"(?<=\.)\s+", str(result.get("summary") or ""))):
+        if sentence.strip():
+            con.print(_t(sentence.strip(), "bold" if i == 0 else ""))
+    a, b = result["a"], result["b"]
+
+    def pair(d: dict[str, Any], unit: str) -> str:
+        med, p95 = d.get("median"), d.get("p95")
+        return "n/a" if med is None else f"{med:,.1f} / {p95:,.1f} {unit}" if p95 is not None else f"{med:,.1f} {unit}"
+
+    tbl = Table(box=None, pad_edge=False, header_style="bold")
+    tbl.add_column("")
+    tbl.add_column(_t(names["a"]), justify="right")
+    tbl.add_column(_t(names["b"]), justify="right")
+    n = result.get("output_tokens")
+    for label, x, y in (("requests", f"{a['requests']:,}", f"{b['requests']:,}"),
+                        ("TTFT median / p95", pair(a["ttft_ms"], "ms"), pair(b["ttft_ms"], "ms")),
+                        ("TPOT median / p95", pair(a["tpot_ms"], "ms"), pair(b["tpot_ms"], "ms")),
+                        (f"{n:g}-token reply" if n is not None else "reply", pair(a["completion_ms"], "ms"),
+                         pair(b["completion_ms"], "ms"))):
+        tbl.add_row(_t(label), _t(x), _t(y))
+    con.print(tbl)
+    for w in result.get("warnings") or []:
+        con.print(_t(f"! {w}", "yellow"))
+
+
+class ImportProgress:
+    """``import``'s bar, in bytes of the inputs (%, rate, ETA). The importer reports lines per file;
+    a finished file counts its size, the file being read ``lines x`` its mean line length (sampled
+    from its first MiB; a compressed file counts when done). Stdin has no size: a line count only."""
+
+    SAMPLE = 1 << 20
+
+    def __init__(self, paths: list[str], bar: _Bar | _NoProgress) -> None:
+        from toolkit.sources import InputError, expand
+
+        self.bar, self.sizes, self.per_line = bar, {}, {}
+        self.done, self.current = 0, None
+        try:
+            sources = [] if "-" in paths else expand(paths)
+        except (InputError, OSError):  # the import itself will say what is wrong
+            sources = []
+        for s in sources:
+            self.sizes[s.name] = s.size
+            if s.compression is None and s.size:
+                with s.path.open("rb") as fh:
+                    head = fh.read(self.SAMPLE)
+                self.per_line[s.name] = len(head) / max(head.count(b"\n"), 1)
+        bar.update(total=sum(self.sizes.values()) or None)
+
+    def __call__(self, name: str, lines: int) -> None:
+        if name != self.current:
+            if self.current is not None:
+                self.done += self.sizes.get(self.current, 0)
+            self.current = name
+        size = self.sizes.get(name, 0)
+        partial = min(size, lines * self.per_line.get(name, 0.0))
+        self.bar.update(completed=self.done + partial, description=f"{Path(name).name[-40:]}: {lines:,} lines")
+
+
+REPORT_PHASES = 6
+"""The steps toolkit/report/build.py announces (busy periods, selection, statistics, attribution,
+summary, charts): the report's bar counts them."""
