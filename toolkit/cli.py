@@ -30,6 +30,26 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_USAGE, EXIT_REGRESSION, EXIT_INPUT = 0, 2, 3, 4
+MemoryLimit = Annotated[str | None, typer.Option(
+    "--memory-limit", help="DuckDB's memory limit, e.g. 8GB or 60% (default: STAGELENS_MEMORY_LIMIT, else 60% "
+    "of memory); beyond it queries spill to a folder inside the dataset.")]
+
+
+def _check_memory_limit(memory_limit: str | None) -> None:
+    """A bad --memory-limit (or STAGELENS_MEMORY_LIMIT) is a usage error before any query runs."""
+    from toolkit.resources import MemoryLimitError
+    from toolkit.resources import memory_limit as limit
+
+    try:
+        limit(memory_limit)
+    except MemoryLimitError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+
+
+def _out_of_memory(memory_limit: str | None) -> typer.Exit:
+    from toolkit.resources import describe_out_of_memory
+
+    return fail(describe_out_of_memory(memory_limit), EXIT_INPUT)
 
 
 def fail(message: str, code: int) -> typer.Exit:
@@ -203,6 +223,7 @@ def sql_cmd(
     list_: Annotated[bool, typer.Option("--list", help="List the named queries and views.")] = False,
     print_setup: Annotated[bool, typer.Option("--print-setup", help="Print the view DDL for a plain DuckDB.")] = False,
     max_rows: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
+    memory_limit: MemoryLimit = None,
 ) -> None:
     """Query a dataset with SQL (views: requests, spans, quarantine and those of queries/).
 
@@ -226,18 +247,21 @@ def sql_cmd(
     if format not in ("table", "csv", "json"):
         raise fail(f"--format must be table, csv or json, not {format!r}", EXIT_USAGE)
     params = parse_params(param)
+    _check_memory_limit(memory_limit)
     try:
         if print_setup:
             typer.echo(queries.setup_sql(dataset, params), nl=False)
             return
         if named:
-            tbl = queries.run_query(dataset, named, params)
+            tbl = queries.run_query(dataset, named, params, memory_limit)
         elif query:
-            tbl = queries.run_sql(dataset, query, params)
+            tbl = queries.run_sql(dataset, query, params, memory_limit)
         else:
             raise fail("give a SQL string or --query NAME", EXIT_USAGE)
     except DatasetError as e:
         raise fail(str(e), EXIT_USAGE) from None
+    except duckdb.OutOfMemoryException:
+        raise _out_of_memory(memory_limit) from None
     except (duckdb.Error, ValueError) as e:
         raise fail(str(e).splitlines()[0], EXIT_USAGE) from None
     for warning in queries.mixed_vantage_warnings(dataset, query or queries.get_query(named or "").body, tbl):
@@ -294,6 +318,7 @@ def report_cmd(
     tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
     bucket_s: Annotated[float | None, typer.Option(help="Load bucket width in seconds (default: adapts to the data; "
                                                                 "widened if it would give over 100 000 buckets).")] = None,
+    memory_limit: MemoryLimit = None,
 ) -> None:
     """Which stage made latency worse: busy periods vs quiet time, two windows, or two datasets.
 
@@ -306,16 +331,19 @@ def report_cmd(
         raise fail("--tail is a percentile between 50 and 100, e.g. 95", EXIT_USAGE)
     if bucket_s is not None and not bucket_s >= 0.001:
         raise fail("--bucket-s is a width in seconds, at least 0.001 (leave it out to adapt to the data)", EXIT_USAGE)
+    _check_memory_limit(memory_limit)
     quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
     progress = None if quiet or not sys.stderr.isatty() else (lambda msg: typer.echo(f"… {msg}", err=True))
     try:
         report = build_report(
             dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
             filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
-            tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=progress,
+            tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=progress, memory_limit=memory_limit,
         )
     except DatasetError as e:
         raise fail(str(e), EXIT_USAGE) from None
+    except duckdb.OutOfMemoryException:
+        raise _out_of_memory(memory_limit) from None
     except ValueError as e:
         raise fail(str(e), EXIT_USAGE) from None
     outputs = {"html": html, "md": md, "json": json_out}
@@ -350,6 +378,7 @@ def compare_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     md: Annotated[Path | None, typer.Option(help="Write Markdown here.")] = None,
     html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page with the chart here.")] = None,
+    memory_limit: MemoryLimit = None,
 ) -> None:
     """Who begins sooner, who finishes sooner, and for which reply lengths.
 
@@ -360,10 +389,13 @@ def compare_cmd(
 
     if dataset_b is None and not (a or b):
         raise fail("give two datasets, or filters --a/--b on one", EXIT_USAGE)
+    _check_memory_limit(memory_limit)
     try:
-        result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms)
+        result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit)
     except (FilterError, DatasetError) as e:
         raise fail(str(e), EXIT_USAGE) from None
+    except duckdb.OutOfMemoryException:
+        raise _out_of_memory(memory_limit) from None
     if md:
         md.write_text(render_md(result), encoding="utf-8")
     if html:

@@ -23,7 +23,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from toolkit import schema
+from toolkit import resources, schema
 from toolkit._paths import shipped
 from toolkit.store import Dataset
 
@@ -216,14 +216,18 @@ def duck() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def connect(dataset: str | Path, params: dict[str, object] | None = None) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with all views of ``dataset`` defined."""
+def connect(dataset: str | Path, params: dict[str, object] | None = None,
+            memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with all views of ``dataset`` defined, its memory limit and spill folder
+    chosen from the machine (``toolkit/resources.py``; ``memory_limit`` is ``--memory-limit``)."""
     con = duck()
+    resources.configure(con, dataset, memory_limit)
     con.execute(setup_sql(dataset, params))
     return con
 
 
-def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = None) -> pa.Table:
+def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = None,
+            memory_limit: str | None = None) -> pa.Table:
     """Run ad-hoc SQL against the dataset's views; ``$name`` parameters are bound from ``params``.
 
     Parameters that the SQL does not use set the views' variables instead (e.g. ``bucket_s``).
@@ -234,7 +238,7 @@ def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = No
     if missing:
         raise ValueError(f"missing parameter(s): {', '.join(sorted(missing))} (give --param name=value)")
     check_params({k: v for k, v in (params or {}).items() if k not in used})
-    con = connect(dataset, {k: v for k, v in (params or {}).items() if k not in used})
+    con = connect(dataset, {k: v for k, v in (params or {}).items() if k not in used}, memory_limit)
     return con.sql(sql, params=bound).to_arrow_table() if bound else con.sql(sql).to_arrow_table()
 
 
@@ -246,11 +250,12 @@ def get_query(name: str) -> QueryInfo:
     return by_name[name]
 
 
-def run_query(dataset: str | Path, name: str, params: dict[str, object] | None = None) -> pa.Table:
+def run_query(dataset: str | Path, name: str, params: dict[str, object] | None = None,
+              memory_limit: str | None = None) -> pa.Table:
     """Run the named query (or view) with its defaults overridden by ``params``."""
     q = get_query(name)
     check_params(params)
-    con = connect(dataset, params)
+    con = connect(dataset, params, memory_limit)
     if q.is_view:
         return con.sql(f"SELECT * FROM {q.name}").to_arrow_table()
     values: dict[str, object] = {p.name: p.default for p in q.params}

@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from toolkit import queries
+from toolkit import queries, resources
 from toolkit.attribution import (
     METRICS,
     SEED,
@@ -30,7 +30,6 @@ from toolkit.report.model import ChartData, Report
 
 FILTER_COLUMNS = ("model", "service", "replica", "tenant")
 TIMELINE_MAX = 200
-REPORT_MEMORY = "1500MB"
 TIMELINE_WINDOW_S = 180
 RANGES_INLINE = 64  # busy periods tested as inline ranges (more: the EXISTS form)
 SUMMARY_Q = (0.5, 0.9, 0.95, 0.99)
@@ -117,12 +116,17 @@ def build_report(
     threshold: float = 0.10,
     bucket_s: float | None = None,
     progress: Callable[[str], None] | None = None,
+    memory_limit: str | None = None,
 ) -> Report:
-    """Compare current and baseline requests and say which stage drove the change."""
+    """Compare current and baseline requests and say which stage drove the change.
+
+    ``memory_limit``: DuckDB's, as ``--memory-limit`` takes it (default: ``toolkit/resources.py``)."""
     say = progress or (lambda _msg: None)
     filters = {k: v for k, v in (filters or {}).items() if v is not None}
     params = {"bucket_s": bucket_s} if bucket_s else None
-    con = _connect(dataset, params)
+    if baseline_dataset is not None:  # two DuckDB databases in one process: the limit is shared
+        memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
+    con = _connect(dataset, params, memory_limit)
     filt, fparams = _filter_sql(filters)
     filt_calls = filt.replace("counted", "true", 1)  # a call is one row of `calls` already
     tail_name = f"p{round(tail * 100):d}"
@@ -138,7 +142,7 @@ def build_report(
     bucket = con.execute("SELECT min(bucket_s) FROM load").fetchone()[0]
 
     if baseline_dataset is not None:
-        con_b = _connect(baseline_dataset, params)
+        con_b = _connect(baseline_dataset, params, memory_limit)
         kind = "datasets"
         cur = Selection(con, "true", {}, {"dataset": str(dataset)})
         base = Selection(con_b, "true", {}, {"dataset": str(baseline_dataset)}, label="b")
@@ -277,14 +281,13 @@ SELECT (SELECT count(DISTINCT trace_id) FROM spans WHERE kind = 'tool' AND trace
        (SELECT count(*) FROM traces)"""
 
 
-def _connect(dataset: str | Path, params: dict | None) -> duckdb.DuckDBPyConnection:
+def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """The dataset's views, with those the report reads many times computed once: a temp table
     shadows the view of the same name. ``load`` (busy_periods, consistency, the charts); and, when
     there are client or gateway records, ``_links`` and ``calls`` holding only the joined calls
     (uplink known), the only ones the report reads (joined counts, client_ttft_ms, clock offsets).
     ``turns`` is computed once too, but only when the agent check says it is read (build_report)."""
-    con = queries.connect(dataset, params)
-    con.execute(f"SET memory_limit = '{REPORT_MEMORY}'")  # spill rather than grow past the target
+    con = queries.connect(dataset, params, memory_limit)
     con.execute("CREATE TEMP TABLE load AS SELECT * FROM main.load")
     if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
         con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
