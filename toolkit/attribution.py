@@ -28,9 +28,11 @@ checks they agree).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import duckdb
 import numpy as np
@@ -39,6 +41,11 @@ BOOT_REPLICATES = 200
 BOOT_ROWS = 40_000
 MIN_SHARE = 0.25
 SEED = 20261130
+EXACT_IN_MEMORY_ROWS = 4_000_000
+"""A group up to this many rows takes DuckDB's quantile_cont (every value in memory, 32 MB a metric);
+a larger one the bracket selection of ``exact_quantiles`` (the same values, memory that stays flat)."""
+PILOT_ROWS = 200_000
+BRACKET_Z = 6.0
 FINE = ("preprocess", "queue", "prefill", "decode", "postprocess")
 BOUNDS = ("a_us", "q_us", "s_us", "f_us", "l_us", "e_us")  # stage i runs from BOUNDS[i] to BOUNDS[i + 1]
 PRE_FIRST_TOKEN = {"preprocess", "queue", "prefill", "uplink", "gateway"}
@@ -242,10 +249,20 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
         before the per-row stage arithmetic, which is then done for the kept rows only."""
         return f"SELECT {key} AS _g, {cols} FROM {view} WHERE {mine} AND ({cond})"
 
-    pctl_aggs = [f"quantile_cont(m{i}, {qs})" for i in range(len(specs))]
+    # percentiles: quantile_cont holds every value of a group in memory; past EXACT_IN_MEMORY_ROWS the
+    # same exact values come from bracket selection (exact_quantiles), whose memory does not grow
+    metric_rows = f"SELECT {key} AS _g, {', '.join(f'{m} AS m{i}' for i, m in enumerate(m_sql))} FROM {view} WHERE {mine}"
+    sizes = dict(con.execute(f"SELECT _g, count(*) FROM ({metric_rows}) GROUP BY _g", base_params).fetchall())
+    in_memory = max(sizes.values(), default=0) <= EXACT_IN_MEMORY_ROWS
+    pctl_aggs = [f"quantile_cont(m{i}, {qs})" if in_memory else "NULL" for i in range(len(specs))]
     rows1 = {r[0]: r[1:] for r in con.execute(
         f"SELECT _g, count(*), {', '.join(aggs1 + pctl_aggs)} FROM (SELECT _g, {', '.join(masked)} "
         f"FROM ({select(', '.join(raw))})) GROUP BY _g", base_params).fetchall()}
+    if not in_memory:
+        counts = {(label, i): int(r[1 + sum(widths[:i])] or 0) for label, r in rows1.items() for i in range(len(specs))}
+        exact = exact_quantiles(con, metric_rows, base_params, len(specs), qs, sizes, counts)
+        rows1 = {label: (*r[: -len(specs)], *(exact[(label, i)] for i in range(len(specs))))
+                 for label, r in rows1.items()}
 
     # pass 2: the rows at or above each group's percentile of a metric (a few % of the rows)
     thr_params, n_rows = {}, {}
@@ -319,6 +336,92 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
             stats[0].sample = smp
             stats[1].sample = smp
             out[label][sp.name] = (stats[0], stats[1])
+    return out
+
+
+def quantile_cont_of(sorted_at: Callable[[int], float], n: int, q: float) -> float:
+    """DuckDB's ``quantile_cont`` from a group's order statistics (``sorted_at(k)``: the k-th smallest,
+    0-based), to the last bit: rank RN = (n - 1) q, and for a fractional RN, lo (1 - d) + hi d with d
+    the fraction, which DuckDB's compiled code evaluates as one fused multiply-add (lo times
+    (1 - d), plus the rounded hi d, rounded once): emulated exactly with fractions."""
+    rn = (n - 1) * q
+    lo_k, hi_k = math.floor(rn), math.ceil(rn)
+    lo = float(sorted_at(lo_k))
+    if lo_k == hi_k:
+        return lo
+    d = rn - lo_k
+    return float(Fraction(lo) * Fraction(1.0 - d) + Fraction(float(sorted_at(hi_k)) * d))
+
+
+def exact_quantiles(con: duckdb.DuckDBPyConnection, rows_sql: str, params: dict, n_metrics: int,
+                    qs: list[float], sizes: dict, counts: dict) -> dict[tuple, list[float] | None]:
+    """Exact ``quantile_cont(m_i, qs)`` per group (``_g``) of ``rows_sql``, in memory that does not grow
+    with the rows: selection by brackets (Floyd and Rivest's idea), two scans.
+
+    1. A pilot: ~``PILOT_ROWS`` rows of each group, picked by a hash of the row (reproducible).
+    2. For each rank k a percentile needs, the pilot's sorted values give a bracket [lo, hi] that holds
+       the k-th value unless the pilot is off by more than ``BRACKET_Z`` binomial standard deviations.
+       One scan counts each group's values below lo and keeps those inside [lo, hi] (about
+       2 BRACKET_Z sqrt(p (1 - p) / PILOT_ROWS) of the rows: ~1 % for a median at any N).
+    3. The k-th value is the (k - below)-th kept value; a bracket that missed (as likely as a 6-sigma
+       event) is widened and scanned again. The interpolation is ``quantile_cont_of``: the result
+       equals quantile_cont's bit for bit (tests/test_exact_quantiles.py).
+
+    ``sizes``: rows per group; ``counts[(group, i)]``: rows with m_i not null.
+    """
+    labels = list(sizes)
+    cols = [f"m{i}" for i in range(n_metrics)]
+    pick = " OR ".join(
+        f"(_g = $g_{gi}{f' AND hash({chr(44).join(cols)}, {SEED + 7}) % {sizes[label]} < {PILOT_ROWS}' if sizes[label] > PILOT_ROWS else ''})"
+        for gi, label in enumerate(labels)) or "false"
+    gparams = {f"g_{gi}": label for gi, label in enumerate(labels)}
+    used = {k: v for k, v in params.items() if f"${k}" in rows_sql}
+    pilot = con.execute(f"SELECT * FROM ({rows_sql}) WHERE {pick}", {**used, **gparams}).fetchnumpy()
+    want: dict[tuple, list[int]] = {}  # (group index, metric) -> ranks needed
+    for gi, label in enumerate(labels):
+        for i in range(n_metrics):
+            n = counts.get((label, i), 0)
+            want[(gi, i)] = sorted({r for q in qs for r in (math.floor((n - 1) * q), math.ceil((n - 1) * q))}) if n else []
+    found: dict[tuple, float] = {}
+    z = BRACKET_Z
+    for attempt in range(4):
+        whole = attempt == 3  # the last try keeps every value of what is still missing (never seen)
+        brackets = []  # (group index, metric, lo, hi, ranks)
+        for (gi, i), ranks in want.items():
+            todo = [k for k in ranks if (gi, i, k) not in found]
+            if not todo:
+                continue
+            n = counts[(labels[gi], i)]
+            mine = np.ma.asarray(pilot[f"m{i}"])[pilot["_g"] == labels[gi]]
+            v = np.sort(np.ma.asarray(mine, dtype=float).compressed())
+            ns = len(v)
+            for k in todo:
+                pos, p = k * ns / max(n, 1), k / max(n - 1, 1)
+                w = z * math.sqrt(ns * p * (1 - p)) + 2
+                a, b = math.floor(pos - w), math.ceil(pos + w)
+                lo = float(v[a]) if 0 <= a < ns and not whole else -math.inf
+                hi = float(v[b]) if 0 <= b < ns and not whole else math.inf
+                brackets.append((gi, i, lo, hi, [k]))
+        if not brackets:
+            break
+        aggs, bparams = [], {}  # DuckDB refuses a parameter the statement does not use: only these groups'
+        for j, (gi, i, lo, hi, _ks) in enumerate(brackets):
+            bparams[f"lo_{j}"], bparams[f"hi_{j}"], bparams[f"g_{gi}"] = lo, hi, labels[gi]
+            aggs.append(f"count_if(_g = $g_{gi} AND m{i} < $lo_{j})")
+            aggs.append(f"list(m{i} ORDER BY m{i}) FILTER (WHERE _g = $g_{gi} AND m{i} >= $lo_{j} AND m{i} <= $hi_{j})")
+        row = con.execute(f"SELECT {', '.join(aggs)} FROM ({rows_sql})", {**used, **bparams}).fetchone()
+        for j, (gi, i, _lo, _hi, ks) in enumerate(brackets):
+            below, kept = int(row[2 * j]), row[2 * j + 1] or []
+            for k in ks:
+                if 0 <= k - below < len(kept):
+                    found[(gi, i, k)] = kept[k - below]
+        z = max(4 * z, 4.0)  # a bracket that missed: wider, and at the last try the whole range
+    out: dict[tuple, list[float] | None] = {}
+    for gi, label in enumerate(labels):
+        for i in range(n_metrics):
+            n = counts.get((label, i), 0)
+            # no value: NULL, as quantile_cont gives
+            out[(label, i)] = [quantile_cont_of(lambda k, gi=gi, i=i: found[(gi, i, k)], n, q) for q in qs] if n else None
     return out
 
 
