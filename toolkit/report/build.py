@@ -288,7 +288,7 @@ def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None 
     (uplink known), the only ones the report reads (joined counts, client_ttft_ms, clock offsets).
     ``turns`` is computed once too, but only when the agent check says it is read (build_report)."""
     con = queries.connect(dataset, params, memory_limit)
-    con.execute("CREATE TEMP TABLE load AS SELECT * FROM main.load")
+    queries.share_load(con)
     if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
         con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
         # a joined call is anchored at the lower record of a link; linked_only leaves out the calls
