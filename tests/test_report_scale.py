@@ -109,3 +109,30 @@ def test_report_json_is_the_same_before_and_after(samples: Path, monkeypatch: py
         after = report_json(samples, filters=filters)
     assert after["attribution"], "the samples hold a comparison"
     assert after == before
+
+
+def test_charts_are_drawn_in_worker_threads_into_the_same_page(samples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vl-convert draws while the GIL is free: the charts go to worker threads, the page is unchanged."""
+    import threading
+    from concurrent.futures import Future
+
+    from toolkit.report import charts, render_html
+
+    class InThisThread:
+        def submit(self, fn, *args):  # type: ignore[no-untyped-def]
+            done: Future = Future()
+            done.set_result(fn(*args))
+            return done
+
+    report = build_report(samples, filters={"service": DEMO_SERVICE})
+    real, threads = charts.to_svg, []
+    monkeypatch.setattr(charts, "to_svg", lambda chart, uid, label: threads.append(threading.current_thread().name)
+                        or real(chart, uid, label))
+    with monkeypatch.context() as m:
+        m.setattr(render_html, "_POOL", InThisThread())
+        want = render_html.render_html(report)
+    assert len(threads) >= 4 and set(threads) == {threading.current_thread().name}
+    threads.clear()
+    got = render_html.render_html(report)
+    assert len(threads) >= 4 and all(t.startswith("stagelens-chart") for t in threads)
+    assert "\x00" not in got and "<figure><svg" in got and got == want

@@ -12,14 +12,11 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import duckdb
 import typer
 
-from toolkit import schema
-from toolkit.importers import REGISTRY, UnknownFormat
-from toolkit.importers._common import ImportOptions, describe_boundaries
-from toolkit.sources import InputError
-from toolkit.store import DatasetError
+# Fast start: `--help`, `--version` and `schema` import neither DuckDB, pyarrow, polars nor altair
+# (0.15 to 0.5 CPU s each); a command imports what it uses, inside its function
+# (tests/test_fast_start.py checks it).
 
 app = typer.Typer(
     name="stagelens",
@@ -87,7 +84,13 @@ def import_cmd(
 
     Example: stagelens import logs/*.jsonl.gz --out ds/
     """
+    import duckdb
+
+    from toolkit.importers import UnknownFormat
+    from toolkit.importers._common import ImportOptions
     from toolkit.ingest import import_traces
+    from toolkit.sources import InputError
+    from toolkit.store import DatasetError
 
     if not 0 <= max_bad_fraction <= 1:
         raise fail("--max-bad-fraction is a share between 0 and 1, e.g. 0.5", EXIT_USAGE)
@@ -188,6 +191,9 @@ def formats_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
     """List the importers and which stage boundaries each can and cannot measure."""
+    from toolkit.importers import REGISTRY
+    from toolkit.importers._common import describe_boundaries
+
     rows = []
     for name, imp in REGISTRY.items():
         rows.append({
@@ -210,6 +216,8 @@ def schema_cmd(
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown tables (as in the README).")] = False,
 ) -> None:
     """Print the dataset's columns, from schemas/."""
+    from toolkit import schema
+
     typer.echo(schema.describe(markdown=markdown), nl=False)
 
 
@@ -229,7 +237,10 @@ def sql_cmd(
 
     Example: stagelens sql ds/ "SELECT model, count(*) FROM requests GROUP BY ALL"
     """
+    import duckdb
+
     from toolkit import queries
+    from toolkit.store import DatasetError
 
     if list_:
         from toolkit import schema
@@ -276,6 +287,8 @@ def _maps_as_json(tbl):  # type: ignore[no-untyped-def]
     maps = [f.name for f in tbl.schema if pa.types.is_map(f.type)]
     if not maps:
         return tbl
+    import duckdb
+
     con = duckdb.connect()
     con.register("result", tbl)
     cols = ", ".join(f'CAST(to_json("{c}") AS VARCHAR) AS "{c}"' if c in maps else f'"{c}"' for c in tbl.column_names)
@@ -324,8 +337,11 @@ def report_cmd(
 
     Example: stagelens report ds/ --html report.html --fail-on-regression
     """
+    import duckdb
+
     from toolkit.report.build import build_report
     from toolkit.report.render import RENDERERS
+    from toolkit.store import DatasetError
 
     if not 50 <= tail < 100:
         raise fail("--tail is a percentile between 50 and 100, e.g. 95", EXIT_USAGE)
@@ -384,8 +400,11 @@ def compare_cmd(
 
     Example: stagelens compare tonight/ lastnight/ --output-tokens 300
     """
+    import duckdb
+
     from toolkit.compare import FilterError, compare_datasets
     from toolkit.report.compare_page import render_html, render_md
+    from toolkit.store import DatasetError
 
     if dataset_b is None and not (a or b):
         raise fail("give two datasets, or filters --a/--b on one", EXIT_USAGE)
@@ -426,6 +445,7 @@ def collect_cmd(
     import os
 
     from toolkit.collect import serve
+    from toolkit.importers import REGISTRY
 
     if out is None and dataset is None:
         raise fail("collect needs --out FILE.jsonl or --dataset DIR", EXIT_USAGE)
@@ -468,6 +488,8 @@ def replay_cmd(
     Example: stagelens replay incident/ --window 2026-11-30T01:00/2026-11-30T01:10 --endpoint http://staging:8000 --out staging/
     """
     from toolkit.replay import ReplayError, replay
+    from toolkit.sources import InputError
+    from toolkit.store import DatasetError
 
     try:
         summary = replay(
@@ -499,6 +521,9 @@ def demo_cmd(
 ) -> None:
     """Import the bundled sample_traces/ and print what they show: the one-minute tour."""
     from toolkit.demo import run_demo
+    from toolkit.importers import UnknownFormat
+    from toolkit.sources import InputError
+    from toolkit.store import DatasetError
 
     try:
         run_demo(out, echo=typer.echo)

@@ -19,13 +19,16 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 
 from toolkit import resources, schema
 from toolkit._paths import shipped
 from toolkit.store import Dataset
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 QUERY_DIR = shipped("queries")
 BASE_TABLES = schema.TABLES
@@ -166,11 +169,14 @@ def _quote(s: str) -> str:
     return s.replace("'", "''")
 
 
-def setup_sql(dataset: str | Path, params: dict[str, object] | None = None) -> str:
+def setup_sql(dataset: str | Path, params: dict[str, object] | None = None, only: set[str] | None = None) -> str:
     """DDL that recreates every view of the dataset in a plain DuckDB session.
 
     ``params`` override the declared defaults of the views' variables (``--param name=value``).
+    ``only``: just the views these names read (and themselves): DuckDB binds a view as it is
+    created, 0.3 CPU s for all of them, which a small ad-hoc query should not pay.
     """
+    keep = _closure(only) if only is not None else None
     ds = Dataset.open(dataset)
     out = ["-- stagelens views over " + str(Path(dataset).resolve()), "SET TimeZone = 'UTC';"]
     declared = all_params()
@@ -181,7 +187,7 @@ def setup_sql(dataset: str | Path, params: dict[str, object] | None = None) -> s
     for name in BASE_TABLES:
         out.append(f"CREATE OR REPLACE VIEW {name} AS {_table_source(ds, name)};")
     for q in list_queries():
-        if q.is_view:
+        if q.is_view and (keep is None or q.name in keep):
             out.append(f"-- {q.name}: {q.description}")
             out.append(f"CREATE OR REPLACE VIEW {q.name} AS\n{_bind_variables(q)};")
     return "\n".join(out) + "\n"
@@ -217,13 +223,21 @@ def duck() -> duckdb.DuckDBPyConnection:
 
 
 def connect(dataset: str | Path, params: dict[str, object] | None = None,
-            memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with all views of ``dataset`` defined, its memory limit and spill folder
-    chosen from the machine (``toolkit/resources.py``; ``memory_limit`` is ``--memory-limit``)."""
+            memory_limit: str | None = None, sql: str | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with all views of ``dataset`` defined (with ``sql``: those it names),
+    its memory limit and spill folder chosen from the machine (``toolkit/resources.py``;
+    ``memory_limit`` is ``--memory-limit``)."""
     con = duck()
     resources.configure(con, dataset, memory_limit)
-    con.execute(setup_sql(dataset, params))
+    con.execute(setup_sql(dataset, params, None if sql is None else named_views(sql)))
     return con
+
+
+def named_views(sql: str) -> set[str]:
+    """Names of views that ``sql`` may read: every word of it that is a view's name (string
+    literals too, for ``query_table('load')``; a word too many only costs a view)."""
+    views = {q.name for q in list_queries() if q.is_view}
+    return {w for w in re.findall(r"[A-Za-z_]\w*", sql.lower()) if w in views}
 
 
 SHARED_VIEWS = ("_bucket_load", "load")
@@ -250,11 +264,7 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
     The views are set up without reading any data (``connect`` stays instant); the first statement
     that needs the bucket load pays for it once: ``_bucket_load`` (one linear pass, per-bucket event
     sums) and, when read, ``load`` (plus the peak sweep). Later statements read the tables."""
-    if sql is None:
-        wanted = set(SHARED_VIEWS)
-    else:
-        words = set(re.findall(r"[A-Za-z_]\w*", _strip_comments_and_strings(sql).lower()))
-        wanted = _closure({w for w in words if w in {q.name for q in list_queries() if q.is_view}}) & set(SHARED_VIEWS)
+    wanted = set(SHARED_VIEWS) if sql is None else _closure(named_views(sql)) & set(SHARED_VIEWS)
     have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
     for name in SHARED_VIEWS:  # _bucket_load first: load reads it
         if name in wanted and name not in have:
@@ -273,7 +283,7 @@ def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = No
     if missing:
         raise ValueError(f"missing parameter(s): {', '.join(sorted(missing))} (give --param name=value)")
     check_params({k: v for k, v in (params or {}).items() if k not in used})
-    con = connect(dataset, {k: v for k, v in (params or {}).items() if k not in used}, memory_limit)
+    con = connect(dataset, {k: v for k, v in (params or {}).items() if k not in used}, memory_limit, sql)
     share_load(con, sql)
     return con.sql(sql, params=bound).to_arrow_table() if bound else con.sql(sql).to_arrow_table()
 
