@@ -404,17 +404,8 @@ def exact_quantiles(con: duckdb.DuckDBPyConnection, rows_sql: str, params: dict,
                 brackets.append((gi, i, lo, hi, [k]))
         if not brackets:
             break
-        aggs, bparams = [], {}  # DuckDB refuses a parameter the statement does not use: only these groups'
-        for j, (gi, i, lo, hi, _ks) in enumerate(brackets):
-            bparams[f"lo_{j}"], bparams[f"hi_{j}"], bparams[f"g_{gi}"] = lo, hi, labels[gi]
-            aggs.append(f"count_if(_g = $g_{gi} AND m{i} < $lo_{j})")
-            aggs.append(f"list(m{i} ORDER BY m{i}) FILTER (WHERE _g = $g_{gi} AND m{i} >= $lo_{j} AND m{i} <= $hi_{j})")
-        row = con.execute(f"SELECT {', '.join(aggs)} FROM ({rows_sql})", {**used, **bparams}).fetchone()
-        for j, (gi, i, _lo, _hi, ks) in enumerate(brackets):
-            below, kept = int(row[2 * j]), row[2 * j + 1] or []
-            for k in ks:
-                if 0 <= k - below < len(kept):
-                    found[(gi, i, k)] = kept[k - below]
+        for i in range(n_metrics):  # one light scan per metric: each row falls in one region of its group
+            _scan_brackets(con, rows_sql, used, i, labels, [b for b in brackets if b[1] == i], found)
         z = max(4 * z, 4.0)  # a bracket that missed: wider, and at the last try the whole range
     out: dict[tuple, list[float] | None] = {}
     for gi, label in enumerate(labels):
@@ -423,6 +414,48 @@ def exact_quantiles(con: duckdb.DuckDBPyConnection, rows_sql: str, params: dict,
             # no value: NULL, as quantile_cont gives
             out[(label, i)] = [quantile_cont_of(lambda k, gi=gi, i=i: found[(gi, i, k)], n, q) for q in qs] if n else None
     return out
+
+
+def _scan_brackets(con: duckdb.DuckDBPyConnection, rows_sql: str, params: dict, i: int, labels: list,
+                   brackets: list[tuple], found: dict) -> None:
+    """One scan for metric ``i``: each group's brackets, merged into disjoint intervals, cut its values
+    into regions (below the first, inside it, between, ...); the query counts each region and keeps the
+    values of the intervals, sorted. A rank's value is then read from its interval (into ``found``)."""
+    by_group: dict[int, list[list]] = {}
+    for gi, _i, lo, hi, ks in sorted(brackets, key=lambda b: (b[0], b[2])):
+        merged = by_group.setdefault(gi, [])
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1], merged[-1][2] = max(merged[-1][1], hi), merged[-1][2] + ks
+        else:
+            merged.append([lo, hi, list(ks)])
+    if not by_group:
+        return
+    bparams: dict[str, object] = {}
+    cases = []
+    for gi, intervals in by_group.items():
+        bparams[f"g_{gi}"] = labels[gi]
+        whens = []
+        for j, (lo, hi, _ks) in enumerate(intervals):
+            bparams[f"lo_{gi}_{j}"], bparams[f"hi_{gi}_{j}"] = lo, hi
+            whens += [f"WHEN m{i} < $lo_{gi}_{j} THEN {2 * j}", f"WHEN m{i} <= $hi_{gi}_{j} THEN {2 * j + 1}"]
+        cases.append(f"WHEN $g_{gi} THEN CASE {' '.join(whens)} ELSE {2 * len(intervals)} END")
+    region = f"CASE _g {' '.join(cases)} END"
+    rows = con.execute(
+        f"SELECT _g, r, count(*), list(m ORDER BY m) FILTER (WHERE r % 2 = 1) FROM ("
+        f"SELECT _g, m{i} AS m, {region} AS r FROM ({rows_sql}) WHERE m{i} IS NOT NULL "
+        f"AND _g IN ({', '.join(f'$g_{gi}' for gi in by_group)})) GROUP BY ALL", {**params, **bparams}).fetchall()
+    counts: dict[tuple, int] = {}
+    kept: dict[tuple, list] = {}
+    for g, r, n, values in rows:
+        counts[(g, r)], kept[(g, r)] = n, values or []
+    for gi, intervals in by_group.items():
+        label = labels[gi]
+        for j, (_lo, _hi, ks) in enumerate(intervals):
+            below = sum(counts.get((label, r), 0) for r in range(2 * j + 1))
+            values = kept.get((label, 2 * j + 1), [])
+            for k in ks:
+                if 0 <= k - below < len(values):
+                    found[(gi, i, k)] = values[k - below]
 
 
 def _boot_weights(n: int, seed: int) -> np.ndarray:
