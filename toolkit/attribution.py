@@ -361,7 +361,7 @@ def exact_quantiles(con: duckdb.DuckDBPyConnection, rows_sql: str, params: dict,
     1. A pilot: ~``PILOT_ROWS`` rows of each group, picked by a hash of the row (reproducible).
     2. For each rank k a percentile needs, the pilot's sorted values give a bracket [lo, hi] that holds
        the k-th value unless the pilot is off by more than ``BRACKET_Z`` binomial standard deviations.
-       One scan counts each group's values below lo and keeps those inside [lo, hi] (about
+       One scan per metric (``_scan_brackets``) counts the values below lo and keeps those inside [lo, hi] (about
        2 BRACKET_Z sqrt(p (1 - p) / PILOT_ROWS) of the rows: ~1 % for a median at any N).
     3. The k-th value is the (k - below)-th kept value; a bracket that missed (as likely as a 6-sigma
        event) is widened and scanned again. The interpolation is ``quantile_cont_of``: the result
