@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -107,8 +108,77 @@ QUERIES = {
                     "sum(prefill_ms), sum(decode_ms), sum(postprocess_ms), sum(array_length(stage_names)), "
                     "sum(array_length(stage_values_ms)) FROM stages",
     "load": "SELECT count(*), sum(mean_in_flight), max(peak_in_flight), count_if(busy) FROM load",
-    "busy_periods": "SELECT count(*), sum(duration_s) FROM busy_periods",
+    "busy_periods": "SELECT count(*), sum(duration_s), max(peak_in_flight) FROM busy_periods",
     "metrics": "SELECT count(*), sum(p99) FROM metrics",
+}
+
+
+# Hand-written references (DESIGN §10: a target is a ratio to a reference in the same run): the same rows
+# as the view, written the direct way one would in a DuckDB shell, for 60 s buckets. They start from the
+# same per-request rows (_bounds: which record counts for a call, on which clock), so the ratio measures
+# the load logic, not that shared definition. Each prints the same result as the view (checked).
+_REF_LOAD = """
+c AS (SELECT a_us, e_us FROM _bounds WHERE in_load),
+b AS (SELECT min(a_us) // 60000000 AS lo, greatest(min(a_us), max(e_us) - 1) // 60000000 AS hi FROM c),
+ev AS (SELECT a_us AS t, 1 AS d, e_us - a_us AS dur FROM c UNION ALL SELECT e_us, -1, NULL FROM c),
+sw AS (SELECT t, d, dur, sum(d) OVER (ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS f FROM ev),
+per AS (
+    SELECT t // 60000000 AS i, count_if(d = 1) AS arrivals, sum(d) AS net, avg(dur) / 1e3 AS mean_e2e_ms,
+           sum(d * ((t // 60000000 + 1) * 60000000 - t)) AS inner_us, max(f) FILTER (WHERE d = 1) AS arr_peak,
+           sum(CASE WHEN t % 60000000 = 0 THEN d ELSE 0 END) AS net0
+    FROM sw GROUP BY 1),
+done AS (SELECT greatest(e_us - 1, a_us) // 60000000 AS i, count(*) AS n FROM c GROUP BY 1),
+k AS (
+    SELECT g.i, coalesce(per.arrivals, 0) AS arrivals, coalesce(done.n, 0) AS completions, per.mean_e2e_ms,
+           coalesce(sum(per.net) OVER (ORDER BY g.i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS s0,
+           coalesce(per.inner_us, 0) AS inner_us, per.arr_peak, coalesce(per.net0, 0) AS net0
+    FROM (SELECT unnest(generate_series(lo, hi)) AS i FROM b) AS g
+    LEFT JOIN per ON per.i = g.i LEFT JOIN done ON done.i = g.i),
+m AS (
+    SELECT *, (s0 * 60000000 + inner_us) / 60000000 AS mean_in_flight,
+           CASE WHEN arr_peak IS NULL THEN s0 + net0 ELSE greatest(arr_peak, s0 + net0) END AS peak_in_flight FROM k),
+thr AS (SELECT greatest(2.0 * q, q + 3.0 * sqrt(q)) AS busy_threshold
+        FROM (SELECT quantile_cont(mean_in_flight, 0.5) FILTER (WHERE mean_in_flight > 0) AS q FROM m) AS x),
+isl AS (SELECT m.*, thr.busy_threshold, m.mean_in_flight >= thr.busy_threshold AS above,
+               m.i - row_number() OVER (PARTITION BY m.mean_in_flight >= thr.busy_threshold ORDER BY m.i) AS island
+        FROM m CROSS JOIN thr),
+ref_load AS (
+    SELECT i AS bucket_index, make_timestamp(i * 60000000) AS bucket_start, 60.0 AS bucket_s, arrivals,
+           arrivals / 60.0 AS arrivals_per_s, completions, mean_in_flight, peak_in_flight, mean_e2e_ms,
+           mean_in_flight / nullif(arrivals / 60.0 * mean_e2e_ms / 1e3, 0) AS littles_ratio, busy_threshold,
+           above AND count(*) OVER (PARTITION BY above, island) >= 2 AS busy
+    FROM isl)
+"""
+_REF_METRICS = _REF_LOAD + """,
+r AS (
+    SELECT model, CASE WHEN in_load THEN CASE WHEN a_us // 60000000 IN (SELECT bucket_index FROM ref_load WHERE busy)
+                  THEN 'busy' ELSE 'quiet' END END AS period,
+           (f_us - a_us) / 1e3 AS ttft, (e_us - a_us) / 1e3 AS e2e, itl_ms,
+           CASE WHEN output_tokens > 1 THEN (coalesce(l_us, e_us) - f_us) / 1e3 / (output_tokens - 1) END AS tpot
+    FROM _bounds WHERE counted),
+q AS (
+    SELECT model, period, quantile_cont(ttft, [0.5, 0.9, 0.95, 0.99]) AS a, quantile_cont(tpot, [0.5, 0.9, 0.95, 0.99]) AS b,
+           quantile_cont(e2e, [0.5, 0.9, 0.95, 0.99]) AS c FROM r GROUP BY ALL),
+gaps AS (SELECT model, period, unnest(itl_ms) AS g, list_avg(itl_ms) AS rm FROM r WHERE len(itl_ms) > 0),
+itl AS (SELECT model, period, quantile_cont(g, [0.5, 0.9, 0.95, 0.99]) AS a, quantile_cont(rm, [0.5, 0.9, 0.95, 0.99]) AS b
+        FROM gaps GROUP BY ALL),
+per_req AS (SELECT model, period, quantile_cont(list_avg(itl_ms), [0.5, 0.9, 0.95, 0.99]) AS a FROM r
+            WHERE len(itl_ms) > 0 GROUP BY ALL),
+turn AS (SELECT CASE WHEN min(a_us) // 60000000 IN (SELECT bucket_index FROM ref_load WHERE busy) THEN 'busy' ELSE 'quiet' END
+                AS period, (max(e_us) - min(a_us)) / 1e3 AS t
+         FROM _bounds WHERE counted AND trace_id IS NOT NULL GROUP BY trace_id),
+tq AS (SELECT period, quantile_cont(t, [0.5, 0.9, 0.95, 0.99]) AS a FROM turn GROUP BY ALL),
+rows AS (
+    SELECT a[4] AS p99 FROM q UNION ALL SELECT b[4] FROM q WHERE b[4] IS NOT NULL UNION ALL SELECT c[4] FROM q
+    UNION ALL SELECT a[4] FROM itl UNION ALL SELECT b[4] FROM itl UNION ALL SELECT a[4] FROM per_req
+    UNION ALL SELECT a[4] FROM tq)
+"""
+REFERENCES = {
+    "load": f"WITH {_REF_LOAD} SELECT count(*), sum(mean_in_flight), max(peak_in_flight), count_if(busy) FROM ref_load",
+    "busy_periods": f"WITH {_REF_LOAD} SELECT count(*), sum(duration_s), max(peak) FROM (SELECT count(*) * 60.0 AS "
+                    "duration_s, max(peak_in_flight) AS peak FROM (SELECT peak_in_flight, bucket_index - row_number() "
+                    "OVER (ORDER BY bucket_index) AS isl FROM ref_load WHERE busy) GROUP BY isl)",
+    "metrics": f"WITH {_REF_METRICS} SELECT count(*), sum(p99) FROM rows",
 }
 
 
@@ -137,12 +207,16 @@ def peak_rss_mb() -> float:
 
 def run_one(dataset: Path, name: str, threads: int, params: dict[str, object]) -> None:
     """Time one view in this (fresh) process and print a JSON line: seconds and this process's peak RSS."""
-    con = queries.connect(dataset, params)
+    ref = name.startswith("ref:")
+    sql = REFERENCES[name[4:]] if ref else QUERIES[name]
+    con = queries.connect(dataset, params, sql=sql)
     con.execute(f"SET threads = {threads}")
     t, cpu = time.perf_counter(), time.process_time()
-    con.sql(QUERIES[name]).fetchall()
+    if not ref:
+        queries.share_load(con, sql)  # as `stagelens sql` runs it: the shared load computed once, then read
+    result = con.sql(sql).fetchall()
     print(json.dumps({"name": name, "seconds": time.perf_counter() - t, "cpu_s": time.process_time() - cpu,
-                      "peak_rss_mb": peak_rss_mb()}))
+                      "peak_rss_mb": peak_rss_mb(), "result": [round(float(x), 6) for x in result[0]]}))
 
 
 def _rows(text: str) -> int:
@@ -167,18 +241,29 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     generate(out, args.rows, args.threads)
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"{'view':<14} {'seconds':>8} {'CPU s':>8} {'peak RSS MB':>12} {'load':>5}   ({args.rows:,} requests, "
+    print(f"{'view':<18} {'seconds':>8} {'CPU s':>8} {'peak RSS MB':>12} {'load':>5}   ({args.rows:,} requests, "
           f"{args.threads} threads, load average {load1:.1f} on {os.cpu_count()} CPUs)")
     names = [n.strip() for n in args.only.split(",") if n.strip()]
+    # a view with a hand-written reference runs beside it (ref:NAME), and the two results must agree
+    names = [x for n in names for x in ([n, f"ref:{n}"] if n in REFERENCES else [n])]
+    results: dict[str, tuple[float, list]] = {}
     for name in [n for n in names for _ in range(max(1, args.repeat))]:
         load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         res = subprocess.run([sys.executable, __file__, "--one", name, "--dir", str(out), "--threads",
                               str(args.threads), "--rows", str(args.rows)], capture_output=True, text=True)
         if res.returncode != 0:
-            print(f"{name:<14} failed: {res.stderr.strip().splitlines()[-1:]}")
+            print(f"{name:<18} failed: {res.stderr.strip().splitlines()[-1:]}")
             continue
         r = json.loads(res.stdout.strip().splitlines()[-1])
-        print(f"{name:<14} {r['seconds']:8.2f} {r['cpu_s']:8.2f} {r['peak_rss_mb']:12.0f} {load1:5.1f}", flush=True)
+        best = min(r["cpu_s"], results.get(name, (float("inf"), []))[0])
+        results[name] = (best, r["result"])
+        extra = ""
+        if name.startswith("ref:") and name[4:] in results:
+            view_cpu, view_result = results[name[4:]]
+            same = len(view_result) == len(r["result"]) and all(
+                math.isclose(a, b, rel_tol=1e-9) for a, b in zip(view_result, r["result"], strict=True))
+            extra = f"  view/reference CPU {view_cpu / best:.2f}x, {'same result' if same else 'RESULTS DIFFER'}"
+        print(f"{name:<18} {r['seconds']:8.2f} {r['cpu_s']:8.2f} {r['peak_rss_mb']:12.0f} {load1:5.1f}{extra}", flush=True)
     return 0
 
 

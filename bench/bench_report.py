@@ -21,6 +21,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -88,10 +89,29 @@ def _cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def _spill_sampler(dataset: str) -> tuple[threading.Event, list[int]]:
+    """Peak bytes in the report's spill folder (toolkit/resources.py: inside the dataset), sampled every 0.2 s."""
+    from toolkit.resources import temp_dir
+
+    folder, stop, peak = temp_dir(dataset), threading.Event(), [0]
+
+    def sample() -> None:
+        while not stop.wait(0.2):
+            try:
+                size = sum(f.stat().st_size for f in folder.iterdir())
+            except OSError:
+                continue
+            peak[0] = max(peak[0], size)
+
+    threading.Thread(target=sample, daemon=True).start()
+    return stop, peak
+
+
 def _child(dataset: str) -> None:
     from toolkit.report.build import build_report
     from toolkit.report.render import RENDERERS
 
+    stop, spill = _spill_sampler(dataset)
     t = time.perf_counter()
     marks: list[tuple[str, float, float]] = [("start", 0.0, _cpu_s())]
     report = build_report(dataset, progress=lambda msg: marks.append((msg, time.perf_counter() - t, _cpu_s())))
@@ -103,19 +123,43 @@ def _child(dataset: str) -> None:
         t0, c0 = time.perf_counter(), _cpu_s()
         sizes[k] = len(fn(report))
         phases.append((f"render {k}", time.perf_counter() - t0, _cpu_s() - c0))
+    stop.set()
     print(json.dumps({"build_s": built, "total_s": time.perf_counter() - t, "headline": report.headline["sentence"],
-                      "busy": report.busy_periods, "sizes": sizes, "phases": phases}))
+                      "busy": report.busy_periods, "sizes": sizes, "phases": phases, "spill_bytes": spill[0]}))
+
+
+def _check_same(dataset: str) -> bool:
+    """The report JSON with the load view and percentile path as they were before issue 22 (the
+    reference kept in tests/test_report_scale.py) equals the one with the shared load and every group
+    on the bounded-memory percentile path."""
+    from tests.test_report_scale import load_before, report_json
+    from toolkit import attribution, queries
+
+    share, limit = queries.share_load, attribution.EXACT_IN_MEMORY_ROWS
+    queries.share_load = load_before
+    before = report_json(Path(dataset))
+    queries.share_load, attribution.EXACT_IN_MEMORY_ROWS = share, 0
+    after = report_json(Path(dataset))
+    attribution.EXACT_IN_MEMORY_ROWS = limit
+    print(f"report JSON before == after (old load view + quantile_cont vs shared load + bracket selection): "
+          f"{before == after}")
+    return before == after
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10_000_000)
     ap.add_argument("--keep", action="store_true", help="reuse the dataset if it exists, and keep it")
+    ap.add_argument("--check-same", action="store_true", help="also check the report JSON is the same as with "
+                    "the load view and percentile path before issue 22 (two more report builds)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-check", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         _child(args.child)
         return 0
+    if args.child_check:
+        return 0 if _check_same(args.child_check) else 1
     ds = DATA / f"report-{args.n}"
     if not (args.keep and (ds / "manifest.json").exists()):
         t = time.perf_counter()
@@ -133,15 +177,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"report on {args.n:,} requests: build {res['build_s']:.1f} s, with JSON/Markdown/HTML rendering "
           f"{res['total_s']:.1f} s, peak RSS {rss_mb:.0f} MB "
           f"[targets < 20 s: {'met' if res['total_s'] < 20 else 'NOT met'}; < 2 GB: {'met' if rss_mb < 2048 else 'NOT met'}]")
-    print(f"  CPU {ru.ru_utime + ru.ru_stime:.1f} s (user + system, whole child); load average (1 min) "
+    cpu = ru.ru_utime + ru.ru_stime
+    print(f"  CPU {cpu:.1f} s (user + system, whole child) = {cpu / (args.n / 1e6):.2f} CPU s per million requests; "
+          f"spilled at most {res['spill_bytes'] / 1e6:.0f} MB; load average (1 min) "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after, on {os.cpu_count()} cores")
     for name, wall, cpu in res["phases"]:
         print(f"    {name:44s} {wall:6.2f} s  cpu {cpu:6.2f} s")
     print(f"  busy periods: {[(b['start'], b['end']) for b in res['busy']]}")
     print(f"  headline: {res['headline']}")
+    same = True
+    if args.check_same:
+        check = subprocess.run([sys.executable, __file__, "--child-check", str(ds)], capture_output=True, text=True)
+        print("  " + (check.stdout.strip().splitlines() or [check.stderr.strip()[-500:]])[-1])
+        same = check.returncode == 0
     if not args.keep:
         shutil.rmtree(ds, ignore_errors=True)
-    return 0
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

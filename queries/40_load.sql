@@ -56,17 +56,23 @@ events AS (
 sweep AS (
     SELECT
         t,
-        sum(d) OVER (ORDER BY t, d ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS in_flight,
-        lead(t) OVER (ORDER BY t, d) AS t_next
+        d,
+        sum(d) OVER (ORDER BY t, d ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS in_flight
     FROM events
 ),
--- only the count after the last event of an instant is real: several events at one instant happen at once
-settled AS (
-    SELECT t, in_flight FROM sweep WHERE t_next IS NULL OR t_next > t
-),
+-- Only the count after the last event of an instant is real (events at one instant happen at once).
+-- A bucket's largest such count is found without a second window (lead) over the same sort: within
+-- an instant the ends come first, then the arrivals, so the count after an instant's last arrival
+-- is the instant's count, and an instant of ends only lowers the count. So the peak is the largest
+-- count after an arrival, or the count at the bucket's start instant: the count carried in, plus the
+-- arrivals, minus the ends exactly at the start (none: the carried-in count, which then holds).
+-- tests/test_queries_load.py checks this against the instant-by-instant form.
 peak AS (
-    SELECT t // (SELECT max(bucket_us) FROM bl) AS i, max(in_flight) AS peak_in_flight, min(t) AS first_t
-    FROM settled
+    SELECT
+        t // (SELECT max(bucket_us) FROM bl) AS i,
+        max(in_flight) FILTER (WHERE d = 1) AS arrival_peak,
+        sum(CASE WHEN t % (SELECT max(bucket_us) FROM bl) = 0 THEN d ELSE 0 END) AS net_at_start
+    FROM sweep
     GROUP BY 1
 )
 SELECT
@@ -77,11 +83,10 @@ SELECT
     l.arrivals / nullif(l.bucket_us / 1e6, 0) AS arrivals_per_s,
     l.completions,
     l.mean_in_flight,
-    -- the count at the bucket's start holds until its first event, unless that event is at the start itself
+    -- the larger of the count at the start instant and the largest count after an arrival (see peak)
     CAST(CASE
-        WHEN peak.first_t IS NULL THEN l.in_flight_at_start
-        WHEN peak.first_t > l.bucket_index * l.bucket_us THEN greatest(l.in_flight_at_start, peak.peak_in_flight)
-        ELSE peak.peak_in_flight END AS BIGINT) AS peak_in_flight,
+        WHEN peak.arrival_peak IS NULL THEN l.in_flight_at_start + coalesce(peak.net_at_start, 0)
+        ELSE greatest(peak.arrival_peak, l.in_flight_at_start + peak.net_at_start) END AS BIGINT) AS peak_in_flight,
     l.mean_e2e_ms,
     l.mean_in_flight / nullif(l.arrivals / nullif(l.bucket_us / 1e6, 0) * (l.mean_e2e_ms / 1e3), 0) AS littles_ratio,
     l.busy_threshold,

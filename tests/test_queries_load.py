@@ -15,6 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from helpers import EPOCH, T0, make_dataset, make_dataset_from_arrow, ms
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from toolkit import queries
 
@@ -166,3 +168,47 @@ def test_bucket_count_is_capped(tmp_path: Path, bucket_s: str | None) -> None:
     params = {"bucket_s": bucket_s} if bucket_s else None
     got = queries.run_sql(ds, "SELECT count(*) AS n, min(bucket_s) AS b FROM load", params).to_pylist()[0]
     assert got["n"] <= 100_001 and got["b"] == (9461 if bucket_s is None else 1)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(calls=st.lists(st.tuples(st.integers(0, 24).map(lambda q: q * 250), st.integers(0, 12).map(lambda q: q * 250)),
+                      min_size=1, max_size=40))
+def test_load_equals_the_instant_by_instant_count(tmp_path_factory: pytest.TempPathFactory,
+                                                  calls: list[tuple[int, int]]) -> None:
+    """Every row of load (peak from one window, no lead; shared or not) equals a millisecond count.
+
+    Arrivals and ends on quarter seconds with 1 s buckets: many land on one instant together and on
+    bucket starts, where the ends-before-arrivals order and the count carried in decide the peak."""
+    tmp = tmp_path_factory.mktemp("load")
+    a = np.array([c[0] for c in calls])
+    e = a + np.array([c[1] for c in calls])
+    ds = make_dataset(tmp, [{"request_id": f"r{i}", "ts_arrival": ms(int(x)), "ts_end": ms(int(y))}
+                            for i, (x, y) in enumerate(zip(a, e, strict=True))])
+    sql = "SELECT * FROM load ORDER BY bucket_index"
+    shared = queries.run_sql(ds, sql, {"bucket_s": "1"}).to_pylist()
+    plain = queries.connect(ds, {"bucket_s": 1}).sql(sql).to_arrow_table().to_pylist()
+    assert shared == plain
+    counts = np.zeros(int(e.max()) + 1001, dtype=int)  # in flight during millisecond [m, m+1)
+    for x, y in zip(a, e, strict=True):
+        counts[x:y] += 1
+    first = T0_US // 1_000_000
+    for g in shared:
+        k = g["bucket_index"] - first
+        window = counts[k * 1000:(k + 1) * 1000]
+        assert g["peak_in_flight"] == window.max(), (k, g)
+        assert g["mean_in_flight"] == pytest.approx(window.sum() / 1000, abs=1e-9)
+
+
+def test_a_statement_computes_the_shared_load_once(tmp_path: Path) -> None:
+    """busy_periods, metrics and goodput in one statement (or several) read one materialized load."""
+    ds = make_dataset_from_arrow(tmp_path, poisson_trace(1, 2.0, 7200, (3000.0, 4200.0, 4.0)))
+    con = queries.connect(ds)
+    tables = "SELECT table_name FROM duckdb_tables() WHERE temporary ORDER BY 1"
+    assert con.sql(tables).fetchall() == []  # setting up the views reads nothing
+    sql = "SELECT (SELECT count(*) FROM busy_periods), (SELECT count(*) FROM metrics), (SELECT count(*) FROM goodput)"
+    want = con.sql(sql).fetchall()
+    queries.share_load(con, "SELECT count(*) FROM metrics")
+    assert con.sql(tables).fetchall() == [("_bucket_load",)]  # metrics reads no peak: load stays a view
+    queries.share_load(con, sql)
+    assert con.sql(tables).fetchall() == [("_bucket_load",), ("load",)]
+    assert con.sql(sql).fetchall() == want == [(1, 2, 2)]

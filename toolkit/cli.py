@@ -14,14 +14,11 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import duckdb
 import typer
 
-from toolkit import schema
-from toolkit.importers import REGISTRY, UnknownFormat
-from toolkit.importers._common import ImportOptions, describe_boundaries
-from toolkit.sources import InputError
-from toolkit.store import DatasetError
+# Fast start: `--help`, `--version` and `schema` import neither DuckDB, pyarrow, polars nor altair
+# (0.15 to 0.5 CPU s each); a command imports what it uses, inside its function
+# (tests/test_fast_start.py checks it).
 
 EXIT_OK, EXIT_USAGE, EXIT_REGRESSION, EXIT_INPUT, EXIT_NOT_COMPARED = 0, 2, 3, 4, 5
 EXIT_CODES: dict[int, str] = {
@@ -69,6 +66,26 @@ app = typer.Typer(
 
 VERBOSITY = {"quiet": False, "verbose": False}
 """Set by the global --quiet/--verbose (``stagelens -q import …``)."""
+MemoryLimit = Annotated[str | None, typer.Option(
+    "--memory-limit", help="DuckDB's memory limit, e.g. 8GB or 60% (default: STAGELENS_MEMORY_LIMIT, else 60% "
+    "of memory); beyond it queries spill to a folder inside the dataset.")]
+
+
+def _check_memory_limit(memory_limit: str | None) -> None:
+    """A bad --memory-limit (or STAGELENS_MEMORY_LIMIT) is a usage error before any query runs."""
+    from toolkit.resources import MemoryLimitError
+    from toolkit.resources import memory_limit as limit
+
+    try:
+        limit(memory_limit)
+    except MemoryLimitError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+
+
+def _out_of_memory(memory_limit: str | None) -> typer.Exit:
+    from toolkit.resources import describe_out_of_memory
+
+    return fail(describe_out_of_memory(memory_limit), EXIT_INPUT)
 
 
 def fail(message: str, code: int) -> typer.Exit:
@@ -160,7 +177,7 @@ def check_positive(*values: tuple[float | None, str]) -> None:
 
 def check_format(fmt: str, option: str = "--format") -> None:
     """An importer name that does not exist is a usage error, caught before any file is read."""
-    from toolkit.importers import get_importer
+    from toolkit.importers import UnknownFormat, get_importer
 
     if fmt != "auto":
         try:
@@ -189,7 +206,13 @@ def import_cmd(
 
     Example: stagelens import logs/*.jsonl.gz --out ds/
     """
+    import duckdb
+
+    from toolkit.importers import UnknownFormat
+    from toolkit.importers._common import ImportOptions
     from toolkit.ingest import import_traces
+    from toolkit.sources import InputError
+    from toolkit.store import DatasetError
 
     if not 0 <= max_bad_fraction <= 1:
         raise fail("--max-bad-fraction is a share between 0 and 1, e.g. 0.5", EXIT_USAGE)
@@ -294,6 +317,9 @@ def formats_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
     """List the importers and which stage boundaries each can and cannot measure."""
+    from toolkit.importers import REGISTRY
+    from toolkit.importers._common import describe_boundaries
+
     rows = []
     for name, imp in REGISTRY.items():
         rows.append({
@@ -317,6 +343,8 @@ def schema_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="As JSON: version, tables with their columns, reason codes.")] = False,
 ) -> None:
     """Print the dataset's columns, from schemas/."""
+    from toolkit import schema
+
     if as_json:
         tables = {name: {"description": schema.table(name).description,
                          "columns": [{"name": c.name, "type": c.type, "unit": c.unit, "required": c.required,
@@ -342,12 +370,16 @@ def sql_cmd(
     max_rows: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
     max_width: Annotated[int | None, typer.Option(help="Table width in characters (default: the terminal's, "
                                                       "or COLUMNS).")] = None,
+    memory_limit: MemoryLimit = None,
 ) -> None:
     """Query a dataset with SQL (views: requests, spans, quarantine and those of queries/).
 
     Example: stagelens sql ds/ "SELECT model, count(*) FROM requests GROUP BY ALL"
     """
+    import duckdb
+
     from toolkit import queries, terminal
+    from toolkit.store import DatasetError
 
     if list_:
         _list_queries(as_json)
@@ -369,18 +401,21 @@ def sql_cmd(
     elif query == "-":
         query = sys.stdin.read()
     params = parse_params(param)
+    _check_memory_limit(memory_limit)
     try:
         if print_setup:
             typer.echo(queries.setup_sql(dataset, params), nl=False)
             return
         if named:
-            tbl = queries.run_query(dataset, named, params)
+            tbl = queries.run_query(dataset, named, params, memory_limit)
         elif query and query.strip():
-            tbl = queries.run_sql(dataset, query, params)
+            tbl = queries.run_sql(dataset, query, params, memory_limit)
         else:
             raise fail("give a SQL string, - (stdin), --file FILE or --query NAME", EXIT_USAGE)
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
+    except duckdb.OutOfMemoryException:
+        raise _out_of_memory(memory_limit) from None
     except (duckdb.Error, ValueError) as e:
         # the whole block: DuckDB's "Did you mean" and its LINE/caret pointer are the useful part
         typer.echo("stagelens: " + terminal.clean(str(e)).strip(), err=True)
@@ -431,11 +466,16 @@ def report_cmd(
     tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
     bucket_s: Annotated[float | None, typer.Option(help="Load bucket width in seconds (default: adapts to the data; "
                                                                 "widened if it would give over 100 000 buckets).")] = None,
+    memory_limit: MemoryLimit = None,
 ) -> None:
     """Which stage made latency worse: busy periods vs quiet time, two windows, or two datasets.
 
     Example: stagelens report ds/ --html report.html --fail-on-regression
     """
+    import duckdb
+
+    from toolkit.store import DatasetError
+
     if not 50 <= tail < 100:
         raise fail("--tail is a percentile between 50 and 100, e.g. 95", EXIT_USAGE)
     if bucket_s is not None and not (bucket_s >= 0.001 and math.isfinite(bucket_s)):
@@ -446,6 +486,7 @@ def report_cmd(
     check_window(baseline_window, "--baseline-window")
     if not threshold > 0:
         raise fail("--threshold is a relative change above 0, e.g. 0.10", EXIT_USAGE)
+    _check_memory_limit(memory_limit)
     quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
     from toolkit.report.build import build_report  # after the checks: a mistake costs no import time
     from toolkit.report.render import RENDERERS
@@ -464,10 +505,12 @@ def report_cmd(
             report = build_report(
                 dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
                 filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
-                tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=step,
+                tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=step, memory_limit=memory_limit,
             )
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
+    except duckdb.OutOfMemoryException:
+        raise _out_of_memory(memory_limit) from None
     except ValueError as e:
         raise fail(str(e), EXIT_USAGE) from None
     except duckdb.Error as e:  # a Parquet file damaged past what opening the dataset checks
@@ -483,7 +526,6 @@ def report_cmd(
             write_out(text if text.endswith("\n") else text + "\n")  # cleaned on a terminal
         else:
             target.write_text(text, encoding="utf-8")
-    if not quiet:
     if not quiet:
         from toolkit.terminal import print_report
 
@@ -511,6 +553,7 @@ def compare_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     md: Annotated[Path | None, typer.Option(help="Write Markdown here.")] = None,
     html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page with the chart here.")] = None,
+    memory_limit: MemoryLimit = None,
 ) -> None:
     """Who begins sooner, who finishes sooner, and for which reply lengths.
 
@@ -523,14 +566,21 @@ def compare_cmd(
     check_output(md, "--md")
     check_output(html, "--html")
     check_positive((output_tokens, "--output-tokens"), (ttft_slo_ms, "--ttft-slo-ms"), (tpot_slo_ms, "--tpot-slo-ms"))
+    import duckdb
+
     from toolkit.compare import FilterError, compare_datasets
     from toolkit.report.compare_page import render_html, render_md
+    from toolkit.store import DatasetError
+
+    _check_memory_limit(memory_limit)
     try:
-        result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms)
+        result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit)
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
     except FilterError as e:
         raise fail(str(e), EXIT_USAGE) from None
+    except duckdb.OutOfMemoryException:
+        raise _out_of_memory(memory_limit) from None
     if md:
         md.write_text(render_md(result), encoding="utf-8")
     if html:
@@ -623,6 +673,8 @@ def replay_cmd(
     from urllib.parse import urlsplit
 
     from toolkit.replay import ReplayError, replay
+    from toolkit.sources import InputError
+    from toolkit.store import DatasetError
     from toolkit.terminal import progress_bar
 
     url = urlsplit(endpoint)
@@ -672,6 +724,9 @@ def demo_cmd(
 ) -> None:
     """Import the bundled sample_traces/ and print what they show: the one-minute tour."""
     from toolkit.demo import run_demo
+    from toolkit.importers import UnknownFormat
+    from toolkit.sources import InputError
+    from toolkit.store import DatasetError
 
     try:
         run_demo(out, echo=typer.echo)

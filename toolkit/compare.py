@@ -27,7 +27,7 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from toolkit import queries
+from toolkit import queries, resources
 
 FILTER_COLUMNS = {"model", "service", "replica", "tenant", "source_format", "vantage", "status", "request_id",
                   "trace_id", "input_tokens", "output_tokens", "ts_arrival"}
@@ -260,10 +260,13 @@ def compare_datasets(
     output_tokens: int | None = None,
     ttft_slo_ms: float | None = None,
     tpot_slo_ms: float | None = None,
+    memory_limit: str | None = None,
 ) -> dict:
     """Everything ``stagelens compare --json`` prints (DESIGN.md §8)."""
-    con_a = queries.connect(dataset_a)
-    con_b = queries.connect(dataset_b) if dataset_b is not None else con_a
+    if dataset_b is not None:  # two DuckDB databases in one process: the limit is shared
+        memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
+    con_a = queries.connect(dataset_a, memory_limit=memory_limit)
+    con_b = queries.connect(dataset_b, memory_limit=memory_limit) if dataset_b is not None else con_a
     wa, pa_ = compile_filter(filter_a)
     wb, pb = compile_filter(filter_b)
     sides = {

@@ -9,24 +9,35 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from functools import cache
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from toolkit._paths import shipped
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SCHEMA_DIR = shipped("schemas")
 SCHEMA_FILE = SCHEMA_DIR / "stagelens.v1.toml"
 TABLES = ("requests", "spans", "quarantine")
 
-_ARROW_TYPES: dict[str, pa.DataType] = {
-    "string": pa.string(),
-    "int64": pa.int64(),
-    "float64": pa.float64(),
-    "bool": pa.bool_(),
-    "timestamp": pa.timestamp("us"),
-    "list<float32>": pa.list_(pa.float32()),
-    "list<string>": pa.list_(pa.string()),
-}
+
+
+@cache
+def _arrow_types() -> dict[str, pa.DataType]:
+    """Arrow types by schema type name; pyarrow is imported on first use (``stagelens schema`` and
+    ``--help`` never need it: 0.2 CPU s)."""
+    import pyarrow as pa
+
+    return {
+        "string": pa.string(),
+        "int64": pa.int64(),
+        "float64": pa.float64(),
+        "bool": pa.bool_(),
+        "timestamp": pa.timestamp("us"),
+        "list<float32>": pa.list_(pa.float32()),
+        "list<string>": pa.list_(pa.string()),
+    }
+
 _DUCKDB_TYPES = {
     "string": "VARCHAR",
     "int64": "BIGINT",
@@ -49,7 +60,7 @@ class Column:
 
     @property
     def arrow_type(self) -> pa.DataType:
-        return _ARROW_TYPES[self.type]
+        return _arrow_types()[self.type]
 
     @property
     def duckdb_type(self) -> str:
@@ -69,6 +80,8 @@ class Table:
 
     def arrow_schema(self) -> pa.Schema:
         """Arrow schema with the schema version in its metadata (written into every Parquet file)."""
+        import pyarrow as pa
+
         fields = [pa.field(c.name, c.arrow_type, nullable=not c.required) for c in self.columns]
         meta = {b"stagelens.schema_version": str(version()).encode(), b"stagelens.table": self.name.encode()}
         return pa.schema(fields, metadata=meta)
@@ -104,7 +117,7 @@ def table(name: str) -> Table:
         for c in raw["columns"]
     )
     for c in cols:
-        if c.type not in _ARROW_TYPES:
+        if c.type not in _DUCKDB_TYPES:  # the known type names (the Arrow map has the same keys)
             raise ValueError(f"{SCHEMA_FILE.name}: column {name}.{c.name} has unknown type {c.type!r}")
     return Table(name=name, description=raw["description"], partition_by=raw["partition_by"], columns=cols)
 

@@ -43,12 +43,13 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from toolkit import schema
+
+if TYPE_CHECKING:  # imported where a table is written: reading a dataset's views needs no pyarrow (fast start)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 MANIFEST = "manifest.json"
 STAGING = "_staging"
@@ -122,6 +123,8 @@ def _dictionary_columns(target: pa.Schema) -> list[str]:
     """Columns worth dictionary encoding: repeated labels (model, status, source file...). Not
     ids, line numbers or timestamps: trying a dictionary on unique values cost a third of the
     write time before it gave up."""
+    import pyarrow as pa
+
     return [f.name for f in target
             if (pa.types.is_string(f.type) or pa.types.is_list(f.type))
             and not f.name.endswith("_id") and f.name != "raw"]
@@ -136,6 +139,8 @@ def writer_options(target: pa.Schema) -> dict:
       and without min/max statistics: random ids neither compress nor prune, and snappy spent
       a fifth of the write trying.
     """
+    import pyarrow as pa
+
     ids = {f.name for f in target if f.name.endswith("_id") and pa.types.is_string(f.type)}
     ints = [f.name for f in target if pa.types.is_integer(f.type) or pa.types.is_timestamp(f.type)]
     leaf = {f.name: f.name + (".list.element" if pa.types.is_list(f.type) else "") for f in target}
@@ -612,6 +617,8 @@ class Staging:
 
     def write(self, table_name: str, rows: pa.Table, dates: pa.Array) -> None:
         """Append ``rows`` to table ``table_name``, partitioned by the ``YYYY-MM-DD`` strings in ``dates``."""
+        import pyarrow.compute as pc
+
         if rows.num_rows == 0:
             return
         target = schema.table(table_name).arrow_schema()
@@ -636,6 +643,8 @@ class Staging:
         del self._files[mark:]
 
     def _writer(self, table_name: str, day: str, target: pa.Schema, nrows: int) -> pq.ParquetWriter:
+        import pyarrow.parquet as pq
+
         key = (table_name, day)
         if key in self._writers:
             w, rel, n = self._writers[key]

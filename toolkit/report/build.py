@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from toolkit import queries
+from toolkit import queries, resources
 from toolkit.attribution import (
     FINE,
     METRICS,
@@ -38,7 +38,6 @@ from toolkit.report.model import ChartData, Report
 
 FILTER_COLUMNS = ("model", "service", "replica", "tenant")
 TIMELINE_MAX = 200
-REPORT_MEMORY = "1500MB"
 TIMELINE_WINDOW_S = 180
 SUMMARY_Q = (0.5, 0.9, 0.95, 0.99)
 CHART_ROWS_PER_BUCKET = 2000  # rows behind a bucket's p50/p95 chart points, on average
@@ -149,12 +148,17 @@ def build_report(
     threshold: float = 0.10,
     bucket_s: float | None = None,
     progress: Callable[[str], None] | None = None,
+    memory_limit: str | None = None,
 ) -> Report:
-    """Compare current and baseline requests and say which stage drove the change."""
+    """Compare current and baseline requests and say which stage drove the change.
+
+    ``memory_limit``: DuckDB's, as ``--memory-limit`` takes it (default: ``toolkit/resources.py``)."""
     say = progress or (lambda _msg: None)
     filters = {k: v for k, v in (filters or {}).items() if v is not None}
     params = {"bucket_s": bucket_s} if bucket_s else None
-    con = _connect(dataset, params)
+    if baseline_dataset is not None:  # two DuckDB databases in one process: the limit is shared
+        memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
+    con = _connect(dataset, params, memory_limit)
     filt, fparams = _filter_sql(filters)
     filt_calls = filt.replace("counted", "true", 1)  # a call is one row of `calls` already
     tail_name = f"p{round(tail * 100):d}"
@@ -173,7 +177,7 @@ def build_report(
     if baseline_dataset is not None:
         # two datasets: each window (either may be left out) narrows its own side, e.g. tonight
         # 14:00-15:00 against last night's same hour
-        con_b = _connect(baseline_dataset, params)
+        con_b = _connect(baseline_dataset, params, memory_limit)
         _check_filters(con_b, baseline_dataset, filters)
         kind = "datasets"
         cur = _window_selection(con, window, "c", {"dataset": str(dataset)})
@@ -325,7 +329,7 @@ def _agent_traffic(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(tools or (traces and multi >= 0.1 * traces))
 
 
-def _connect(dataset: str | Path, params: dict | None) -> duckdb.DuckDBPyConnection:
+def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """The dataset's views, with those the report reads many times computed once: a temp table
     shadows the view of the same name. ``_bucket_load`` (load, and per_request's busy/quiet period),
     ``load`` (busy_periods, consistency, the charts); and, when
@@ -333,11 +337,9 @@ def _connect(dataset: str | Path, params: dict | None) -> duckdb.DuckDBPyConnect
     (uplink known), the only ones the report reads (joined counts, client_ttft_ms, clock offsets).
     ``_turn_calls`` and ``turns`` are computed once too, but only where there are traces and the
     agent check says turns is read (build_report)."""
-    con = queries.connect(dataset, params)
-    con.execute(f"SET memory_limit = '{REPORT_MEMORY}'")  # spill rather than grow past the target
+    con = queries.connect(dataset, params, memory_limit)
     # _bucket_load first: load and per_request (each request's busy/quiet period) both read it
-    con.execute("CREATE TEMP TABLE _bucket_load AS SELECT * FROM main._bucket_load")
-    con.execute("CREATE TEMP TABLE load AS SELECT * FROM main.load")
+    queries.share_load(con)
     if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
         con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
         # a joined call is anchored at the lower record of a link; linked_only leaves out the calls

@@ -1,0 +1,49 @@
+"""Fast start: `--help`, `schema` and the import of the command import no heavy library (issue 22).
+
+Every command paid ~0.75 CPU s before its first query; DuckDB, pyarrow (with NumPy), polars and
+altair cost 0.15 to 0.5 CPU s each to import. A command imports what it uses, inside its function.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("duckdb", "pyarrow", "polars", "altair", "vl_convert", "numpy")
+
+PROBE = """
+import json, sys
+sys.argv = ["stagelens", *json.loads(sys.argv[1])]
+import toolkit.cli
+if sys.argv[1:]:
+    try:
+        toolkit.cli.app()
+    except SystemExit as e:
+        assert e.code in (0, None), e.code
+print(json.dumps(sorted(m for m in {heavy} if m in sys.modules)), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("argv", [[], ["--help"], ["schema"], ["sql", "--help"], ["report", "--help"]])
+def test_no_heavy_import(argv: list[str]) -> None:
+    res = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), json.dumps(argv)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stderr.strip().splitlines()[-1]) == []
+
+
+def test_a_small_query_sets_up_only_the_views_it_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """DuckDB binds every view it creates (0.3 CPU s for all): `SELECT 1` creates none of queries/."""
+    from helpers import make_dataset, ms
+
+    from toolkit import queries
+
+    ds = make_dataset(tmp_path, [{"request_id": "a", "ts_arrival": ms(0), "ts_end": ms(10)}])
+    views = "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1"
+    assert queries.connect(ds, sql="SELECT 1").sql(views).fetchall() == [("quarantine",), ("requests",), ("spans",)]
+    some = {v for (v,) in queries.connect(ds, sql="SELECT * FROM busy_periods").sql(views).fetchall()}
+    assert some == {"quarantine", "requests", "spans", "_bounds", "_bucket_load", "load", "busy_periods"}
+    assert len(queries.connect(ds).sql(views).fetchall()) == 3 + sum(q.is_view for q in queries.list_queries())
