@@ -138,10 +138,10 @@ def window_condition(window: tuple[datetime, datetime] | None, column: str = "ts
 def check_window(con: duckdb.DuckDBPyConnection, window: tuple[datetime, datetime] | None, what: str) -> None:
     """An empty dataset or window is a usage error (exit 2), with the span the data does cover."""
     cond, args = window_condition(window)
-    n = con.execute(f"SELECT count(*) FROM stages WHERE counted AND {cond}", args).fetchone()[0]
+    n = con.execute(f"SELECT count(*) FROM stages WHERE counted AND {cond}", args).fetchall()[0][0]
     if n:
         return
-    lo, hi = con.execute("SELECT min(ts_arrival), max(ts_arrival) FROM stages WHERE counted").fetchone()
+    lo, hi = con.execute("SELECT min(ts_arrival), max(ts_arrival) FROM stages WHERE counted").fetchall()[0]
     if lo is None:
         raise CalibrationError(f"{what} holds no requests", 2)
     raise CalibrationError(f"no request of {what} arrives in the window {window[0].isoformat()}/"  # type: ignore[index]
@@ -153,7 +153,7 @@ def _missing_boundaries(con: duckdb.DuckDBPyConnection, cond: str, args: list) -
     row = con.execute(
         f"""SELECT count(ts_queued), count(ts_scheduled), count(ts_first_token), count(ts_last_token),
                    string_agg(DISTINCT vantage, ', ' ORDER BY vantage), string_agg(DISTINCT source_format, ', ' ORDER BY source_format)
-            FROM requests WHERE {cond.replace('ts_arrival', 'requests.ts_arrival')}""", args).fetchone()
+            FROM requests WHERE {cond.replace('ts_arrival', 'requests.ts_arrival')}""", args).fetchall()[0]
     names = ("ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token")
     missing = [n for n, c in zip(names, row[:4], strict=True) if not c] or ["a server record with them"]
     return (f"cannot calibrate a service model: no server record of the window has {', '.join(missing)} "

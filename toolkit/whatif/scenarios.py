@@ -75,6 +75,7 @@ def requests_table(res: Result, model: str | None) -> pa.Table:
         "output_tokens": pa.array(res.output_tokens.astype(np.int64), pa.int64()),
         "derived": pa.array([[]] * n, pa.list_(pa.string())),
         "source_file": pa.array(["whatif"] * n, pa.string()),
+        "source_line": pa.array(np.arange(1, n + 1), pa.int64()),
     }
     cols = [given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in sch]
     return pa.Table.from_arrays(cols, schema=sch.remove_metadata())
@@ -86,8 +87,8 @@ def summarize(tbl: pa.Table, slo: dict[str, float], bucket_us: int | None = None
     row = con.execute(
         """SELECT count(*), quantile_cont(ttft_ms, [0.5, 0.95]), quantile_cont(queue_ms, [0.5, 0.95]),
                   quantile_cont(e2e_ms, [0.5, 0.95])
-           FROM stages WHERE counted""").fetchone()
-    good = con.execute("SELECT good_share, good_per_s FROM goodput").fetchone()
+           FROM stages WHERE counted""").fetchall()[0]
+    good = next(iter(con.execute("SELECT good_share, good_per_s FROM goodput").fetchall()), None)
     out: dict = {"requests": int(row[0])}
     for m, q in zip(METRICS, row[1:], strict=True):
         out[m] = None if q is None else {"p50": _r(q[0]), "p95": _r(q[1])}
