@@ -89,33 +89,29 @@ class Result:
 class _Replica:
     """One engine: a FCFS waiting queue, the running batch, and its decode clock."""
 
-    __slots__ = ("now", "v", "running", "waiting", "prefilling", "decoding", "limit", "cal", "base_prefill",
-                 "out", "s", "f", "last")
+    __slots__ = ("now", "v", "running", "waiting", "prefilling", "decoding", "limit", "steps", "per_running",
+                 "base_prefill", "out", "s", "f", "last")
 
-    def __init__(self, limit: int, cal: Calibration, base_prefill: np.ndarray, out: np.ndarray,
-                 s: np.ndarray, f: np.ndarray, last: np.ndarray) -> None:
+    def __init__(self, limit: int, cal: Calibration, base_prefill: list[float], out: list[int],
+                 s: list[float], f: list[float], last: list[float]) -> None:
         self.now = 0.0
         self.v = 0.0
         self.running = 0
         self.waiting: deque[int] = deque()
         self.prefilling: list[tuple[float, int]] = []  # (first-token time, request)
         self.decoding: list[tuple[float, int]] = []  # (decode-clock target, request)
-        self.limit, self.cal, self.base_prefill, self.out = limit, cal, base_prefill, out
+        self.limit, self.base_prefill, self.out = limit, base_prefill, out
         self.s, self.f, self.last = s, f, last
-
-    @property
-    def load(self) -> int:
-        return self.running + len(self.waiting)
-
-    def step(self) -> float:
-        return float(self.cal.step_ms(self.running))
+        # step time by batch size, computed once (a numpy call per event would dominate the run)
+        self.steps = [float(x) for x in cal.step_ms(np.arange(limit + 1))]
+        self.per_running = cal.prefill.coef.get("running", 0.0)
 
     def enqueue(self, i: int) -> None:
         self.waiting.append(i)
         self._admit()
 
     def _admit(self) -> None:
-        coef = self.cal.prefill.coef.get("running", 0.0)
+        coef = self.per_running
         while self.waiting and self.running < self.limit:
             i = self.waiting.popleft()
             self.running += 1
@@ -123,35 +119,48 @@ class _Replica:
             pf = max(self.base_prefill[i] + coef * self.running, 0.0)
             heapq.heappush(self.prefilling, (self.now + pf, i))
 
+    def next_event(self) -> float:
+        """Time of this replica's next first or last token (inf when idle)."""
+        t_pf = self.prefilling[0][0] if self.prefilling else math.inf
+        if not self.decoding:
+            return t_pf
+        t_dc = self.now + (self.decoding[0][0] - self.v) * self.steps[self.running]
+        return t_pf if t_pf <= t_dc else t_dc
+
     def advance_to(self, t: float) -> None:
         """Process every event of this replica up to time ``t`` (inclusive), then set the clock to ``t``."""
+        prefilling, decoding, steps, heappop = self.prefilling, self.decoding, self.steps, heapq.heappop
+        inf = math.inf
         while True:
-            t_pf = self.prefilling[0][0] if self.prefilling else math.inf
-            step = self.step() if self.decoding else 0.0
-            t_dc = self.now + (self.decoding[0][0] - self.v) * step if self.decoding else math.inf
-            te = min(t_pf, t_dc)
-            if te > t or te == math.inf:  # (both infinite: the replica is drained)
-                if t == math.inf:
-                    return
-                if self.decoding:
-                    self.v += (t - self.now) / step
-                self.now = t
+            t_pf = prefilling[0][0] if prefilling else inf
+            if decoding:
+                step = steps[self.running]
+                t_dc = self.now + (decoding[0][0] - self.v) * step
+            else:
+                step, t_dc = 0.0, inf
+            te = t_pf if t_pf <= t_dc else t_dc
+            if te > t or te == inf:  # (both infinite: the replica is drained)
+                if t != inf:
+                    if decoding:
+                        self.v += (t - self.now) / step
+                    self.now = t
                 return
-            if self.decoding:
+            if decoding:
                 self.v += (te - self.now) / step
             self.now = te
             if t_pf <= t_dc:
-                _, i = heapq.heappop(self.prefilling)
+                i = heappop(prefilling)[1]
                 self.f[i] = te
                 rest = self.out[i] - 1
                 if rest > 0:
-                    heapq.heappush(self.decoding, (self.v + rest, i))
+                    heapq.heappush(decoding, (self.v + rest, i))
                     continue
             else:
-                _, i = heapq.heappop(self.decoding)
+                i = heappop(decoding)[1]
             self.last[i] = te
             self.running -= 1
-            self._admit()
+            if self.waiting:
+                self._admit()
 
 
 def simulate(arr: Arrivals, cal: Calibration, replicas: int, max_num_seqs: int, seed: int) -> Result:
@@ -165,28 +174,41 @@ def simulate(arr: Arrivals, cal: Calibration, replicas: int, max_num_seqs: int, 
     q_ms = a_ms + pre
     inp = np.nan_to_num(arr.input_tokens.astype(float))
     out = np.maximum(np.nan_to_num(arr.output_tokens.astype(float)), 1).astype(np.int64)
-    base_prefill = cal.prefill.intercept + cal.prefill.coef.get("input_tokens", 0.0) * inp
-    s, f, last = np.empty(n), np.empty(n), np.empty(n)
-    reps = [_Replica(max_num_seqs, cal, base_prefill, out, s, f, last) for _ in range(replicas)]
-    rep_of = np.empty(n, dtype=np.int32)
+    out_list = out.tolist()
+    base_prefill = (cal.prefill.intercept + cal.prefill.coef.get("input_tokens", 0.0) * inp).tolist()
+    # plain lists inside the event loop: indexing a numpy array from Python is several times slower
+    s, f, last = [0.0] * n, [0.0] * n, [0.0] * n
+    reps = [_Replica(max_num_seqs, cal, base_prefill, out_list, s, f, last) for _ in range(replicas)]
+    rep_of = [0] * n
     order = np.argsort(q_ms, kind="stable")
     q_list = q_ms[order].tolist()
+    # a replica's load changes only at its own events: one whose next event is after t needs no
+    # advancing to be compared, only the chosen one is brought to t (its clock) before the enqueue
+    nxt = [math.inf] * replicas
     for i, t in zip(order.tolist(), q_list, strict=True):
-        best, best_load = 0, None
-        for k, r in enumerate(reps):
-            r.advance_to(t)
-            if best_load is None or r.load < best_load:
-                best, best_load = k, r.load
+        best, best_load = 0, -1
+        for k in range(replicas):
+            r = reps[k]
+            if nxt[k] <= t:
+                r.advance_to(t)
+                nxt[k] = r.next_event()
+            load = r.running + len(r.waiting)
+            if best_load < 0 or load < best_load:
+                best, best_load = k, load
         rep_of[i] = best
-        reps[best].enqueue(i)
+        r = reps[best]
+        r.advance_to(t)
+        r.enqueue(i)
+        nxt[best] = r.next_event()
     for r in reps:
         r.advance_to(math.inf)
-    e = last + post
+    s_a, f_a, last_a = np.array(s), np.array(f), np.array(last)
+    e = last_a + post
 
     def us(x: np.ndarray) -> np.ndarray:
         return t0 + np.round(x * 1e3).astype(np.int64)
 
-    return Result(arr.a_us.astype(np.int64), us(q_ms), us(s), us(f), us(last), us(e), rep_of,
+    return Result(arr.a_us.astype(np.int64), us(q_ms), us(s_a), us(f_a), us(last_a), us(e), np.array(rep_of, dtype=np.int32),
                   arr.input_tokens, out)
 
 
