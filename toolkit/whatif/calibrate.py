@@ -8,8 +8,9 @@ The model (what ``simulate`` replays):
 * decode: one step per output token, ``step_ms = d + e * running``; a request's TPOT is the mean
   step time over its decode, so the fit is TPOT against the time-weighted mean of sequences running
   while it decoded (``whatif_inputs.running_during_decode``);
-* the concurrency limit: the most sequences seen running at once; it is the engine's
-  ``--max-num-seqs`` only when requests queued while it was reached (``limit_reached``);
+* the concurrency limit: the median batch a queued request was admitted into (a waiting request
+  is admitted when a slot frees, so that batch is the limit, e.g. vLLM's ``--max-num-seqs``); with
+  no request queued, the most sequences seen running at once, a lower bound (``limit_reached``);
 * preprocess and postprocess: the observed values, resampled (they do not depend on the load in
   the model).
 
@@ -200,9 +201,16 @@ def calibrate(inputs: dict[str, np.ndarray], model: str | None = None) -> Calibr
         raise CalibrationError("cannot calibrate decode: no server record of the window generated more than one "
                                "token with its first and last token times", 4)
     decode = fit_linear("tpot_ms", tpot[okd], {"running": run_d[okd]})
-    limit = int(np.nanmax(run_s)) if np.isfinite(run_s).any() else 1
     queue = _floats(inputs["queue_ms"])
-    limit_reached = bool(np.any(np.nan_to_num(queue) > QUEUED_MS))
+    queued = (np.nan_to_num(queue) > QUEUED_MS) & np.isfinite(run_s)
+    limit_reached = bool(queued.any())
+    if limit_reached:
+        # a request that waited is admitted when a slot frees, so the batch it joins is the limit;
+        # the median over them, not the maximum: boundaries stamped by a busy API server (the
+        # first token late, so "scheduled" late) make a few counts one or two off either way
+        limit = int(round(float(np.median(run_s[queued]))))
+    else:
+        limit = int(np.nanmax(run_s)) if np.isfinite(run_s).any() else 1
     if not limit_reached:
         notes.append(f"no request queued in the window: the concurrency limit was not reached, so {limit} (the most "
                      "sequences seen running at once) is a lower bound of the real one")

@@ -138,7 +138,8 @@ def reliable(err: dict | None, observed: dict | None) -> tuple[bool, list[str]]:
 
 def _observed_rows(con: duckdb.DuckDBPyConnection, cond: str, args: list) -> pa.Table:
     names = ", ".join(schema.table("requests").names)
-    return con.sql(f"SELECT {names} FROM _bounds WHERE {cond} ORDER BY a_us", params=args).to_arrow_table()
+    return con.sql(f"SELECT {names} FROM _bounds WHERE {cond} ORDER BY a_us, request_id, span_id",
+                   params=args).to_arrow_table()
 
 
 def _arrivals(tbl: pa.Table) -> Arrivals:
@@ -148,7 +149,13 @@ def _arrivals(tbl: pa.Table) -> Arrivals:
     for x in (inp, out):
         fill = np.nanmedian(x) if np.isfinite(x).any() else 1.0
         x[~np.isfinite(x)] = fill
-    return Arrivals(a.astype(np.int64), inp, out)
+    # each request's own preprocess / postprocess, through stages (null where a boundary is missing)
+    con = queries.connect_tables(tbl)
+    pre, post = (np.asarray(c, dtype=float) for c in zip(*con.execute(
+        "SELECT coalesce(preprocess_ms, 'NaN'), coalesce(postprocess_ms, 'NaN') FROM stages ORDER BY ts_arrival, "
+        "request_id, span_id").fetchall(), strict=True)) if tbl.num_rows else (np.array([]), np.array([]))
+    con.close()
+    return Arrivals(a.astype(np.int64), inp, out, pre, post)
 
 
 def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, model: str | None = None,

@@ -14,7 +14,9 @@ running sequence has decoded since the replica started) therefore finishes a req
 reaches its start value plus its tokens: a heap on that target gives the next last token without
 touching the other sequences. Events are O(requests), not O(tokens): a 100 k-request hour is
 seconds (bench/bench_whatif.py). Everything that does not depend on the queue (prefill base times,
-preprocess and postprocess draws, the resampling) is computed up front with numpy.
+preprocess and postprocess, the resampling) is computed up front with numpy. Preprocess and
+postprocess are each request's own where its source measured them, else drawn (seeded) from the
+calibration window's observed values.
 
 The continuous (fluid) clock treats a step as divisible at an event; the error is below one step
 per event, far under the percentiles it predicts.
@@ -34,11 +36,21 @@ from toolkit.whatif.calibrate import Calibration
 
 @dataclass(frozen=True)
 class Arrivals:
-    """Requests to replay: arrival times (epoch µs) and token counts, sorted by arrival."""
+    """Requests to replay: arrival times (epoch µs) and token counts, sorted by arrival; and, where the
+    source measured them, each request's own preprocess and postprocess ms (NaN where it did not)."""
 
     a_us: np.ndarray
     input_tokens: np.ndarray
     output_tokens: np.ndarray
+    preprocess_ms: np.ndarray | None = None
+    postprocess_ms: np.ndarray | None = None
+
+    def take(self, idx: np.ndarray, a_us: np.ndarray | None = None) -> Arrivals:
+        def pick(x: np.ndarray | None) -> np.ndarray | None:
+            return None if x is None else x[idx]
+
+        return Arrivals(self.a_us[idx] if a_us is None else a_us, self.input_tokens[idx], self.output_tokens[idx],
+                        pick(self.preprocess_ms), pick(self.postprocess_ms))
 
     def __len__(self) -> int:
         return len(self.a_us)
@@ -68,7 +80,7 @@ def rate_scaled(arr: Arrivals, rate_scale: float, seed: int) -> Arrivals:
     gap = np.append(gaps, mean_gap)[idx]
     a = arr.a_us[idx] + np.where(rank > 0, np.floor(rng.random(len(idx)) * gap), 0).astype(np.int64)
     order = np.argsort(a, kind="stable")
-    return Arrivals(a[order], arr.input_tokens[idx][order], arr.output_tokens[idx][order])
+    return arr.take(idx[order], a[order])
 
 
 @dataclass
@@ -167,8 +179,8 @@ def simulate(arr: Arrivals, cal: Calibration, replicas: int, max_num_seqs: int, 
     """Replay ``arr`` through ``replicas`` engines of the calibrated model (seeded, deterministic)."""
     n = len(arr)
     rng = np.random.default_rng(seed)
-    pre = _draw(rng, cal.preprocess_ms, n)
-    post = _draw(rng, cal.postprocess_ms, n)
+    pre = _own_or_draw(arr.preprocess_ms, _draw(rng, cal.preprocess_ms, n))
+    post = _own_or_draw(arr.postprocess_ms, _draw(rng, cal.postprocess_ms, n))
     t0 = int(arr.a_us[0]) if n else 0
     a_ms = (arr.a_us - t0) / 1e3
     q_ms = a_ms + pre
@@ -210,6 +222,14 @@ def simulate(arr: Arrivals, cal: Calibration, replicas: int, max_num_seqs: int, 
 
     return Result(arr.a_us.astype(np.int64), us(q_ms), us(s_a), us(f_a), us(last_a), us(e), np.array(rep_of, dtype=np.int32),
                   arr.input_tokens, out)
+
+
+def _own_or_draw(own: np.ndarray | None, drawn: np.ndarray) -> np.ndarray:
+    """A request's own measured value where there is one (the replay of what happened keeps it: it
+    is not a service-model quantity, and on a loaded API server it grows with the load), else a draw."""
+    if own is None:
+        return drawn
+    return np.where(np.isfinite(own), np.maximum(own, 0.0), drawn)
 
 
 def _draw(rng: np.random.Generator, observed: np.ndarray, n: int) -> np.ndarray:
