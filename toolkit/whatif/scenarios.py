@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from toolkit import queries, schema
-from toolkit.whatif.calibrate import calibrate, check_window, load_inputs, window_condition
+from toolkit.whatif.calibrate import Calibration, calibrate, check_window, load_inputs, window_condition
 from toolkit.whatif.simulate import Arrivals, Result, rate_scaled, simulate
 
 RELIABLE_PCT = 25.0
@@ -158,6 +158,44 @@ def _arrivals(tbl: pa.Table) -> Arrivals:
     return Arrivals(a.astype(np.int64), inp, out, pre, post)
 
 
+def _prepare(dataset: str | Path, window: tuple[datetime, datetime] | None,
+             model: str | None) -> tuple[Calibration, Arrivals, pa.Table]:
+    """The calibration, and the window's calibrated requests (as arrivals and as rows)."""
+    con = queries.connect(dataset)
+    try:
+        check_window(con, window, str(dataset))
+        cal = calibrate(load_inputs(con, window, model), model)
+        cond, args = window_condition(window)
+        cond = f"{OBSERVED_ROWS} AND {cond}" + (" AND model = ?" if model is not None else "")
+        own_tbl = _observed_rows(con, cond, [*args, *([model] if model is not None else [])])
+    finally:
+        con.close()
+    return cal, _arrivals(own_tbl), own_tbl
+
+
+def replicas_for(dataset: str | Path, window: tuple[datetime, datetime], target_p95_ttft_ms: float,
+                 model: str | None = None, most_extra: int = 8, seed: int = 0) -> dict:
+    """The smallest replica count whose replay of ``window`` keeps p95 TTFT at or under the target
+    (the report's quiet-time level), tried up to ``most_extra`` replicas beyond the observed ones.
+
+    Only an answer when the as-observed replay of the window is reliable (module docstring); the
+    result says which, and why not."""
+    slo = objectives()
+    cal, own, own_tbl = _prepare(dataset, window, model)
+    observed = summarize(own_tbl, slo)
+    base = summarize(requests_table(simulate(own, cal, cal.replicas, cal.max_num_seqs, seed), cal.model), slo)
+    ok, off = reliable(errors(base, observed), observed)
+    out: dict = {"reliable": ok, "observed_replicas": cal.replicas, "max_num_seqs": cal.max_num_seqs,
+                 "target_p95_ttft_ms": _r(target_p95_ttft_ms), "replicas": None, "predicted_p95_ttft_ms": None}
+    if not ok:
+        return out | {"unreliable_because": off}
+    for r in range(cal.replicas + 1, cal.replicas + most_extra + 1):
+        p = summarize(requests_table(simulate(own, cal, r, cal.max_num_seqs, seed), cal.model), slo)
+        if p["ttft_ms"] is not None and p["ttft_ms"]["p95"] is not None and p["ttft_ms"]["p95"] <= target_p95_ttft_ms:
+            return out | {"replicas": r, "predicted_p95_ttft_ms": p["ttft_ms"]["p95"]}
+    return out
+
+
 def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, model: str | None = None,
         replicas: list[int] | None = None, max_num_seqs: list[int] | None = None,
         rate_scale: list[float] | None = None, arrivals: str | Path | None = None,
@@ -165,14 +203,7 @@ def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, mo
         slo: dict[str, float] | None = None) -> dict:
     """Calibrate on the dataset (window), replay as observed, then every requested scenario."""
     slo = slo or objectives()
-    con = queries.connect(dataset)
-    check_window(con, window, str(dataset))
-    cal = calibrate(load_inputs(con, window, model), model)
-    cond, args = window_condition(window)
-    cond = f"{OBSERVED_ROWS} AND {cond}" + (" AND model = ?" if model is not None else "")
-    own_tbl = _observed_rows(con, cond, [*args, *([model] if model is not None else [])])
-    con.close()
-    own = _arrivals(own_tbl)
+    cal, own, own_tbl = _prepare(dataset, window, model)
     span = int(own.a_us[-1] - own.a_us[0]) if len(own) else 0
     bucket_us = max(1_000_000, -(-span // CHART_BUCKETS) // 1_000_000 * 1_000_000)
     observed_own = summarize(own_tbl, slo, bucket_us)
