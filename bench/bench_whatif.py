@@ -74,12 +74,13 @@ def generate(out: Path, scale: float) -> int:
 
 
 LAUNCHER = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
-            "sys.stderr.write('\\nRSS_KB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+            "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+            "sys.stderr.write('\\nRSS_KB %d CPU_S %.2f\\n' % (u.ru_maxrss, u.ru_utime + u.ru_stime)); "
             "sys.exit(p.returncode)")
 
 
-def run_child(cmd: list[str]) -> tuple[float, float, str]:
-    """Seconds and peak RSS (MB) of one command, measured by a launcher process of its own (its
+def run_child(cmd: list[str]) -> tuple[float, float, float, str]:
+    """Seconds, CPU seconds and peak RSS (MB) of one command, measured by a launcher process of its own (its
     RUSAGE_CHILDREN is that one command's peak, not the largest of every child of this script)."""
     t = time.monotonic()
     p = subprocess.run([sys.executable, "-c", LAUNCHER, *cmd], capture_output=True, cwd=ROOT)
@@ -87,31 +88,32 @@ def run_child(cmd: list[str]) -> tuple[float, float, str]:
     err = p.stderr.decode()
     if p.returncode:
         raise SystemExit(f"{' '.join(cmd[:5])} failed: {err[-2000:]}")
-    rss_kb = int(err.rsplit("RSS_KB ", 1)[1].split()[0])
-    return secs, rss_kb / 1024, p.stdout.decode()
+    tail = err.rsplit("RSS_KB ", 1)[1].split()
+    return secs, float(tail[2]), int(tail[0]) / 1024, p.stdout.decode()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n-scale", type=float, default=1.0, help="arrival-rate factor (1.0: ~100 k requests)")
-    args = ap.parse_args()
+    args, _ = ap.parse_known_args(argv)
     ds = DATA / "whatif-ds"
     t = time.monotonic()
     n = generate(ds, args.n_scale)
     gen_s = time.monotonic() - t
     py = sys.executable
-    ref_s, ref_rss, _ = run_child([py, "-m", "toolkit.cli", "sql", str(ds),
+    ref_s, ref_cpu, ref_rss, _ = run_child([py, "-m", "toolkit.cli", "sql", str(ds),
                                    "SELECT quantile_cont(ttft_ms, [0.5, 0.95]) FROM stages"])
-    wi_s, wi_rss, out = run_child([py, "-m", "toolkit.cli", "whatif", str(ds), "--replicas", "4,5", "--json", "-"])
+    wi_s, wi_cpu, wi_rss, out = run_child([py, "-m", "toolkit.cli", "whatif", str(ds), "--replicas", "4,5", "--json", "-"])
     doc = json.loads(out)
-    t = time.monotonic()
-    simulate(arrivals(args.n_scale), engine(), replicas=4, max_num_seqs=16, seed=0)
-    sim_s = time.monotonic() - t
+    arr = arrivals(args.n_scale)
+    t, c = time.monotonic(), time.process_time()
+    simulate(arr, engine(), replicas=4, max_num_seqs=16, seed=0)
+    sim_s, sim_cpu = time.monotonic() - t, time.process_time() - c
     print(json.dumps({
         "requests": n, "generate_s": round(gen_s, 1),
-        "reference_stages_pass_s": round(ref_s, 2), "reference_peak_rss_mb": round(ref_rss),
-        "whatif_s": round(wi_s, 2), "whatif_peak_rss_mb": round(wi_rss), "scenarios": len(doc["scenarios"]),
-        "one_simulation_s": round(sim_s, 2), "reliable": doc["reliable"],
+        "reference_stages_pass_s": round(ref_s, 2), "reference_cpu_s": ref_cpu, "reference_peak_rss_mb": round(ref_rss),
+        "whatif_s": round(wi_s, 2), "whatif_cpu_s": wi_cpu, "whatif_peak_rss_mb": round(wi_rss),
+        "scenarios": len(doc["scenarios"]), "one_simulation_s": round(sim_s, 2), "one_simulation_cpu_s": round(sim_cpu, 2), "reliable": doc["reliable"],
         "as_observed_error_pct": doc["scenarios"][0]["error_pct"],
     }, indent=1))
 
