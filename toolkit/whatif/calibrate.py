@@ -215,6 +215,8 @@ def calibrate(inputs: dict[str, np.ndarray], model: str | None = None) -> Calibr
         notes.append(f"no request queued in the window: the concurrency limit was not reached, so {limit} (the most "
                      "sequences seen running at once) is a lower bound of the real one")
     replicas = len({r for r in inputs["replica"].tolist()}) if "replica" in inputs else 1
+    if model is None and n:
+        model = inputs["model"].tolist()[0]  # load_inputs keeps one model
     return Calibration(
         model=model, replicas=max(1, replicas), requests=n, prefill=prefill, decode=decode,
         max_num_seqs=max(1, limit), limit_reached=limit_reached,

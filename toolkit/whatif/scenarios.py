@@ -296,8 +296,13 @@ def sentence(scenarios: list[dict], ok: bool, off: list[str]) -> str:
     if len(scenarios) == 1:
         return (f"As observed, the model reproduces the window's p95 TTFT: ≈ {_s(pred['p95'])} predicted, "
                 f"{_s(obs['p95'])} measured; ask --replicas, --max-num-seqs or --rate-scale for a what-if.")
-    best = min(scenarios[1:], key=lambda s: ((s["predicted"]["ttft_ms"] or {}).get("p95") or np.inf,
-                                            s["replicas"], s["max_num_seqs"]))
+    def p95(s: dict) -> float:
+        return (s["predicted"]["ttft_ms"] or {}).get("p95") or np.inf
+
+    # the cheapest scenario (fewest replicas, then the smallest batch) within 10 % of the best p95
+    low = min(p95(s) for s in scenarios[1:])
+    best = min((s for s in scenarios[1:] if p95(s) <= 1.1 * low + 1.0),
+               key=lambda s: (s["replicas"], s["max_num_seqs"], p95(s)))
     ref = best["observed"] or base["observed"]
     return (f"With {best['name']} the window's p95 TTFT would be ≈ {_s(best['predicted']['ttft_ms']['p95'])} "
             f"instead of {_s(ref['ttft_ms']['p95'])} (measured; the model reproduces it as "
