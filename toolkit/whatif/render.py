@@ -8,11 +8,12 @@ fetched); every text taken from the data or the command line is escaped.
 from __future__ import annotations
 
 import html
+from pathlib import Path
 from typing import Any
 
 import altair as alt
 
-from toolkit.report.charts import WIDTH, Figure, _configure, _named, _utc_x, to_svg
+from toolkit.report.charts import WIDTH, Figure, _configure, _named, to_svg
 from toolkit.report.render_common import fmt_ms
 
 UNRELIABLE = "UNRELIABLE"
@@ -73,21 +74,31 @@ def text(result: dict) -> str:
 
 
 def ttft_chart(result: dict) -> Figure | None:
-    """p95 TTFT per arrival bucket: observed (the window) and each scenario's prediction."""
+    """p95 TTFT per arrival bucket, observed (solid) and predicted (dashed) for each scenario, against
+    seconds since the first arrival of its own arrivals (a scenario may replay another dataset)."""
+    lines: list[tuple[str, bool, list[dict]]] = []
+    seen: set[str] = set()
+    for sc in result["scenarios"]:
+        obs = (sc.get("series") or {}).get("observed")
+        label = "measured" if sc["arrivals"] == "window" else f"measured: {Path(sc['arrivals']).name}"
+        if obs and label not in seen:
+            seen.add(label)
+            lines.append((label, True, obs))
+        lines.append((sc["name"], False, (sc.get("series") or {}).get("predicted") or []))
     rows = []
-    first = result["scenarios"][0]
-    for label, series in [("observed", (first["series"] or {}).get("observed"))] + [
-            (sc["name"], sc["series"]["predicted"]) for sc in result["scenarios"]]:
-        for p in series or []:
-            if p["ttft_p95_ms"] is not None:
-                rows.append({"t": p["t_us"] / 1e3, "series": label, "ms": p["ttft_p95_ms"]})
+    for label, measured, series in lines:
+        if not series:
+            continue
+        t0 = min(p["t_us"] for p in series)
+        rows += [{"s": (p["t_us"] - t0) / 1e6, "series": label, "measured": measured, "ms": p["ttft_p95_ms"]}
+                 for p in series if p["ttft_p95_ms"] is not None]
     if not rows:
         return None
     datasets: dict[str, list[dict[str, Any]]] = {}
     chart = alt.Chart(_named(datasets, "ttft", rows)).mark_line(strokeWidth=1.8, point=True).encode(
-        x=_utc_x("t", fmt="%H:%M:%S"), y=alt.Y("ms:Q", title="p95 TTFT (ms)"),
-        color=alt.Color("series:N", title=None),
-        strokeDash=alt.condition(alt.datum.series == "observed", alt.value([1, 0]), alt.value([5, 3])),
+        x=alt.X("s:Q", title="seconds since the first arrival"), y=alt.Y("ms:Q", title="p95 TTFT (ms)"),
+        color=alt.Color("series:N", title=None, legend=alt.Legend(labelLimit=400, columns=2)),
+        strokeDash=alt.condition(alt.datum.measured, alt.value([1, 0]), alt.value([5, 3])),
     ).properties(width=WIDTH, height=260)
     return Figure(_configure(chart), datasets)
 
@@ -121,7 +132,7 @@ td:first-child,th:first-child{{text-align:left}}tr.m td{{color:#868e96}}.bad{{ba
 <p class="sentence">{e(result['sentence'])}</p>
 {badge}
 <table><thead><tr>{''.join(f'<th>{e(h)}</th>' for h in head)}</tr></thead><tbody>{''.join(body)}</tbody></table>
-<h2>p95 TTFT over the window: predicted vs observed</h2>
+<h2>p95 TTFT per arrival bucket: predicted (dashed) vs measured (solid)</h2>
 {svg}
 <h2>Calibration</h2><ul>{cal}</ul>
 <p>Seed {e(str(result['seed']))}; {e(result['resampling'])}.</p>
