@@ -171,3 +171,8 @@ def test_one_token_and_no_queue(tmp_path: Path) -> None:
     ds, _ = generated_dataset(tmp_path, model(**TRUE), arrivals(np.arange(40) * 1000.0, 50, 8))
     out = run(ds)
     assert out["calibration"]["limit_reached"] is False and "lower bound" in out["calibration"]["notes"][0]
+
+
+def test_empty_dataset_is_unusable_input(tmp_path: Path) -> None:
+    code, _out, err = cli("whatif", str(make_dataset(tmp_path)))
+    assert code == 4 and err.strip().splitlines() == [f"stagelens: {make_dataset(tmp_path)} holds no requests"]

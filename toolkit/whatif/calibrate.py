@@ -137,14 +137,15 @@ def window_condition(window: tuple[datetime, datetime] | None, column: str = "ts
 
 
 def check_window(con: duckdb.DuckDBPyConnection, window: tuple[datetime, datetime] | None, what: str) -> None:
-    """An empty dataset or window is a usage error (exit 2), with the span the data does cover."""
+    """A window with no request is a usage error (exit 2: it says the span the data does cover); a
+    dataset with no request at all is unusable input (exit 4)."""
     cond, args = window_condition(window)
     n = con.execute(f"SELECT count(*) FROM stages WHERE counted AND {cond}", args).fetchall()[0][0]
     if n:
         return
     lo, hi = con.execute("SELECT min(ts_arrival), max(ts_arrival) FROM stages WHERE counted").fetchall()[0]
-    if lo is None:
-        raise CalibrationError(f"{what} holds no requests", 2)
+    if lo is None:  # nothing imported at all: the input is unusable, not the option
+        raise CalibrationError(f"{what} holds no requests", 4)
     raise CalibrationError(f"no request of {what} arrives in the window {window[0].isoformat()}/"  # type: ignore[index]
                            f"{window[1].isoformat()} (its requests arrive from {lo.isoformat()} to {hi.isoformat()})", 2)
 

@@ -68,7 +68,7 @@ def rate_scaled(arr: Arrivals, rate_scale: float, seed: int) -> Arrivals:
     """
     if rate_scale == 1.0 or len(arr) == 0:
         return arr
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([seed, 0])  # its own stream: simulate's draws use [seed, 1]
     n = len(arr)
     whole = math.floor(rate_scale)
     copies = whole + (rng.random(n) < rate_scale - whole)
@@ -178,7 +178,7 @@ class _Replica:
 def simulate(arr: Arrivals, cal: Calibration, replicas: int, max_num_seqs: int, seed: int) -> Result:
     """Replay ``arr`` through ``replicas`` engines of the calibrated model (seeded, deterministic)."""
     n = len(arr)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([seed, 1])
     pre = _own_or_draw(arr.preprocess_ms, _draw(rng, cal.preprocess_ms, n))
     post = _own_or_draw(arr.postprocess_ms, _draw(rng, cal.postprocess_ms, n))
     t0 = int(arr.a_us[0]) if n else 0
