@@ -215,7 +215,7 @@ def calibrate(inputs: dict[str, np.ndarray], model: str | None = None) -> Calibr
     if not limit_reached:
         notes.append(f"no request queued in the window: the concurrency limit was not reached, so {limit} (the most "
                      "sequences seen running at once) is a lower bound of the real one")
-    replicas = len({r for r in inputs["replica"].tolist()}) if "replica" in inputs else 1
+    replicas = _concurrent_replicas(inputs["a_us"], inputs["replica"])
     if model is None and n:
         model = inputs["model"].tolist()[0]  # load_inputs keeps one model
     return Calibration(
@@ -224,6 +224,21 @@ def calibrate(inputs: dict[str, np.ndarray], model: str | None = None) -> Calibr
         preprocess_ms=_finite(inputs["preprocess_ms"]), postprocess_ms=_finite(inputs["postprocess_ms"]),
         notes=notes,
     )
+
+
+REPLICA_BUCKET_US = 60_000_000
+
+
+def _concurrent_replicas(a_us: np.ndarray, replica: np.ndarray) -> int:
+    """Replicas serving at once: the most distinct replicas with arrivals in one minute. Not the
+    distinct replicas of the window: a dataset joining captures of different hours (or a replica
+    restarted with a new instance id) would count each one, and the as-observed replay would
+    spread the load over replicas that never ran together."""
+    if not len(a_us):
+        return 1
+    names = np.unique(np.asarray([str(r) for r in replica.tolist()]), return_inverse=True)[1]
+    pairs = np.unique(np.stack([np.asarray(a_us, dtype=np.int64) // REPLICA_BUCKET_US, names]), axis=1)
+    return int(np.unique(pairs[0], return_counts=True)[1].max())
 
 
 def _floats(x: np.ndarray) -> np.ndarray:
