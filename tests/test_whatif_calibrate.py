@@ -204,3 +204,19 @@ def test_bundled_vllm_sample(tmp_path: Path) -> None:
     assert all(abs(first["error_pct"][m][s]) < 6 for m in ("ttft_ms", "e2e_ms") for s in ("p50", "p95"))
     assert first["observed"]["ttft_ms"]["p95"] > 40_000 and two["predicted"]["ttft_ms"]["p95"] < 1000
     assert out["sentence"].startswith("With 2 replicas")
+
+
+def test_arrivals_window_replays_only_that_part(known: tuple[Path, object], tmp_path: Path) -> None:
+    """--arrivals-window keeps DS2's arrivals in C/D: the scenario replays exactly those, and its
+    observed values are DS2's own over the same requests."""
+    ds, res = known
+    lo, hi = (int(ms(t).replace(tzinfo=UTC).timestamp() * 1e6) for t in (0, 60_000))
+    n = int(np.sum((res.a_us >= lo) & (res.a_us < hi)))
+    code, out, err = cli("whatif", str(ds), "--arrivals", str(ds), "--arrivals-window",
+                         f"{ms(0).isoformat()}/{ms(60_000).isoformat()}", "--json", "-")
+    assert code == 0, err
+    doc = json.loads(out)
+    sc = doc["scenarios"][1]
+    assert sc["requests"] == n and sc["observed"] is not None
+    assert doc["arrivals_window"] == [ms(0).isoformat() + "Z", ms(60_000).isoformat() + "Z"]
+    assert all(abs(v) < 5 for m in ("ttft_ms", "e2e_ms") for v in sc["error_pct"][m].values())
