@@ -123,6 +123,8 @@ def test_json_schema_and_html(known: tuple[Path, object], tmp_path: Path) -> Non
     # 1.5x the arrivals (seeded resampling)
     n = doc["scenarios"][0]["requests"]
     assert abs(doc["scenarios"][1]["requests"] - 1.5 * n) < 0.1 * n
+    code, text, _ = cli("whatif", str(ds), "--rate-scale", "0.5", "--seed", "3")
+    assert code == 0 and "resampling (seed 3): rate-scale X keeps each request floor(X) times" in text
     page = html.read_text()
     assert "<svg" in page and "<script" not in page and "http://" not in page.replace('"http://www.w3.org', "")
 

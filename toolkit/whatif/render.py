@@ -67,6 +67,8 @@ def calibration_lines(cal: dict) -> list[str]:
 
 def text(result: dict) -> str:
     out = [result["sentence"], "", table(result), "", *calibration_lines(result["calibration"])]
+    if any(sc["rate_scale"] != 1.0 for sc in result["scenarios"]):
+        out.append(f"resampling (seed {result['seed']}): {result['resampling']}")
     if not result["reliable"]:
         out.append(f"{UNRELIABLE}: the as-observed replay is off by more than 25 % "
                    f"({', '.join(result['unreliable_because'])}); no scenario is an answer.")
