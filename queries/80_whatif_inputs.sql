@@ -12,16 +12,18 @@
 --   preprocess_ms: ms; as stages (null without ts_queued)
 --   queue_ms: ms; as stages (null without ts_queued)
 --   prefill_ms: ms; as stages
---   decode_ms: ms; as stages
+--   decode_ms: ms; as stages (null without ts_last_token)
 --   postprocess_ms: ms; as stages
 --   ttft_ms: ms; as stages
 --   tpot_ms: ms/token; as stages
 --   e2e_ms: ms; as stages
 --   running_at_schedule: sequences; sequences running (scheduled -> last token) on the model and replica just after this one was scheduled, itself included
---   running_during_decode: sequences; time-weighted mean of the sequences running on the model and replica over this request's decode (first -> last token), itself included; null when the decode took no time
+--   running_during_decode: sequences; time-weighted mean of the sequences running on the model and replica over this request's decode (first -> last token, or -> end without a last token), itself included; null when the decode took no time
 --
--- Rows: counted server records whose scheduler boundaries are known (prefill and decode not
--- null), the only ones that can calibrate a per-replica service model (toolkit/whatif/calibrate.py).
+-- Rows: counted server records whose scheduling and first token are known (prefill not null),
+-- the only ones that can calibrate a per-replica service model (toolkit/whatif/calibrate.py).
+-- Without a last token (SGLang's request log) the decode runs to the end, postprocess included,
+-- as stages' TPOT basis 'decode+postprocess' does: e2e - ttft is that interval.
 -- "Running" is scheduled -> last token: a sequence holds a batch slot from admission to its last
 -- token (vLLM's --max-num-seqs, SGLang's running batch), so the number running is the batch size
 -- a decode step serves. The boundary instants are the arrival plus stages' own durations (exact
@@ -40,9 +42,9 @@ WITH r AS (
         row_number() OVER (ORDER BY ts_arrival, ttft_ms, prefill_ms, decode_ms, e2e_ms, request_id, span_id) AS k,
         epoch_us(ts_arrival) + CAST(round((ttft_ms - prefill_ms) * 1e3) AS BIGINT) AS s_us,
         epoch_us(ts_arrival) + CAST(round(ttft_ms * 1e3) AS BIGINT) AS f_us,
-        epoch_us(ts_arrival) + CAST(round((ttft_ms + decode_ms) * 1e3) AS BIGINT) AS l_us
+        epoch_us(ts_arrival) + CAST(round((ttft_ms + coalesce(decode_ms, e2e_ms - ttft_ms)) * 1e3) AS BIGINT) AS l_us
     FROM stages
-    WHERE counted AND vantage = 'server' AND prefill_ms IS NOT NULL AND decode_ms IS NOT NULL
+    WHERE counted AND vantage = 'server' AND prefill_ms IS NOT NULL
 ),
 events AS (
     SELECT model, replica, k, s_us AS t, 1 AS d FROM r

@@ -27,7 +27,11 @@ import duckdb
 import numpy as np
 
 QUEUED_MS = 1.0
-"""A request that waited longer than this for admission counts as queued (the limit was binding)."""
+"""A request that waited longer than this and than two median decode steps for admission counts as
+queued for a slot (the limit was binding); a shorter wait is the scheduler's loop (SGLang waits a
+few ms for its next step even when a slot is free)."""
+QUEUED_SHARE = 0.05
+"""The limit counts as reached when at least this share of the requests queued for a slot."""
 
 
 class CalibrationError(Exception):
@@ -153,14 +157,14 @@ def check_window(con: duckdb.DuckDBPyConnection, window: tuple[datetime, datetim
 def _missing_boundaries(con: duckdb.DuckDBPyConnection, cond: str, args: list) -> str:
     """One line: which boundaries the window's records lack, and what can be done."""
     row = con.execute(
-        f"""SELECT count(ts_queued), count(ts_scheduled), count(ts_first_token), count(ts_last_token),
+        f"""SELECT count(ts_queued), count(ts_scheduled), count(ts_first_token),
                    string_agg(DISTINCT vantage, ', ' ORDER BY vantage), string_agg(DISTINCT source_format, ', ' ORDER BY source_format)
             FROM requests WHERE {cond.replace('ts_arrival', 'requests.ts_arrival')}""", args).fetchall()[0]
-    names = ("ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token")
-    missing = [n for n, c in zip(names, row[:4], strict=True) if not c] or ["a server record with them"]
+    names = ("ts_queued", "ts_scheduled", "ts_first_token")
+    missing = [n for n, c in zip(names, row[:3], strict=True) if not c] or ["a server record with them"]
     return (f"cannot calibrate a service model: no server record of the window has {', '.join(missing)} "
-            f"(vantages: {row[4]}; formats: {row[5]}); the model needs the scheduler's boundaries to tell queue from "
-            "prefill and prefill from decode. Import the engine's own spans or logs (vLLM OTLP, SGLang) for this window; "
+            f"(vantages: {row[3]}; formats: {row[4]}); the model needs the scheduler's boundaries to tell queue from "
+            "prefill and prefill from decode. Import the engine's own spans or logs for this window (vLLM OTLP, SGLang); "
             "without them `stagelens report` can still split the time the source does record")
 
 
@@ -200,11 +204,18 @@ def calibrate(inputs: dict[str, np.ndarray], model: str | None = None) -> Calibr
     okd = np.isfinite(tpot) & np.isfinite(run_d)
     if not okd.any():
         raise CalibrationError("cannot calibrate decode: no server record of the window generated more than one "
-                               "token with its first and last token times", 4)
+                               "token", 4)
     decode = fit_linear("tpot_ms", tpot[okd], {"running": run_d[okd]})
+    no_last = int(np.sum(~np.isfinite(_floats(inputs["decode_ms"]))))
+    if no_last:
+        notes.append(f"{no_last} requests record no last token: their decode is taken to run to the end "
+                     "(postprocess included), as stages' TPOT basis decode+postprocess")
     queue = _floats(inputs["queue_ms"])
-    queued = (np.nan_to_num(queue) > QUEUED_MS) & np.isfinite(run_s)
-    limit_reached = bool(queued.any())
+    # waiting for a slot, not for the scheduler's next step: longer than two decode steps
+    wait = max(QUEUED_MS, 2 * float(np.median(tpot[okd])))
+    queued = (np.nan_to_num(queue) > wait) & np.isfinite(run_s)
+    # a few long waits (a scheduler hiccup, a stall) with free slots do not make a limit
+    limit_reached = bool(queued.sum() >= max(1, QUEUED_SHARE * n))
     if limit_reached:
         # a request that waited is admitted when a slot frees, so the batch it joins is the limit;
         # the median over them, not the maximum: boundaries stamped by a busy API server (the

@@ -8,8 +8,8 @@ put through the same views, so predicted and observed share one definition of ea
 Fidelity rule: the as-observed replay's error is ``100 * (predicted - observed) / observed`` per
 metric and statistic. The model is reliable when every judged error is within ``RELIABLE_PCT``:
 TTFT and e2e always; queue only where the observed queue is at least ``QUEUE_JUDGED_SHARE`` of the
-same statistic of TTFT (a queue of a few ms against a TTFT of 50 ms is noise in per cent, and
-does not decide any capacity question). An unreliable model flags every scenario.
+same statistic of TTFT and at least ``QUEUE_JUDGED_MS`` (a scheduler's few-ms wait against a TTFT of
+25 ms is noise in per cent, and decides no capacity question). An unreliable model flags every scenario.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from toolkit.whatif.simulate import Arrivals, Result, rate_scaled, simulate
 
 RELIABLE_PCT = 25.0
 QUEUE_JUDGED_SHARE = 0.10
+QUEUE_JUDGED_MS = 50.0
 METRICS = ("ttft_ms", "queue_ms", "e2e_ms")
 STATS = ("p50", "p95")
 CHART_BUCKETS = 60
@@ -37,7 +38,7 @@ RESAMPLING = ("rate-scale X keeps each request floor(X) times plus once more wit
               "the next arrival, with the original's token counts")
 
 # the rows a service model is calibrated on and compared with: those whatif_inputs reads
-OBSERVED_ROWS = ("counted AND vantage = 'server' AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NOT NULL")
+OBSERVED_ROWS = "counted AND vantage = 'server' AND s_us IS NOT NULL AND f_us IS NOT NULL"
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def judged(observed: dict) -> list[tuple[str, str]]:
     q, t = observed.get("queue_ms"), observed.get("ttft_ms")
     if q and t:
         out += [("queue_ms", s) for s in STATS
-                if q[s] is not None and t[s] is not None and q[s] >= QUEUE_JUDGED_SHARE * t[s]]
+                if q[s] is not None and t[s] is not None and q[s] >= max(QUEUE_JUDGED_SHARE * t[s], QUEUE_JUDGED_MS)]
     return out
 
 
