@@ -717,6 +717,71 @@ def replay_cmd(
         )
 
 
+@app.command("whatif")
+def whatif_cmd(
+    dataset: Annotated[Path, typer.Argument(help="Dataset to calibrate on (server records with scheduler boundaries).")],
+    window: Annotated[str | None, typer.Option(help="Calibrate and replay only arrivals in START/END (ISO-8601 UTC).")] = None,
+    replicas: Annotated[str | None, typer.Option(help="Replica counts to try, e.g. 1,2,3.")] = None,
+    max_num_seqs: Annotated[str | None, typer.Option("--max-num-seqs", help="Batch limits to try, e.g. 4,8.")] = None,
+    rate_scale: Annotated[str | None, typer.Option(help="Arrival-rate factors to try, e.g. 1.5 (seeded resampling).")] = None,
+    arrivals: Annotated[Path | None, typer.Option(help="Replay this dataset's arrivals instead (observed: its own).")] = None,
+    arrivals_window: Annotated[str | None, typer.Option(help="Only --arrivals requests in START/END.")] = None,
+    model: Annotated[str | None, typer.Option(help="The model to calibrate (needed when the window holds several).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the resampling and of the pre/postprocess draws.")] = 0,
+    ttft_slo_ms: Annotated[float | None, typer.Option(help="TTFT objective for goodput (default: the goodput view's).")] = None,
+    tpot_slo_ms: Annotated[float | None, typer.Option(help="TPOT objective for goodput (default: the goodput view's).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the JSON here (- for stdout).")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page here.")] = None,
+) -> None:
+    """Would more replicas or a bigger batch have absorbed it? Replay the window through a calibrated model.
+
+    Example: stagelens whatif ds/ --replicas 1,2,3 --max-num-seqs 4,8 --html whatif.html
+    """
+    from toolkit.report.build import _parse_window
+    from toolkit.store import DatasetError
+    from toolkit.whatif import render
+    from toolkit.whatif.calibrate import CalibrationError
+    from toolkit.whatif.scenarios import objectives, run
+
+    def numbers(name: str, text: str | None, kind: type) -> list | None:
+        if text is None:
+            return None
+        try:
+            vals = [kind(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise fail(f"{name} takes a comma-separated list of numbers, got {text!r}", EXIT_USAGE) from None
+        if not vals or any(not v > 0 for v in vals) or any(v != v or v == float("inf") for v in vals):
+            raise fail(f"{name} takes positive numbers, got {text!r}", EXIT_USAGE)
+        return vals
+
+    lists = (numbers("--replicas", replicas, int), numbers("--max-num-seqs", max_num_seqs, int),
+             numbers("--rate-scale", rate_scale, float))
+    if arrivals_window and arrivals is None:
+        raise fail("--arrivals-window goes with --arrivals DATASET", EXIT_USAGE)
+    try:
+        windows = [None if w is None else _parse_window(w) for w in (window, arrivals_window)]
+    except ValueError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    slo = objectives() | {k: v for k, v in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms)) if v is not None}
+    try:
+        result = run(dataset, windows[0], model, *lists, arrivals, windows[1], seed, slo)
+    except CalibrationError as e:
+        raise fail(str(e), e.code) from None
+    except DatasetError as e:
+        raise fail(str(e), e.exit_code) from None
+    try:
+        if html is not None:
+            html.write_text(render.render_html(result), encoding="utf-8")
+        if json_out is not None and str(json_out) != "-":
+            json_out.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise fail(f"cannot write {e.filename}: {e.strerror}", EXIT_USAGE) from None
+    if json_out is not None and str(json_out) == "-":
+        typer.echo(json.dumps(result, indent=1, default=str))
+    else:
+        typer.echo(render.text(result), nl=False)
+
+
 @app.command("demo")
 def demo_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="Directory for the demo: the dataset goes to DIR/dataset, the "

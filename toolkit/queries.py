@@ -183,14 +183,22 @@ def setup_sql(dataset: str | Path, params: dict[str, object] | None = None, only
     keep = _closure(only) if only is not None else None
     # absolute paths: the DDL must work from any directory it is pasted in
     published = Dataset.open(Path(dataset).absolute()).published()
-    out = ["-- stagelens views over " + str(Path(dataset).resolve()), "SET TimeZone = 'UTC';"]
+    sources = {name: _table_source(published[name], name) for name in BASE_TABLES}
+    return _views_ddl("-- stagelens views over " + str(Path(dataset).resolve()), sources, params, keep)
+
+
+def _views_ddl(title: str, sources: dict[str, str], params: dict[str, object] | None,
+               keep: set[str] | None = None) -> str:
+    """The DDL of ``setup_sql``, with each base table read by the SELECT in ``sources`` (and only
+    the views in ``keep``, when given)."""
+    out = [title, "SET TimeZone = 'UTC';"]
     declared = all_params()
     for p in declared.values():
         value = (params or {}).get(p.name, p.default)
         if value is not None:
             out.append(f"SET VARIABLE {p.name} = CAST({_literal(_coerce(value))} AS {p.type});")
     for name in BASE_TABLES:
-        out.append(f"CREATE OR REPLACE VIEW {name} AS {_table_source(published[name], name)};")
+        out.append(f"CREATE OR REPLACE VIEW {name} AS {sources[name]};")
     for q in list_queries():
         if q.is_view and (keep is None or q.name in keep):
             out.append(f"-- {q.name}: {q.description}")
@@ -253,6 +261,18 @@ def connect(dataset: str | Path, params: dict[str, object] | None = None,
     con = duck()
     resources.configure(con, dataset, memory_limit)
     con.execute(setup_sql(dataset, params, None if sql is None else named_views(sql)))
+    return con
+
+
+def connect_tables(requests: pa.Table, params: dict[str, object] | None = None) -> duckdb.DuckDBPyConnection:
+    """The same views over an in-memory ``requests`` table (no spans, no quarantine) instead of a
+    dataset's files: ``stagelens whatif`` reads its simulated requests through the very views
+    (stages, goodput) that define the measured numbers, so predicted and observed share one formula."""
+    con = duck()
+    con.register("_requests_table", requests)
+    sources = {name: schema.table(name).empty_select() for name in BASE_TABLES}
+    sources["requests"] = "SELECT * FROM _requests_table"
+    con.execute(_views_ddl("-- stagelens views over an in-memory requests table", sources, params))
     return con
 
 

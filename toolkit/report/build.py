@@ -269,6 +269,8 @@ def build_report(
                 entry["verdict"] = verdict(entry, context, tail_name)
             attribution += entries
         warnings += _composite_warnings(attribution)
+        if kind == "busy-vs-quiet":
+            _whatif_clause(dataset, con, attribution, busy, tail_name, threshold, filters)
 
     say("summarising")
     joined_any = bool(con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0])
@@ -314,6 +316,38 @@ def _turn_calls(con: duckdb.DuckDBPyConnection) -> None:
     """The ``_turn_calls`` view's rows, once per connection (turns and the agent check read them)."""
     if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_turn_calls' AND temporary").fetchone()[0]:
         con.execute("CREATE TEMP TABLE _turn_calls AS SELECT * FROM main._turn_calls")
+
+
+WHATIF_MAX_REQUESTS = 200_000  # busy requests the report replays for its what-if clause (9 replays at most)
+
+
+def _whatif_clause(dataset: str | Path, con: duckdb.DuckDBPyConnection, attribution: list[dict], busy: list[dict],
+                   tail_name: str, threshold: float, filters: dict[str, str]) -> None:
+    """When queue drove the busy p95 TTFT: the smallest replica count that, replayed through the
+    capacity model calibrated from these logs (toolkit/whatif), brings it back within the regression
+    threshold of the quiet level, added to that entry (``whatif``) and, when the model reproduces
+    the busiest period as observed (its fit is good), as one clause of its verdict."""
+    entry = next((a for a in attribution if a["metric"] == "ttft_ms" and a["statistic"] == "p95"
+                  and a["driver"] == "queue" and a["regression"]), None)
+    if entry is None or not busy or tail_name != "p95" or set(filters) - {"model"}:
+        return
+    if con.execute("SELECT count(*) FROM _rb WHERE side = 'c'").fetchall()[0][0] > WHATIF_MAX_REQUESTS:
+        entry["whatif"] = {"reliable": False, "reason": f"over {WHATIF_MAX_REQUESTS} busy requests: run stagelens whatif"}
+        return
+    from toolkit.whatif.calibrate import CalibrationError
+    from toolkit.whatif.scenarios import replicas_for
+
+    worst = max(busy, key=lambda b: b["peak_concurrency"])
+    window = _parse_window(f"{worst['start']}/{worst['end']}")
+    try:
+        found = replicas_for(dataset, window, entry["baseline"] * (1 + threshold), model=filters.get("model"))
+    except CalibrationError as e:
+        entry["whatif"] = {"reliable": False, "reason": str(e)}
+        return
+    entry["whatif"] = found
+    if found["reliable"] and found["replicas"] is not None:
+        entry["verdict"] += (f" Replayed through the capacity model calibrated on these logs (stagelens whatif), "
+                             f"{found['replicas']} replicas would bring it back to ≈ {_ms(found['predicted_p95_ttft_ms'])}.")
 
 
 def _agent_traffic(con: duckdb.DuckDBPyConnection) -> bool:
