@@ -355,3 +355,49 @@ def test_killed_stdin_import_leaves_no_spool(kit, tmp_path):
                        stdin=f.open("rb"), env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "imported 2" in r.stdout, r.stderr
     assert list(spool_dir.iterdir()) == []
+
+
+# -- real formats (17.7): shapes recorded in docs/formats-aiperf-llmperf.md ---------------------
+
+def _aiperf_dev_line(i: int) -> dict:
+    """A record of AIPerf's development line: metadata.timestamp_ns, no request_start_ns."""
+    start = 1_767_268_800_000_000_000 + i * 1_000_000_000
+    return {"metadata": {"session_num": i, "x_request_id": f"dev-{i}", "timestamp_ns": start,
+                         "request_end_ns": start + 300_000_000, "worker_id": "worker_1",
+                         "record_processor_id": "rp_1", "benchmark_phase": "profiling"},
+            "metrics": {"time_to_first_token": {"value": 120.0, "unit": "ms"},
+                        "request_latency": {"value": 290.0, "unit": "ms"}},
+            "error": None}
+
+
+@pytest.mark.parametrize("fmt", ["auto", "aiperf"])
+def test_aiperf_development_line_timestamp_ns_is_imported(kit, tmp_path, fmt):
+    """Before: not detected under auto; 100 % quarantined (missing request_start_ns) under --format aiperf."""
+    f = kit.write(tmp_path / "profile_export.jsonl", [_aiperf_dev_line(i) for i in range(3)])
+    s = kit.run([f], tmp_path / "ds", fmt=fmt)
+    assert (s["read"], s["imported"], s["quarantined"]) == (3, 3, 0)
+    r = kit.rows(tmp_path / "ds", "requests")[1]
+    a = 1_767_268_801_000_000
+    assert (r["request_id"], r["ts_arrival"], r["ts_first_token"], r["ts_last_token"], r["ts_end"]) == (
+        "dev-1", a, a + 120_000, a + 290_000, a + 300_000)
+
+
+def test_llmperf_own_error_code_keeps_its_ttft(kit, tmp_path):
+    """Before: error_code -100 ("Output too few tokens") dropped the measured ttft_s; error_type 'http--100'."""
+    rows = [{"error_code": None, "error_msg": "", "ttft_s": 0.4, "end_to_end_latency_s": 2.0,
+             "number_input_tokens": 10, "number_output_tokens": 5},
+            {"error_code": -100, "error_msg": "Output too few tokens", "ttft_s": 0.5, "end_to_end_latency_s": 1.0,
+             "number_input_tokens": 10, "number_output_tokens": 1},
+            {"error_code": 503, "error_msg": "", "ttft_s": 0, "end_to_end_latency_s": 0.1,
+             "number_input_tokens": 10, "number_output_tokens": 0}]
+    f = tmp_path / "x_individual_responses.json"
+    f.write_text(json.dumps(rows, indent=4))
+    s = kit.run([f], tmp_path / "ds", fmt="llmperf", options=ingest.ImportOptions(**ORIGIN))
+    assert s["imported"] == 3
+    got = kit.rows(tmp_path / "ds", "requests")
+    a = ORIGIN["clock_origin_us"] + 2_000_000
+    assert [(r["status"], r["error_type"]) for r in got] == [("ok", None), ("error", "llmperf-100"),
+                                                               ("error", "http-503")]
+    assert (got[1]["ts_arrival"], got[1]["ts_first_token"], got[1]["ts_end"]) == (a, a + 500_000, a + 1_000_000)
+    assert got[2]["ts_first_token"] is None
+    assert "Output too few" not in json.dumps(got, default=str)
