@@ -6,6 +6,7 @@ Issue 17 items 1, 4, 5, 6 and issue 18 items 3, 4, 8; DESIGN.md §7 (identity fr
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import subprocess
@@ -17,9 +18,11 @@ from pathlib import Path
 import pytest
 import xxhash
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from toolkit import ingest
+from toolkit import ingest, sources
 from toolkit.cli import app
 from toolkit.importers import sglang
 from toolkit.sources import Limits
@@ -401,3 +404,43 @@ def test_llmperf_own_error_code_keeps_its_ttft(kit, tmp_path):
     assert (got[1]["ts_arrival"], got[1]["ts_first_token"], got[1]["ts_end"]) == (a, a + 500_000, a + 1_000_000)
     assert got[2]["ts_first_token"] is None
     assert "Output too few" not in json.dumps(got, default=str)
+
+
+# -- the line reader's invariant (18.3): whole lines, in order, long ones replaced, any read sizes ----
+
+class _Chunks(io.RawIOBase):
+    """Hands out ``data`` in the given piece sizes (a decompressor's uneven reads)."""
+
+    def __init__(self, data: bytes, sizes: list[int]) -> None:
+        self.data, self.sizes, self.pos = data, sizes, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        n = min(size, self.sizes[self.pos % len(self.sizes)] if self.sizes else size)
+        out = self.data[self.pos:self.pos + n] if n > 0 else b""
+        self.pos += len(out)
+        return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+       last_newline=st.booleans(), max_line=st.integers(1, 30),
+       sizes=st.lists(st.integers(1, 50), min_size=1, max_size=5), want=st.integers(1, 64))
+def test_line_safe_reader_splits_like_split(lines, last_newline, max_line, sizes, want):
+    data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
+    reader = sources._LineSafeReader(_Chunks(data, sizes), max_line=max_line, strip_bom=False)
+    out, pieces = b"", []
+    while piece := reader.read(want):
+        pieces.append(piece)
+        out += piece
+    assert all(p.endswith(b"\n") for p in pieces[:-1])  # whole lines only, but for the last
+    expect = data.split(b"\n")
+    if data.endswith(b"\n"):
+        expect = expect[:-1]
+    expect = [x if len(x) <= max_line else sources.TOO_LARGE.encode() for x in expect]
+    got = out.split(b"\n")
+    if out.endswith(b"\n"):
+        got = got[:-1]
+    assert got == expect
