@@ -201,6 +201,9 @@ def import_cmd(
     clock_origin: Annotated[str | None, typer.Option(
         "--clock-origin", help="Wall-clock time of the monotonic clock's zero (ISO-8601, or epoch seconds), to anchor "
         "Triton / TensorRT-LLM steady-clock times; without it they stay relative (flagged).")] = None,
+    max_line_mb: Annotated[float, typer.Option(help="A longer line is quarantined as too-large.")] = 64,
+    max_content_gb: Annotated[float, typer.Option(help="Most content read from one compressed file or stdin.")] = 64,
+    max_ratio: Annotated[float, typer.Option(help="Most decompressed bytes per compressed byte (past 16 MiB).")] = 1000,
 ) -> None:
     """Import request logs and traces into a dataset.
 
@@ -236,8 +239,13 @@ def import_cmd(
     elif format == "mapping":
         raise fail("--format mapping needs --mapping FILE.toml (see the README: Your own logs)", EXIT_USAGE)
     origin_us = _parse_clock_origin(clock_origin) if clock_origin is not None else None
+    if min(max_line_mb, max_content_gb, max_ratio) <= 0:
+        raise fail("--max-line-mb, --max-content-gb and --max-ratio are positive numbers", EXIT_USAGE)
+    from toolkit.sources import Limits
     from toolkit.terminal import ImportProgress, progress_bar
 
+    limits = Limits(max_line_bytes=int(max_line_mb * (1 << 20)), max_content_bytes=int(max_content_gb * (1 << 30)),
+                    max_ratio=max_ratio)
     try:
         with progress_bar("reading", None, enabled=show_progress(as_json), unit="bytes") as bar:
             result = import_traces(
@@ -245,7 +253,7 @@ def import_cmd(
                                                               mapping=str(mapping) if mapping else None,
                                                               clock_origin_us=origin_us),
                 keep_raw=keep_raw, progress=ImportProgress(paths, bar) if show_progress(as_json) else None,
-                max_bad_fraction=max_bad_fraction,
+                max_bad_fraction=max_bad_fraction, limits=limits,
             )
     except (InputError, UnknownFormat) as e:
         raise fail(str(e), EXIT_INPUT) from None

@@ -36,7 +36,18 @@ from toolkit.importers._common import (
     duck_type,
 )
 from toolkit.seen import SeenSet, take_first_new
-from toolkit.sources import BATCH_BYTES, InputError, Source, expand, head, iter_lines, log
+from toolkit.sources import (
+    BATCH_BYTES,
+    InputError,
+    Limits,
+    Source,
+    close_spool,
+    expand,
+    head,
+    iter_lines,
+    log,
+    without_bom,
+)
 from toolkit.store import Dataset, Staging
 
 RAW_CAP = 4096
@@ -51,8 +62,9 @@ class ReaderOutOfMemory(Exception):
 
 
 # what a file's content can make DuckDB's reader raise (anything else is a bug: it propagates)
+# (a DuckDB error whose message quotes invalid UTF-8 from the file reaches Python as UnicodeDecodeError)
 _DATA_ERRORS = (duckdb.InvalidInputException, duckdb.ConversionException, duckdb.OutOfRangeException,
-                FastReaderGaveUp)
+                FastReaderGaveUp, UnicodeDecodeError)
 # too many reader threads for the buffer pool: the same read is tried again with half as many
 _OUT_OF_MEMORY = (duckdb.OutOfMemoryException, ReaderOutOfMemory)
 # Import threads: DuckDB's buffers grow with them, and the pool is bounded (MEMORY_LIMIT): at 16
@@ -60,6 +72,7 @@ _OUT_OF_MEMORY = (duckdb.OutOfMemoryException, ReaderOutOfMemory)
 IMPORT_THREADS = 8
 FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
 MEMORY_LIMIT = "600MB"  # DuckDB's buffer pool; an importer may ask for less (MEMORY_LIMIT: Triton's aggregate)
+DUCKDB_MAX_LINE = 16 << 20  # read_json's default maximum_object_size: a longer line fails its read
 WRITE_ROWS = 200_000  # rows per Arrow slice handed to the Parquet writer
 GATHER_ROWS = 100_000  # the fast reader's small batches are gathered to this many rows first (bounds RSS)
 Progress = Callable[[str, int], None]
@@ -71,6 +84,9 @@ class FileResult:
     format: str
     size: int
     digest: str
+    # what ``digest`` hashes: the decompressed content (entries without this key, written before
+    # content identity, hashed a compressed file's bytes; a plain file's digest is the same)
+    digest_of: str = "content"
     status: str = "imported"  # or "already-imported", or "empty" (a 0-byte file beside others, format auto)
     read: int = 0
     imported: int = 0
@@ -132,11 +148,33 @@ def resolve_format(src: Source, fmt: str) -> ModuleType:
         raise InputError(f"{src.name}: file is empty, cannot detect its format (give --format)")
     first = head(src)
     imp = detect(first)
+    if imp is None and src.compression:
+        src.scan()  # a stream cut early may hold too little to sniff: say that, not "unknown format"
+        if src.stream_end == "truncated":
+            raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt, and what could "
+                             "be read is no known format; nothing was imported")
     if imp is None:
         from toolkit.hints import unrecognised
 
         raise InputError(unrecognised(src.name, first))  # the nearest format and the way out
     return imp
+
+
+def _prepare(src: Source, fmt: str, options: ImportOptions) -> ModuleType:
+    """The file's importer, bound to it; a compressed document is read through first (its digest)
+    so that one cut short is refused as such before anything parses it."""
+    if src.compression and not head(src, 1):
+        src.scan()  # nothing at all decodes: an importer reading a header would say something odd
+        if src.stream_end == "truncated":
+            raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt before any "
+                             "complete content; nothing was imported")
+    imp = resolve_format(src, fmt)
+    if src.compression and _digest_first(imp):
+        src.scan()
+        _check_whole(src, imp)
+    if _digest_first(imp):
+        without_bom(src)
+    return _configure(imp, src, options)
 
 
 def _configure(imp: ModuleType, src: Source, options: ImportOptions) -> ModuleType:
@@ -164,11 +202,19 @@ def import_traces(
     progress: Progress | None = None,
     lock_timeout_s: float = 600.0,
     max_bad_fraction: float | None = None,
+    limits: Limits | None = None,
 ) -> ImportResult:
     """Import log files into the dataset at ``out`` (created if needed), atomically. With
     ``max_bad_fraction``: when a larger share of the records read was quarantined, nothing is
     written (``rejected``): a likely wrong format or broken export, and re-running with a higher
-    limit must find the files not yet imported.
+    limit must find the files not yet imported. ``limits``: bounds on each input (``Limits``).
+
+    Identity (DESIGN §7): a file is known by the digest of its decompressed content, and ids
+    synthesized for records without their own are ``<content digest>-<line>``. A dataset written
+    before this rule keeps working: its rows and ids stay as stored; a plain file's digest is
+    unchanged, and a compressed file imported then is recognised by the bytes digest its entry
+    recorded (``_prior``): re-importing either adds nothing. Only a changed file under the same
+    name gets new ids (its old rows had name-based ones).
 
     Raises:
         InputError: a file cannot be read or its format is unknown (nothing is written).
@@ -182,7 +228,7 @@ def import_traces(
     try:
         with ds.locked(lock_timeout_s):
             not_logs: list[str] = []
-            sources = expand(paths, skipped=not_logs)
+            sources = expand(paths, skipped=not_logs, limits=limits)
             # an empty file beside others (a freshly rotated log) holds nothing to detect or import:
             # listed as "empty"; alone, it is the error resolve_format gives (its format is unknown)
             empty = {id(s) for s in sources if fmt == "auto" and s.size == 0}
@@ -191,8 +237,7 @@ def import_traces(
             plan = []
             for src in sources:
                 try:
-                    plan.append((src, None if id(src) in empty else _configure(resolve_format(src, fmt), src,
-                                                                                  options)))
+                    plan.append((src, None if id(src) in empty else _prepare(src, fmt, options)))
                 except InputError:
                     if not (src.in_directory and fmt == "auto"):
                         raise  # a file the user named stays an error
@@ -217,17 +262,20 @@ def import_traces(
                         continue
                     res = FileResult(path=src.name, format=imp.NAME, size=src.size, digest="")
                     results.append(res)
-                    # Hashing costs a full read: do it first only when a same-size file was seen before
-                    # (in the dataset or earlier in this run), else on a thread while the import runs
-                    # (the same read counts the lines the fast path checks its numbering against).
-                    if (src.size, imp.NAME) in sizes:
+                    # Hashing costs a full read: do it first only when it decides something before the
+                    # import: a same-size file seen before (in the dataset or earlier in this run), a
+                    # compressed file (its content size is unknown), ids made of the digest, or a
+                    # document (which must be whole). Else on a thread while the import runs (the
+                    # same read counts the lines the fast path checks its numbering against).
+                    if src.compression or (src.size, imp.NAME) in sizes or _digest_first(imp):
                         res.digest = src.digest
-                        prior = ds.imported_file(res.digest, imp.NAME) or (
+                        _check_whole(src, imp)
+                        prior = _prior(ds, src, imp.NAME) or (
                             {"path": seen_hashes[(res.digest, imp.NAME)], "import_id": "this import"}
                             if (res.digest, imp.NAME) in seen_hashes else None)
                         if prior:
                             res.status = "already-imported"
-                            res.note = f"same bytes as {prior['path']} (import {prior['import_id']}): nothing added"
+                            res.note = f"same content as {prior['path']} (import {prior['import_id']}): nothing added"
                             continue
                         hasher = None
                     else:
@@ -242,6 +290,10 @@ def import_traces(
                         # every line was something else: likely another format (auto would have said)
                         res.note = (f"no {imp.NAME} record in its {res.skipped} lines: is --format {imp.NAME} "
                                     "right? (--format auto detects it)")
+                    elif res.read == 0 and not res.skipped:  # never a silent 0
+                        res.note = ("file is empty: nothing to import" if src.size == 0 else
+                                    f"no {imp.NAME} record found (not the shape of a {imp.NAME} file?): "
+                                    "nothing imported")
                     if hasher:
                         hasher.join()
                         res.digest = src.digest
@@ -272,8 +324,54 @@ def import_traces(
             return result
     finally:
         for src in sources:
-            if src.spooled:  # the stdin copy may hold prompts: never leave it behind
-                src.path.unlink(missing_ok=True)
+            close_spool(src)  # the stdin copy may hold prompts: it has no name, closing frees it
+
+
+def _digest_first(imp: ModuleType) -> bool:
+    """Whether the importer needs the content digest before it reads: a document (checked
+    whole first, ``_check_whole``, and its synthesized ids are made of the digest)."""
+    return getattr(imp, "READS", "lines") == "document"
+
+
+def _id_prefix(src: Source, imp: ModuleType) -> str:
+    """``getvariable('file_hash')``, the prefix of synthesized ids (``Source.id_prefix``), for an
+    importer that makes such ids; '' for the others (no read needed)."""
+    if not any("file_hash" in getattr(imp, fn)() for fn in TABLE_SQL.values() if hasattr(imp, fn)):
+        return ""
+    return src.id_prefix(whole=_digest_first(imp))
+
+
+def _check_whole(src: Source, imp: ModuleType) -> None:
+    """A document cut short (or past the bounds) cannot be parsed: say so, in one line, rather
+    than let DuckDB read a truncated stream as nothing. (Line formats import what was read and
+    quarantine the rest: ``_import_lines``.)"""
+    if getattr(imp, "READS", "lines") != "document" or src.stream_end is None:
+        return
+    if src.stream_end == "too-large":
+        raise InputError(f"{src.name}: decompresses beyond the bounds on input ({_limits_hint(src.limits)}); "
+                         "nothing was imported")
+    raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt: a {imp.NAME} document "
+                     "must be whole; nothing was imported")
+
+
+def _limits_hint(limits: Limits) -> str:
+    return (f"{limits.max_content_bytes >> 30} GiB of content or {limits.max_ratio:g}:1; "
+            "--max-content-gb / --max-ratio raise them")
+
+
+def _prior(ds: Dataset, src: Source, fmt: str) -> dict | None:
+    """The manifest entry of an earlier import of the same content: by its content digest, or, for
+    a compressed file, by the bytes digest an entry written before content identity recorded."""
+    prior = ds.imported_file(src.digest, fmt)
+    if prior is None and src.compression and _old_entries(ds, src, fmt):
+        prior = ds.imported_file(src.bytes_digest, fmt)
+    return prior
+
+
+def _old_entries(ds: Dataset, src: Source, fmt: str) -> bool:
+    """Entries without ``digest_of`` of this format and size (only then is the bytes digest read)."""
+    return any("digest_of" not in f and f["format"] == fmt and f["size"] == src.size
+               for i in ds.manifest()["imports"] for f in i["files"])
 
 
 def _identity(imp: ModuleType, table: str = "requests") -> str:
@@ -359,11 +457,18 @@ class _BackgroundWriter:
 TABLE_SQL = {"requests": "requests_sql", "spans": "spans_sql"}
 
 
-def _batches(src: Source, imp: ModuleType, con: duckdb.DuckDBPyConnection, batch_rows: int):  # type: ignore[no-untyped-def]
+def _batches(src: Source, imp: ModuleType, con: duckdb.DuckDBPyConnection, batch_rows: int,  # type: ignore[no-untyped-def]
+             res: FileResult):
     """Register each batch of input as the view ``lines``; yields the batch's last line number.
     (Document importers read the file themselves: see ``_import_file``.)"""
     # nested formats (OTLP) expand several-fold when parsed: they may ask for smaller batches
     for lines in iter_lines(src, batch_rows, getattr(imp, "BATCH_BYTES", BATCH_BYTES)):
+        blank = pc.equal(lines.column("line"), "")
+        if n_blank := pc.sum(blank).as_py():  # a blank line holds no record in any format: skipped here,
+            res.skipped += n_blank  # not parsed (a flood of them, a bomb of newlines, took minutes)
+            lines = lines.filter(pc.invert(blank))
+            if lines.num_rows == 0:
+                continue
         con.register("lines", lines)
         yield int(lines.column("ln")[-1].as_py())
         con.unregister("lines")
@@ -383,7 +488,7 @@ def _import_file(
     progress: Progress | None,
 ) -> None:
     for name, value in {
-        "source_format": imp.NAME, "source_file": src.name, "file_hash": src.name_hash,
+        "source_format": imp.NAME, "source_file": src.name, "file_hash": _id_prefix(src, imp),
         "service": options.service, "model": options.model, "clock_origin_us": options.clock_origin_us,
         "imported_at": imported_at,
     }.items():
@@ -504,11 +609,11 @@ def _import_lines(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, see
     reasons: Counter = Counter()
     last_ln = 0
     compiled: dict[str, str] = {}
-    for last_ln in _batches(src, imp, con, batch_rows):
+    for last_ln in _batches(src, imp, con, batch_rows, res):
         for table in tables:
             if table not in compiled:
                 compiled[table] = _checked(con, imp, getattr(imp, TABLE_SQL[table])(), table)[0]
-            con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {compiled[table]}")
+            _candidates(con, compiled[table])
             bad = 0
             for kind, code, n in con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
                 if kind == "skip":
@@ -523,27 +628,74 @@ def _import_lines(con: duckdb.DuckDBPyConnection, writer: _BackgroundWriter, see
             _write_rows(con, writer, seen, res, table)
         if progress:
             progress(src.name, last_ln)
+    marks = [(ln, "too-large", f"line is longer than {src.limits.max_line_bytes >> 20} MiB "
+                               "(--max-line-mb raises it); not read") for ln in src.too_large]
     if src.truncated:
-        res.read += 1
         res.truncated = True
-        reasons["truncated"] += 1
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE _cand AS SELECT ? AS ln, 'record' AS row_kind, "
-            "{'code': 'truncated', 'detail': 'compressed stream ends early; nothing after line ' || ? || ' "
-            "could be read'} AS _why",
-            [last_ln + 1, last_ln],
-        )
+        end = src.stream_end or "truncated"
+        why = ("compressed stream ends early" if end == "truncated" else
+               f"decompressed content over the bounds ({_limits_hint(src.limits)})")
+        marks.append((max(last_ln, *src.too_large, 0) + 1, end, f"{why}; nothing after line {last_ln} could be read"))
+    if marks:
+        res.read += len(marks)
+        reasons.update(code for _, code, _ in marks)
+        con.register("_marks", pa.table({"ln": [m[0] for m in marks], "code": [m[1] for m in marks],
+                                         "detail": [m[2] for m in marks]}))
+        con.execute("CREATE OR REPLACE TEMP TABLE _cand AS SELECT ln, 'record' AS row_kind, "
+                    "{'code': code, 'detail': detail} AS _why FROM _marks")
+        con.unregister("_marks")
         _write_quarantine(con, writer, keep_raw=False)
     res.quarantined = sum(reasons.values())
     res.by_reason = dict(reasons)
+
+
+def _candidates(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """``_cand``: the checked candidates of the batch in the view ``lines``. A value that makes
+    DuckDB raise for the whole batch (an overflow, a cast no TRY_ guards) is one record's defect:
+    the batch is halved until the lines that raise are found, and each is quarantined as
+    ``bad-type`` naming only the error's class (its message may quote the line). Lines are
+    independent in every line format, so halving changes nothing else."""
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {sql}")
+        return
+    except _DATA_ERRORS:
+        pass
+    lines = con.sql("SELECT * FROM lines").to_arrow_table()
+    schema = con.sql(f"SELECT * FROM ({sql}) LIMIT 0").to_arrow_table().schema
+    parts = _bisect(con, sql, lines, schema)
+    con.unregister("lines")
+    con.register("lines", lines)
+    con.register("_cand_parts", pa.concat_tables(parts) if parts else schema.empty_table())
+    con.execute("CREATE OR REPLACE TEMP TABLE _cand AS SELECT * FROM _cand_parts")
+    con.unregister("_cand_parts")
+
+
+def _bisect(con: duckdb.DuckDBPyConnection, sql: str, lines: pa.Table, schema: pa.Schema) -> list[pa.Table]:
+    con.unregister("lines")
+    con.register("lines", lines)
+    try:
+        return [con.sql(sql).to_arrow_table().cast(schema)]
+    except _DATA_ERRORS as e:
+        if lines.num_rows > 1:
+            half = lines.num_rows // 2
+            return (_bisect(con, sql, lines.slice(0, half), schema)
+                    + _bisect(con, sql, lines.slice(half), schema))
+        row = {f.name: pa.nulls(1, f.type) for f in schema}
+        row["ln"] = lines.column("ln")
+        row["row_kind"] = pa.array(["record"], schema.field("row_kind").type)
+        why = {"code": "bad-type", "detail": f"a value DuckDB cannot convert ({type(e).__name__})"}
+        row["_why"] = pa.array([why], schema.field("_why").type)
+        return [pa.table(row, schema=schema)]
 
 
 def _fast_ok(src: Source, imp: ModuleType, keep_raw: bool) -> bool:
     """Whether DuckDB can read the file natively: a plain file of an importer that declares its
     record type (``FAST_SPEC`` or ``FAST_COLUMNS``, JSON lines) or its own reader (``fast_records``:
     CSV, text lines).
-    Compressed input and ``--keep-raw`` (which needs each line's text) take the line reader."""
-    if not FAST or keep_raw or src.compression or not any(
+    Compressed input and ``--keep-raw`` (which needs each line's text) take the line reader; so
+    does a maximum line length below DuckDB's (a longer line fails DuckDB's read, and the line
+    reader quarantines it as too-large; DuckDB would read a shorter one)."""
+    if not FAST or keep_raw or src.compression or src.limits.max_line_bytes < DUCKDB_MAX_LINE or not any(
             hasattr(imp, a) for a in ("FAST_SPEC", "FAST_COLUMNS", "fast_records")):
         return False
     ok = getattr(imp, "fast_ok", None)

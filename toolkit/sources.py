@@ -10,21 +10,21 @@ replacement characters and splits in Python (slower, and logged once).
 from __future__ import annotations
 
 import glob
-import hashlib
 import io
 import logging
 import os
-import shutil
+import stat
 import sys
 import tempfile
 import threading
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import xxhash
 import zstandard
@@ -48,6 +48,25 @@ class NeedsExactPath(Exception):
     """Raised mid-file when the fast line reader cannot keep line numbers exact."""
 
 
+ID_PREFIX_BYTES = 64 << 10  # the content a line format's synthesized ids are made of (Source.id_prefix)
+RATIO_FLOOR = 16 << 20  # the ratio bound applies past this much content (a small file may compress 1000:1)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on one input (README "Reliability: bounds on input"; ``import`` options raise them).
+
+    A line longer than ``max_line_bytes`` is quarantined as ``too-large`` and reading goes on; a
+    compressed file is read up to ``max_content_bytes`` of content, or until its content outgrows
+    ``max_ratio`` times the compressed bytes read (past 16 MiB): a decompression bomb stops there,
+    flagged ``too-large``, with the lines before it imported.
+    """
+
+    max_line_bytes: int = 64 << 20
+    max_content_bytes: int = 64 << 30
+    max_ratio: float = 1000.0
+
+
 @dataclass
 class Source:
     """One input file. ``name`` is what the user gave (``<stdin>`` for stdin)."""
@@ -59,18 +78,45 @@ class Source:
     truncated: bool = False
     spooled: bool = False  # a temporary copy of stdin: deleted after the import
     in_directory: bool = False  # found in a directory the user gave (not named): skipped if not a log
+    limits: Limits = field(default_factory=Limits)
+    # how a compressed stream ended early, found by the scan or the line reader: 'truncated'
+    # (cut or corrupt) or 'too-large' (past ``limits``); None: read to its end
+    stream_end: str | None = None
+    too_large: list[int] = field(default_factory=list)  # lines over max_line_bytes (the line reader's)
+    spool_fd: int | None = None  # a spooled input's descriptor (its path is /proc/self/fd/N)
     _digest: str | None = field(default=None, repr=False)
     _lines: int | None = field(default=None, repr=False)
+    _prefix: str | None = field(default=None, repr=False)
     _scan_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    @property
-    def name_hash(self) -> str:
-        """Stable short id of the file's name, for ids synthesized as <file>-<index>."""
-        return hashlib.sha256(self.name.encode()).hexdigest()[:16]
+    def id_prefix(self, whole: bool) -> str:
+        """Short id of the file's content, for ids synthesized as ``<content>-<line>``: from the
+        content, not the name, so two runs of a benchmark client that both wrote
+        ``results.json`` in their own directory are two files, and one log as ``.gz`` and plain is
+        one. ``whole``: the digest of all of it (a document); else of its first ``ID_PREFIX_BYTES``
+        (a log that grows keeps the ids of its old lines: re-imported, they are duplicates).
+        Datasets written before kept their ``sha256(name)[:16]-<line>`` ids as stored.
+        """
+        if whole:
+            return self.digest.split(":", 1)[1][:16]
+        if self._prefix is None:
+            inner = _Decompressor(self) if self.compression else self.path.open("rb", buffering=0)
+            reader = _LineSafeReader(inner, keep_lines=False, strip_bom=False)
+            h, got = xxhash.xxh3_128(), 0
+            try:
+                while got < ID_PREFIX_BYTES and (data := reader.read(ID_PREFIX_BYTES - got)):
+                    h.update(data)
+                    got += len(data)
+            finally:
+                reader.close()
+            self._prefix = h.hexdigest()[:16]
+        return self._prefix
 
     @property
     def digest(self) -> str:
-        """``xxh3_128:<hex>`` of the file's bytes: same digest, same file (for idempotent imports).
+        """``xxh3_128:<hex>`` of the file's decompressed content: same digest, same file (for
+        idempotent imports), whatever the compression. For a plain file it is the digest of its
+        bytes, as the manifest has always recorded.
 
         xxh3 rather than sha256: it runs at memory speed (sha256 alone cost more CPU than parsing
         a JSON-lines file), and the threat here is an accidental re-import, not a forger.
@@ -79,6 +125,18 @@ class Source:
             self.scan()
         assert self._digest is not None
         return self._digest
+
+    @property
+    def bytes_digest(self) -> str:
+        """``xxh3_128:<hex>`` of the bytes on disk: what versions before content identity recorded
+        for a compressed file (read again only to recognise such an entry)."""
+        if self.compression is None:
+            return self.digest
+        h = xxhash.xxh3_128()
+        with self.path.open("rb", buffering=0) as fh:
+            while chunk := fh.read(SCAN_BYTES * 4):
+                h.update(chunk)
+        return f"xxh3_128:{h.hexdigest()}"
 
     @property
     def lines(self) -> int:
@@ -97,30 +155,42 @@ class Source:
 
     def _scan(self) -> None:
         h = xxhash.xxh3_128()
+        if self.compression is not None:
+            # the decompressed stream, in the same bounded blocks the line reader takes
+            reader = _LineSafeReader(_Decompressor(self), keep_lines=False, strip_bom=False)
+            try:
+                while data := reader.read(SCAN_BYTES * 4):
+                    h.update(data)
+            finally:
+                reader.close()
+            self.stream_end = reader.stream_end
+            self._digest, self._lines = f"xxh3_128:{h.hexdigest()}", -1
+            return
         buf = np.empty(SCAN_BYTES, dtype=np.uint8)
         newlines, last = 0, 10
         with self.path.open("rb", buffering=0) as fh:
             while n := fh.readinto(buf):  # type: ignore[attr-defined]
                 view = buf[:n]
                 h.update(view)
-                if self.compression is None:
-                    newlines += int(np.count_nonzero(view == 10))
-                    last = int(view[n - 1])
+                newlines += int(np.count_nonzero(view == 10))
+                last = int(view[n - 1])
         self._digest = f"xxh3_128:{h.hexdigest()}"
-        self._lines = newlines + (last != 10) if self.compression is None else -1
+        self._lines = newlines + (last != 10)
 
 
 SCAN_BYTES = 256 << 10  # small enough for the compare and count to stay in cache
 
 
-def expand(paths: list[str], spool_dir: Path | None = None, skipped: list[str] | None = None) -> list[Source]:
+def expand(paths: list[str], spool_dir: Path | None = None, skipped: list[str] | None = None,
+           limits: Limits | None = None) -> list[Source]:
     """Files, directories (recursively, sorted), globs and ``-`` (stdin, spooled to a file). The files
     of a directory whose names are not a log's (``README``, ``x.py``; hidden ones aside) are added to
     ``skipped``, so the caller can list them."""
+    limits = limits or Limits()
     out: list[Source] = []
     for p in paths:
         if p == "-":
-            out.append(_spool_stdin(spool_dir))
+            out.append(_spool(sys.stdin.buffer, "<stdin>", spool_dir, limits))
             continue
         matches = sorted(glob.glob(p, recursive=True)) if glob.has_magic(p) else [p]
         if not matches:
@@ -134,9 +204,12 @@ def expand(paths: list[str], spool_dir: Path | None = None, skipped: list[str] |
                     raise InputError(f"{m}: directory holds no log files ({', '.join(sorted(DATA_SUFFIXES))})")
                 if skipped is not None:
                     skipped.extend(str(f) for f in every if not is_data_file(f) and not f.name.startswith("."))
-                out.extend(replace(_source(str(f), f), in_directory=True) for f in files)
+                for f in files:
+                    src = _source(str(f), f, limits, spool_dir)
+                    src.in_directory = True
+                    out.append(src)
             else:
-                out.append(_source(m, mp))
+                out.append(_source(m, mp, limits, spool_dir))
     return out
 
 
@@ -150,63 +223,200 @@ def is_data_file(path: Path) -> bool:
     return bool(suffixes) and suffixes[-1] in DATA_SUFFIXES
 
 
-def _source(name: str, path: Path) -> Source:
+def _source(name: str, path: Path, limits: Limits, spool_dir: Path | None = None) -> Source:
+    """A named input. A FIFO (``<(zcat x.gz)``, a named pipe) is read once, as stdin is: copied
+    to an unnamed spool, since sniffing and the readers open a file more than once; like ``cat``,
+    that waits for a writer. Other non-regular files (devices, sockets) are refused."""
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        if stat.S_ISFIFO(st.st_mode):
+            with path.open("rb") as fh:
+                return _spool(fh, name, spool_dir, limits)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{name}: not a regular file (a device or socket); give a file, a FIFO or - for stdin")
         with path.open("rb") as fh:
             magic = fh.read(4)
     except FileNotFoundError:
         raise InputError(f"{name}: no such file") from None
     except OSError as e:
         raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
-    comp = "gzip" if magic.startswith(GZIP_MAGIC) else "zstd" if magic == ZSTD_MAGIC else None
-    return Source(name=name, path=path, size=size, compression=comp)
+    return Source(name=name, path=path, size=st.st_size, compression=_compression(magic), limits=limits)
 
 
-def _spool_stdin(spool_dir: Path | None) -> Source:
+def _compression(magic: bytes) -> str | None:
+    return "gzip" if magic.startswith(GZIP_MAGIC) else "zstd" if magic == ZSTD_MAGIC else None
+
+
+def _spool(stream: io.BufferedIOBase | io.RawIOBase, name: str, spool_dir: Path | None, limits: Limits) -> Source:
+    """Copy a stream read once (stdin, a FIFO) to a file with no name: created and unlinked at
+    once, then reached as ``/proc/self/fd/N`` while the import runs, so a killed import leaves no
+    spool of prompts behind (``close_spool`` ends it). At most ``limits.max_content_bytes``."""
     fd, tmp = tempfile.mkstemp(prefix="stdin-", suffix=".spool", dir=spool_dir)
-    with os.fdopen(fd, "wb") as out:
-        shutil.copyfileobj(sys.stdin.buffer, out, 16 << 20)
-    src = _source("<stdin>", Path(tmp))
+    os.unlink(tmp)
+    size = 0
+    try:
+        while chunk := stream.read(16 << 20):
+            size += _write_all(fd, chunk)
+            if size > limits.max_content_bytes:
+                raise InputError(f"{name}: more than {limits.max_content_bytes >> 30} GiB (--max-content-gb to raise)")
+        os.lseek(fd, 0, os.SEEK_SET)
+        magic = os.pread(fd, 4, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    path = Path(f"/proc/self/fd/{fd}")
+    src = Source(name=name, path=path, size=size, compression=_compression(magic), limits=limits)
     src.spooled = True
+    src.spool_fd = fd
     return src
 
 
-class _LineSafeReader(io.RawIOBase):
-    """Decompressing reader that hands out whole lines only and survives a truncated stream.
+def _write_all(fd: int, data: bytes) -> int:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    return len(data)
 
-    On a truncated gzip or zstd stream it stops at the last complete line and sets
-    ``truncated``; the partial line after it is dropped (the quarantine records where).
+
+def without_bom(src: Source) -> None:
+    """A document that starts with a UTF-8 BOM: DuckDB's JSON reader then misreads it (a TRT-LLM
+    array became one unparseable record), so it reads an unnamed copy of the content without the
+    BOM instead (decompressed; the digest is taken of the file first, as it is)."""
+    inner = _Decompressor(src) if src.compression else src.path.open("rb", buffering=0)
+    try:
+        start = inner.read(len(BOM))
+    except (EOFError, TooLarge):
+        start = b""
+    finally:
+        inner.close()
+    if start != BOM:
+        return
+    src.scan()
+    inner = _Decompressor(src) if src.compression else src.path.open("rb", buffering=0)
+    reader = _LineSafeReader(inner, keep_lines=False)
+    try:
+        copy = _spool(reader, src.name, None, src.limits)
+    finally:
+        reader.close()
+    src.path, src.size, src.compression, src.spool_fd = copy.path, copy.size, None, copy.spool_fd
+
+
+def close_spool(src: Source) -> None:
+    """Release a spooled input (its file has no name: closing frees it)."""
+    if src.spool_fd is not None:
+        os.close(src.spool_fd)
+        src.spool_fd = None
+
+
+BOM = b"\xef\xbb\xbf"
+# An over-long line is handed on as this line instead (0x01 never stands in JSON or a log line
+# one could import: the fast reader leaves the file to the exact reader, which drops it and
+# records the line number; the import quarantines it as 'too-large').
+TOO_LARGE = "\x01stagelens:line-too-large\x01"
+
+
+class TooLarge(Exception):
+    """The decompressed content outgrew ``Limits``: reading stops there."""
+
+
+class _LineSafeReader(io.RawIOBase):
+    """Decompressed bytes in whole lines only: survives a truncated stream, drops a leading UTF-8
+    BOM, and never holds more than ``max_line`` bytes of one line.
+
+    Linear in the input whatever the line lengths: each block is searched once for its last
+    newline, and a partial line grows a ``bytearray`` (no ``pending + data`` copy per block). A
+    line longer than ``max_line`` is skipped to its newline and handed on as ``TOO_LARGE``.
+    On a truncated (or corrupt) stream it stops at the last complete line and sets
+    ``stream_end = 'truncated'``; past ``Limits`` it stops likewise with ``'too-large'``; the
+    partial line after it is dropped (the import quarantines it with where).
     """
 
-    def __init__(self, inner: io.BufferedIOBase) -> None:
+    def __init__(self, inner: io.RawIOBase | io.BufferedIOBase, max_line: int = 1 << 62,
+                 keep_lines: bool = True, strip_bom: bool = True) -> None:
         self._inner = inner
-        self._pending = b""
+        self._max = max_line
+        self._keep_lines = keep_lines  # False: any bytes (the digest), no line handling
+        self._pending = bytearray()
+        self._skipping = False  # inside a line longer than max_line, dropping its bytes
         self._done = False
-        self.truncated = False
+        self._start = strip_bom
+        self.stream_end: str | None = None
+
+    @property
+    def truncated(self) -> bool:
+        return self.stream_end is not None
 
     def readable(self) -> bool:
         return True
 
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
+
+    def _next(self, want: int) -> bytes:
+        try:
+            data = self._inner.read(want)
+        except TooLarge:
+            self.stream_end = "too-large"
+            data = None
+        except (EOFError, zlib.error, zstandard.ZstdError, OSError):
+            self.stream_end = "truncated"
+            data = None
+        if data is None:
+            self._done = True
+            self._pending.clear()
+            self._skipping = False
+            return b""
+        if self._start and data:
+            self._start = False
+            if data.startswith(BOM):
+                data = data[len(BOM):]
+        return data
+
     def read(self, size: int = -1) -> bytes:
-        want = size if size and size > 0 else 1 << 20
+        want = min(size if size and size > 0 else 1 << 20, self._max)
         while not self._done:
-            try:
-                data = self._inner.read(want)
-            except (EOFError, zlib.error, zstandard.ZstdError, OSError):
-                self.truncated = True
-                self._done = True
-                self._pending = b""
-                return b""
+            data = self._next(want)
+            if not self._keep_lines:
+                self._done = not data
+                return data
             if not data:
+                if self._done:
+                    return b""
                 self._done = True
-                out, self._pending = self._pending, b""
+                if self._skipping:
+                    return TOO_LARGE.encode()
+                out = bytes(self._pending)
+                self._pending.clear()
                 return out
-            data = self._pending + data
+            head = b""
+            if self._skipping:  # drop the over-long line's bytes up to its newline
+                nl = data.find(b"\n")
+                if nl < 0:
+                    continue
+                self._skipping, head, data = False, TOO_LARGE.encode() + b"\n", data[nl + 1 :]
             cut = data.rfind(b"\n") + 1
-            self._pending = data[cut:]
-            if cut:
-                return data[:cut]
+            if cut == 0:
+                self._pending += data
+                if len(self._pending) > self._max:
+                    self._pending.clear()
+                    self._skipping = True
+                if head:
+                    return head
+                continue
+            first = data.find(b"\n")
+            if self._pending and len(self._pending) + first > self._max:
+                self._pending.clear()
+                out = head + TOO_LARGE.encode() + data[first:cut]
+            else:
+                out = head + bytes(self._pending) + data[:cut]
+                self._pending.clear()
+            rest = data[cut:]
+            if len(rest) > self._max:
+                self._skipping = True
+            else:
+                self._pending += rest
+            return out
         return b""
 
     def readinto(self, b) -> int:  # type: ignore[override]
@@ -216,63 +426,102 @@ class _LineSafeReader(io.RawIOBase):
 
 
 class _Decompressor(io.RawIOBase):
-    """Streaming gzip or zstd, multi-member, that raises when the input ends inside a member.
+    """Streaming gzip or zstd (multi-member), bounded: raises ``EOFError`` when the input ends
+    inside a member and ``TooLarge`` past the source's ``Limits`` (a few KB of zstd can hold GiB
+    of one byte: each read is bounded by its size, so memory stays flat while the bound is reached).
 
-    zlib's and zstandard's decompress objects return what they could decode and expose ``eof``
-    and ``unused_data``, so a truncated file still yields every complete byte before the cut.
+    pyarrow's reader is bounded and says "Truncated compressed stream", but drops what the failing
+    read had decoded; so on that error the bytes between the last good read and the cut are
+    decoded again by ``_decoded_after`` (rare: only a truncated file pays), and every complete
+    byte before the cut is handed out.
     """
 
-    def __init__(self, path: Path, kind: str) -> None:
-        self._fh = path.open("rb")
-        self._kind = kind
-        self._dobj = self._new()
-        self._buf = b""
-
-    def _new(self):  # type: ignore[no-untyped-def]
-        if self._kind == "gzip":
-            return zlib.decompressobj(wbits=31)
-        return zstandard.ZstdDecompressor().decompressobj()
+    def __init__(self, src: Source) -> None:
+        self._raw = pa.OSFile(str(src.path), "rb")
+        self._stream = pa.CompressedInputStream(self._raw, src.compression)
+        self._src = src
+        self._tail: bytes | None = None  # what was left before the cut, once the cut was met
+        self.out = 0
 
     def readable(self) -> bool:
         return True
 
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
+
     def read(self, size: int = -1) -> bytes:
         size = size if size and size > 0 else 1 << 20
-        while not self._buf:
-            if self._dobj.eof and self._dobj.unused_data:
-                chunk, self._dobj = self._dobj.unused_data, self._new()
-            else:
-                chunk = self._fh.read(1 << 20)
-                if not chunk:
-                    if not self._dobj.eof:
-                        raise EOFError(f"{self._kind} stream ends inside a member")
-                    return b""
-                if self._dobj.eof:  # trailing bytes after a complete member start the next one
-                    self._dobj = self._new()
-            self._buf = self._dobj.decompress(chunk)
-        out, self._buf = self._buf[:size], self._buf[size:]
-        return out
+        if self._tail is not None:
+            if not self._tail:
+                raise EOFError(f"{self._src.compression} stream ends inside a member")
+            data, self._tail = self._tail[:size], self._tail[size:]
+        else:
+            try:
+                data = self._stream.read(size)
+            except OSError:
+                self._tail = _decoded_after(self._src, self.out)
+                return self.read(size)
+        self.out += len(data)
+        lim = self._src.limits
+        if self.out > lim.max_content_bytes or (
+                self.out > RATIO_FLOOR and self.out > lim.max_ratio * max(self._raw.tell(), 1)):
+            raise TooLarge(self._src.name)
+        return data
+
+
+def _decoded_after(src: Source, skip: int) -> bytes:
+    """The content of a truncated stream after its first ``skip`` bytes, up to the cut (less than
+    one read of ``_Decompressor``). Fed 4 KB at a time, so no call decodes more than a few MB."""
+    def new():  # type: ignore[no-untyped-def]
+        return zlib.decompressobj(wbits=31) if src.compression == "gzip" else \
+            zstandard.ZstdDecompressor().decompressobj()
+
+    dobj, seen, keep = new(), 0, []
+    with src.path.open("rb") as fh:
+        while chunk := fh.read(4096):
+            while chunk:
+                try:
+                    out = dobj.decompress(chunk)
+                except (zlib.error, zstandard.ZstdError):
+                    chunk = b""
+                    break
+                if seen + len(out) > skip:
+                    keep.append(out[max(skip - seen, 0):])
+                seen += len(out)
+                chunk = dobj.unused_data if dobj.eof else b""
+                if dobj.eof:
+                    dobj = new()
+    return b"".join(keep)
 
 
 def _open_decompressed(src: Source) -> _LineSafeReader:
     if src.compression:
-        inner: io.RawIOBase | io.BufferedIOBase = _Decompressor(src.path, src.compression)
+        inner: io.RawIOBase | io.BufferedIOBase = _Decompressor(src)
     else:
-        inner = src.path.open("rb")
-    return _LineSafeReader(inner)  # type: ignore[arg-type]
+        inner = src.path.open("rb", buffering=0)
+    return _LineSafeReader(inner, src.limits.max_line_bytes)
 
 
 def head(src: Source, nbytes: int = HEAD_BYTES) -> bytes:
-    """The first bytes of the decompressed content, for format sniffing."""
-    reader = _open_decompressed(src)
+    """The first bytes of the decompressed content (BOM dropped), for format sniffing: up to
+    ``nbytes``, cut after the last newline in them when there is one (a long first line is
+    sniffed by its start, not read whole)."""
+    inner: io.RawIOBase | io.BufferedIOBase = _Decompressor(src) if src.compression else src.path.open("rb")
+    reader = _LineSafeReader(inner, keep_lines=False)
     chunks, got = [], 0
-    while got < nbytes:
-        data = reader.read(nbytes - got)
-        if not data:
-            break
-        chunks.append(data)
-        got += len(data)
-    return b"".join(chunks)
+    try:
+        while got < nbytes:
+            data = reader.read(nbytes - got)
+            if not data:
+                break
+            chunks.append(data)
+            got += len(data)
+    finally:
+        reader.close()
+    out = b"".join(chunks)
+    cut = out.rfind(b"\n") + 1
+    return out[:cut] if cut and got >= nbytes else out
 
 
 BATCH_BYTES = 48 << 20  # text per batch: bounds memory whatever the line length
@@ -284,6 +533,7 @@ def iter_lines(src: Source, batch_rows: int = 250_000, batch_bytes: int = BATCH_
     Uses the fast reader and, if it meets a line it cannot keep exact (invalid UTF-8, a 0x01
     byte), resumes with the exact reader at the first line not yet yielded.
     """
+    src.too_large.clear()
     if src.size == 0:
         return
     done = 0
@@ -333,7 +583,7 @@ class _CheckedReader(io.RawIOBase):
 
 
 def _iter_lines_fast(src: Source, batch_rows: int, batch_bytes: int = BATCH_BYTES) -> Iterator[pa.Table]:
-    inner = _open_decompressed(src) if src.compression else src.path.open("rb", buffering=0)
+    inner = _open_decompressed(src)
     reader = _CheckedReader(inner)
     try:
         csv = pacsv.open_csv(
@@ -370,7 +620,7 @@ def _iter_lines_fast(src: Source, batch_rows: int, batch_bytes: int = BATCH_BYTE
             raise NeedsExactPath(src.name) from None  # invalid UTF-8 or an unsplittable line
     finally:
         inner.close()
-    src.truncated = reader.truncated
+    src.truncated, src.stream_end = reader.truncated, inner.stream_end
 
 
 def _numbered(batches: list[pa.RecordBatch], line0: int) -> pa.Table:
@@ -380,33 +630,33 @@ def _numbered(batches: list[pa.RecordBatch], line0: int) -> pa.Table:
 
 
 def _iter_lines_exact(src: Source, batch_rows: int, skip: int = 0) -> Iterator[pa.Table]:
-    """Slow but exact: split on ``\\n`` only, decode with replacement characters; skip ``skip`` lines."""
+    """Slow but exact: split on ``\\n`` only, decode with replacement characters; skip ``skip``
+    lines. Linear: the reader hands out whole lines, so each block is split on its own; lines
+    over the length bound (``TOO_LARGE``) are left out and listed in ``src.too_large``."""
     reader = _open_decompressed(src)
     line0 = 0
-    buf = b""
-    while True:
-        data = reader.read(32 << 20)
-        if not data:
-            break
-        buf += data
-        cut = buf.rfind(b"\n") + 1
-        if cut == 0:
-            continue
-        block, buf = buf[: cut - 1], buf[cut:]
-        n = block.count(b"\n") + 1
-        if line0 + n <= skip:
-            line0 += n
-            continue
-        parts = block.decode("utf-8", errors="replace").replace("\x00", "\ufffd").split("\n")
-        if line0 < skip:
-            parts, line0 = parts[skip - line0 :], skip
-        for i in range(0, len(parts), batch_rows):
-            chunk = parts[i : i + batch_rows]
-            yield _plain(chunk, line0)
-            line0 += len(chunk)
-    if buf and line0 >= skip:
-        yield _plain([buf.decode("utf-8", errors="replace")], line0)
-    src.truncated = reader.truncated
+    try:
+        while data := reader.read(32 << 20):
+            block = data[:-1] if data.endswith(b"\n") else data
+            n = block.count(b"\n") + 1
+            if line0 + n <= skip:
+                line0 += n
+                continue
+            parts = block.decode("utf-8", errors="replace").replace("\x00", "\ufffd").split("\n")
+            if line0 < skip:
+                parts, line0 = parts[skip - line0 :], skip
+            for i in range(0, len(parts), batch_rows):
+                chunk = parts[i : i + batch_rows]
+                tbl = _plain(chunk, line0)
+                line0 += len(chunk)
+                long = pc.equal(tbl.column("line"), TOO_LARGE)
+                if pc.any(long).as_py():
+                    src.too_large.extend(tbl.column("ln").filter(long).to_pylist())
+                    tbl = tbl.filter(pc.invert(long))
+                yield tbl
+    finally:
+        reader.close()
+    src.truncated, src.stream_end = reader.truncated, reader.stream_end
 
 
 def _plain(lines: list[str], line0: int) -> pa.Table:

@@ -4,7 +4,9 @@ Facts from ../shared/formats/tgi-triton-trtllm-aiperf.md §4.3, otel-gateways-cl
 what real AIPerf 0.13.0 wrote against vLLM (real-vllm-cpu.md §9-§10.1):
 
 * ``profile_export.jsonl`` (``--export-level records``): one object per request, ``metadata``
-  (``request_start_ns``, ``request_end_ns``, ``request_ack_ns``: wall-clock ``time.time_ns()``),
+  (``request_start_ns``, ``request_end_ns``, ``request_ack_ns``: wall-clock ``time.time_ns()``;
+  exports of the development line have ``timestamp_ns`` instead of ``request_start_ns``, the
+  same wall-clock send time: docs/formats-aiperf-llmperf.md),
   ``metrics`` (``{tag: {value, unit}}``, times computed from ``perf_counter_ns`` and written in
   display units, ms) and ``error`` (null or ``{code, type, message}``; the message is never read).
   Metric tags since 2025-10: ``time_to_first_token``, ``request_latency``, ``inter_chunk_latency``
@@ -50,7 +52,7 @@ _METRICS = ["time_to_first_token", "ttft", "request_latency", "input_sequence_le
 _SPEC = json.dumps({
     "metadata": {
         "x_request_id": "VARCHAR", "x_correlation_id": "VARCHAR", "conversation_id": "VARCHAR",
-        "request_start_ns": "BIGINT", "request_end_ns": "BIGINT", "was_cancelled": "BOOLEAN",
+        "request_start_ns": "BIGINT", "timestamp_ns": "BIGINT", "request_end_ns": "BIGINT", "was_cancelled": "BOOLEAN",
         "benchmark_phase": "VARCHAR",
     },
     "metrics": {**{m: _METRIC for m in _METRICS}, "inter_chunk_latency": {"value": "DOUBLE[]", "unit": "VARCHAR"}},
@@ -59,7 +61,8 @@ _SPEC = json.dumps({
     "responses": [{"perf_ns": "BIGINT"}],
 })
 # typed fields whose wrong JSON type would silently change a boundary
-_NUMERIC = {"request_start_ns": "$.metadata.request_start_ns", "request_end_ns": "$.metadata.request_end_ns",
+_NUMERIC = {"request_start_ns": "$.metadata.request_start_ns", "timestamp_ns": "$.metadata.timestamp_ns",
+            "request_end_ns": "$.metadata.request_end_ns",
             "time_to_first_token": "$.metrics.time_to_first_token.value", "ttft": "$.metrics.ttft.value",
             "request_latency": "$.metrics.request_latency.value", "start_perf_ns": "$.start_perf_ns"}
 
@@ -67,7 +70,8 @@ _NUMERIC = {"request_start_ns": "$.metadata.request_start_ns", "request_end_ns":
 def sniff(head: bytes) -> bool:
     for line in head.splitlines()[:5]:
         s = line.strip()
-        if s.startswith(b"{") and b'"metadata"' in s and b'"request_start_ns"' in s:
+        if s.startswith(b"{") and b'"metadata"' in s and (b'"request_start_ns"' in s or (
+                b'"timestamp_ns"' in s and b'"metrics"' in s)):
             return True
     return False
 
@@ -84,7 +88,8 @@ def requests_sql() -> str:
         f"WHEN {col} IS NULL AND coalesce(json_type(line, '{path}'), 'NULL') <> 'NULL' "
         f"THEN {{'code': 'bad-type', 'detail': '{name} is not a number'}}"
         for name, path, col in [
-            ("request_start_ns", _NUMERIC["request_start_ns"], "a"),
+            ("request_start_ns", _NUMERIC["request_start_ns"], "j['metadata']['request_start_ns']"),
+            ("timestamp_ns", _NUMERIC["timestamp_ns"], "j['metadata']['timestamp_ns']"),
             ("request_end_ns", _NUMERIC["request_end_ns"], "e_read"),
             ("time_to_first_token", _NUMERIC["time_to_first_token"], "j['metrics']['time_to_first_token']['value']"),
             ("ttft", _NUMERIC["ttft"], "j['metrics']['ttft']['value']"),
@@ -103,7 +108,8 @@ WITH p AS (
              WHEN trim(line) = '' THEN 'skip' ELSE 'record' END AS row_kind,
         j IS NULL OR NOT starts_with(ltrim(line), '{{') AS unparseable,
         j['responses'] IS NOT NULL AND j['start_perf_ns'] IS NOT NULL AS raw,
-        j['metadata']['request_start_ns'] // 1000 AS a,
+        -- the development line (before request_start_ns) wrote the same time.time_ns() as timestamp_ns
+        coalesce(j['metadata']['request_start_ns'], j['metadata']['timestamp_ns']) // 1000 AS a,
         j['metadata']['request_end_ns'] // 1000 AS e_read,
         coalesce({_ms_to_us('time_to_first_token')}, {_ms_to_us('ttft')}) AS ttft,
         {_ms_to_us('request_latency')} AS lat
@@ -124,7 +130,7 @@ WITH p AS (
 SELECT ln, row_kind,
     CASE WHEN unparseable THEN {{'code': 'unparseable', 'detail': 'line is not a JSON object'}}
          {bad_type}
-         WHEN a IS NULL THEN {{'code': 'missing-field', 'detail': 'metadata.request_start_ns is missing'}}
+         WHEN a IS NULL THEN {{'code': 'missing-field', 'detail': 'metadata.request_start_ns (or timestamp_ns) is missing'}}
          WHEN e IS NULL THEN {{'code': 'missing-field', 'detail': 'metadata.request_end_ns and request_latency are missing'}}
          WHEN ttft < 0 THEN {{'code': 'negative-duration', 'detail': 'time_to_first_token is negative'}}
          WHEN lat < 0 THEN {{'code': 'negative-duration', 'detail': 'request_latency is negative'}}

@@ -75,8 +75,23 @@ def _usage(key: str) -> str:
     parts = []
     for obj in objs:
         parts.append(f"TRY_CAST(json_extract_string({obj}, '$.{key}') AS BIGINT)")
-        parts.append(f"TRY_CAST(json_extract_string(json_extract_string({obj}, '$'), '$.{key}') AS BIGINT)")
+        # a string holding an object: a string that holds anything else is no count (not an error
+        # for the whole file: json_extract_string raises on text that is not JSON)
+        inner = f"json_extract_string({obj}, '$')"
+        parts.append(f"TRY_CAST(CASE WHEN json_valid({inner}) THEN json_extract_string({inner}, '$.{key}') END "
+                     "AS BIGINT)")
     return f"coalesce({', '.join(parts)})"
+
+
+def _usage_unreadable() -> str:
+    """SQL: the usage field that is a string holding no JSON object (a record's own defect,
+    quarantined as bad-type), else NULL."""
+    whens = " ".join(
+        f"WHEN json_type({o}) = 'VARCHAR' AND json_type(try(json_extract_string({o}, '$')::JSON)) "
+        f"IS DISTINCT FROM 'OBJECT' THEN '{name}'"
+        for o, name in (("o['usageDetails']", "usageDetails"), ("o['usage_details']", "usage_details"),
+                        ("o['usage']", "usage")))
+    return f"CASE {whens} END"
 
 
 def _prefix() -> str:
@@ -133,7 +148,8 @@ m AS (
     SELECT *,
         CASE WHEN t_cst IS NOT NULL THEN CASE WHEN t_cst < t_end THEN t_cst END
              WHEN ttft IS NOT NULL AND t_start + ttft < t_end THEN t_start + ttft END AS f_at,
-        t_cst IS NULL AND ttft IS NOT NULL AND t_start + ttft < t_end AS f_derived
+        t_cst IS NULL AND ttft IS NOT NULL AND t_start + ttft < t_end AS f_derived,
+        {_usage_unreadable()} AS usage_bad
     FROM m
 )
 SELECT ln, 'record' AS row_kind,
@@ -148,6 +164,7 @@ SELECT ln, 'record' AS row_kind,
          WHEN ttft_raw IS NOT NULL AND ttft IS NULL THEN {{'code': 'bad-type', 'detail': 'timeToFirstToken is not a number'}}
          WHEN ttft < 0 THEN {{'code': 'negative-duration', 'detail': 'timeToFirstToken is negative'}}
          WHEN latency < 0 THEN {{'code': 'negative-duration', 'detail': 'latency is negative'}}
+         WHEN usage_bad IS NOT NULL THEN {{'code': 'bad-type', 'detail': usage_bad || ' is a string that holds no JSON object'}}
     END AS _r,
     _r['code'] AS reason_code, _r['detail'] AS reason_detail,
     span_id AS request_id, span_id, parent_span_id, trace_id,

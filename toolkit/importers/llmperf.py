@@ -5,7 +5,9 @@ per-request objects with ``ttft_s`` (to the first chunk with non-empty ``delta.c
 tool-call-only answer has none), ``end_to_end_latency_s``, ``inter_token_latency_s`` (e2e divided
 by the number of chunks, TTFT included: not a gap, not imported), ``number_input_tokens`` /
 ``number_output_tokens`` (re-counted with a Llama tokenizer, not the server's usage),
-``error_code`` and ``error_msg`` (never read).
+``error_code`` and ``error_msg`` (the message is never read). ``error_code`` is an HTTP status
+(``http-<code>``) or one of llmperf's own negative codes (``llmperf-100``: output too few tokens):
+a measured ``ttft_s`` is kept either way.
 
 There are **no timestamps and no request ids**: when requests arrived, and so load, concurrency
 and busy periods, cannot be known. The import refuses the file unless the user asks for
@@ -92,12 +94,15 @@ SELECT ln, 'record' AS row_kind,
     getvariable('service') AS service,
     getvariable('model') AS model,
     a AS ts_arrival,
-    CASE WHEN error_code IS NULL AND ttft > 0 THEN a + ttft END AS ts_first_token,
+    -- a measured TTFT stands whatever the error: llmperf's own codes (negative, e.g. -100 "Output
+    -- too few tokens") come after a complete stream (docs/formats-aiperf-llmperf.md)
+    CASE WHEN ttft > 0 AND ttft <= e2e THEN a + ttft END AS ts_first_token,
     a + e2e AS ts_end,
     input_tokens, output_tokens,
     CASE WHEN error_code IS NULL THEN 'ok' ELSE 'error' END AS status,
-    CASE WHEN error_code IS NOT NULL THEN 'http-' || error_code END AS error_type,
-    list_filter(['ts_arrival', CASE WHEN error_code IS NULL AND ttft > 0 THEN 'ts_first_token' END, 'ts_end'],
+    CASE WHEN error_code BETWEEN 100 AND 599 THEN 'http-' || error_code
+         WHEN error_code IS NOT NULL THEN 'llmperf' || error_code END AS error_type,
+    list_filter(['ts_arrival', CASE WHEN ttft > 0 AND ttft <= e2e THEN 'ts_first_token' END, 'ts_end'],
                 lambda v: v IS NOT NULL) AS derived,
     'wall' AS clock
 FROM t

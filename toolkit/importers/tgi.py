@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import types
 
-from toolkit.importers._common import SKEW_TOLERANCE_US
+from toolkit.importers._common import SKEW_TOLERANCE_US, TS_MAX_US
 
 NAME = "tgi"
 VANTAGE = "server"
@@ -203,7 +203,10 @@ WITH {parsed}, k AS (
              ELSE 'skip' END AS row_kind,
         js AND j IS NULL AS unparseable,
         CASE WHEN js THEN j['timestamp'] ELSE nullif(left(l, strpos(l, ' ') - 1), '') END AS ts_raw,
-        epoch_us(TRY_CAST(ts_raw AS TIMESTAMPTZ)) AS e,
+        epoch_us(TRY_CAST(ts_raw AS TIMESTAMPTZ)) AS e_any,
+        -- a time outside 1970..2200 (year 0, a negative year) would overflow e * 1000 below for the
+        -- whole batch: out of range, it is a bad record's (or a skipped line's) own problem
+        CASE WHEN e_any >= 0 AND e_any < {TS_MAX_US} THEN e_any END AS e,
         {dur_cols},
         CASE WHEN js THEN coalesce(j['span']['prompt_tokens'], list_filter(j2['spans'], lambda x: x['prompt_tokens'] IS NOT NULL)[-1]['prompt_tokens'])
              WHEN is_ok AND contains(l, 'prompt_tokens=') THEN regexp_extract(l, '.*prompt_tokens="?(\\d+)', 1) END AS prompt_tokens,
@@ -233,6 +236,7 @@ SELECT ln, row_kind,
     CASE WHEN row_kind <> 'record' THEN NULL
          WHEN unparseable THEN {{'code': 'unparseable', 'detail': 'line is not valid JSON'}}
          WHEN ts_raw IS NULL THEN {{'code': 'missing-field', 'detail': 'timestamp is missing'}}
+         WHEN e_any IS NOT NULL AND e IS NULL THEN {{'code': 'bad-type', 'detail': 'timestamp is outside 1970..2200'}}
          WHEN e IS NULL THEN {{'code': 'bad-type', 'detail': 'timestamp is not an RFC 3339 time'}}
          WHEN is_err THEN NULL
          {bad}
