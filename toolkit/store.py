@@ -226,13 +226,13 @@ def check_import_entry(imp: object, path: Path, where: str) -> None:
                                       "(<requests|spans|quarantine>/date=YYYY-MM-DD/<name>.parquet)")
 
 
-_TYPE_KIND = ((pa.types.is_string, "string"), (pa.types.is_large_string, "string"), (pa.types.is_integer, "number"),
-              (pa.types.is_floating, "number"), (pa.types.is_decimal, "number"), (pa.types.is_boolean, "bool"),
-              (pa.types.is_timestamp, "timestamp"), (pa.types.is_list, "list"), (pa.types.is_large_list, "list"))
-
-
 def _type_kind(t: pa.DataType) -> str:
-    return next((kind for test, kind in _TYPE_KIND if test(t)), str(t))
+    import pyarrow as pa  # here, not at the top: opening a dataset to list its views needs no pyarrow
+
+    kinds = ((pa.types.is_string, "string"), (pa.types.is_large_string, "string"), (pa.types.is_integer, "number"),
+             (pa.types.is_floating, "number"), (pa.types.is_decimal, "number"), (pa.types.is_boolean, "bool"),
+             (pa.types.is_timestamp, "timestamp"), (pa.types.is_list, "list"), (pa.types.is_large_list, "list"))
+    return next((kind for test, kind in kinds if test(t)), str(t))
 
 
 @dataclass
@@ -363,6 +363,9 @@ class Dataset:
             tail = fh.read(4)
         if st.st_size < 12 or head != b"PAR1" or tail != b"PAR1":
             raise DatasetDamaged(f"{p}: not a Parquet file ({'empty' if st.st_size == 0 else 'truncated or garbage'})")
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         try:
             got = pq.read_schema(p)
         except (pa.ArrowException, OSError):
