@@ -29,7 +29,7 @@ def test_verdict_names_the_smallest_replica_count(tmp_path: Path) -> None:
     target = entry["baseline"] * 1.10
     assert w["predicted_p95_ttft_ms"] <= target
     assert f"{w['replicas']} replicas would bring it back" in entry["verdict"]
-    assert "replicas would bring it back" in report.meta["headline"]
+    assert "replicas would bring it back" in report.headline["sentence"]
     # smallest: one replica fewer does not get there (re-simulated here, same seed)
     if w["replicas"] > 2:
         worst = max(report.busy_periods, key=lambda b: b["peak_concurrency"])

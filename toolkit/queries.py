@@ -239,7 +239,7 @@ def check_params(params: dict[str, object] | None) -> None:
             raise ValueError(f"--param {name} takes a finite number, got {str(value)[:40]!r}")
         if (m := _DIMENSIONS.search(p.description)) and isinstance(value, str):
             valid = m.group(1).split(", ")
-            bad = [d.strip() for d in value.split(",") if d.strip() not in valid]
+            bad = [d.strip() for d in value.split(",") if d.strip() and d.strip() not in valid]  # '' = no grouping
             if bad:
                 raise ValueError(f"--param {name}: unknown dimension(s) {', '.join(repr(b[:40]) for b in bad)}; "
                                  f"valid: {', '.join(valid)}")
