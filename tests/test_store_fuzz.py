@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 
@@ -182,6 +184,19 @@ def _check_error(e: DatasetError, root: Path) -> None:
     assert msg.startswith(str(root)), msg  # names the dataset's file
 
 
+@contextmanager
+def _damaged(base: Path, ops: list) -> Iterator[tuple[Path, Path]]:
+    """A copy of ``base`` with ``ops`` applied, and a folder beside it that nothing may touch."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root, outside = Path(tmp) / "ds", Path(tmp) / "outside"
+        shutil.copytree(base, root)
+        outside.mkdir()
+        (outside / "keep.txt").write_text("precious")
+        for op in ops:
+            _apply(root, op, outside)
+        yield root, outside
+
+
 def _outside_untouched(outside: Path) -> None:
     assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
     assert (outside / "keep.txt").read_text() == "precious"
@@ -192,13 +207,7 @@ def _outside_untouched(outside: Path) -> None:
                                                                   HealthCheck.too_slow])
 @given(ops=st.lists(damage, min_size=1, max_size=3))
 def test_fuzz_damaged_dataset_reads_correctly_or_fails_in_one_line(base, ops):
-    with tempfile.TemporaryDirectory() as tmp:
-        root, outside = Path(tmp) / "ds", Path(tmp) / "outside"
-        shutil.copytree(base, root)
-        outside.mkdir()
-        (outside / "keep.txt").write_text("precious")
-        for op in ops:
-            _apply(root, op, outside)
+    with _damaged(base, ops) as (root, outside):
         try:
             got = queries.run_sql(root, "SELECT (SELECT count(*) FROM requests) AS r, (SELECT count(*) FROM quarantine) q")
         except DatasetError as e:
@@ -216,14 +225,8 @@ def test_fuzz_damaged_dataset_reads_correctly_or_fails_in_one_line(base, ops):
                                                                  HealthCheck.too_slow])
 @given(ops=st.lists(damage, min_size=1, max_size=2))
 def test_fuzz_import_into_a_damaged_dataset_fails_in_one_line_or_adds_its_records(kit, base, ops):
-    with tempfile.TemporaryDirectory() as tmp:
-        root, outside = Path(tmp) / "ds", Path(tmp) / "outside"
-        shutil.copytree(base, root)
-        outside.mkdir()
-        (outside / "keep.txt").write_text("precious")
-        for op in ops:
-            _apply(root, op, outside)
-        f = kit.write(Path(tmp) / "b.jsonl", [kit.sglang("new-1"), kit.sglang("new-2")])
+    with _damaged(base, ops) as (root, outside):
+        f = kit.write(root.parent / "b.jsonl", [kit.sglang("new-1"), kit.sglang("new-2")])
         try:
             before = _expected(root)
         except FileNotFoundError:
