@@ -160,18 +160,22 @@ def resolve_format(src: Source, fmt: str) -> ModuleType:
 def _prepare(src: Source, fmt: str, options: ImportOptions) -> ModuleType:
     """The file's importer, bound to it; a compressed document is read through first (its digest)
     so that one cut short is refused as such before anything parses it."""
-    if src.compression and not head(src, 1):
-        src.scan()  # nothing at all decodes: an importer reading a header would say something odd
-        if src.stream_end == "truncated":
-            raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt before any "
-                             "complete content; nothing was imported")
     imp = resolve_format(src, fmt)
     if src.compression and _digest_first(imp):
         src.scan()
         _check_whole(src, imp)
     if _digest_first(imp):
         without_bom(src)
-    return _configure(imp, src, options)
+    try:
+        return _configure(imp, src, options)
+    except InputError:
+        # an importer that reads a header (CSV) refuses what a cut stream left it: say why
+        if src.compression and not head(src, 1):
+            src.scan()
+            if src.stream_end == "truncated":
+                raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt before any "
+                                 "complete content; nothing was imported") from None
+        raise
 
 
 def _configure(imp: ModuleType, src: Source, options: ImportOptions) -> ModuleType:
