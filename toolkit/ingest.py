@@ -257,15 +257,14 @@ def import_traces(
                     # compressed file (its content size is unknown), ids made of the digest, or a
                     # document (which must be whole). Else on a thread while the import runs (the
                     # same read counts the lines the fast path checks its numbering against).
-                    if src.compression or (src.size, imp.NAME) in sizes or _digest_first(imp):
+                    # A compressed file is hashed on its thread too (its decompression beside the
+                    # import's), and the import rolled back if its content turns out known.
+                    if (src.size, imp.NAME) in sizes or _digest_first(imp) or (
+                            src.compression and _old_entries(ds, src, imp.NAME)):
                         res.digest = src.digest
                         _check_whole(src, imp)
-                        prior = _prior(ds, src, imp.NAME) or (
-                            {"path": seen_hashes[(res.digest, imp.NAME)], "import_id": "this import"}
-                            if (res.digest, imp.NAME) in seen_hashes else None)
-                        if prior:
-                            res.status = "already-imported"
-                            res.note = f"same content as {prior['path']} (import {prior['import_id']}): nothing added"
+                        if prior := _known(ds, src, imp.NAME, seen_hashes):
+                            _already(res, prior)
                             continue
                         hasher = None
                     else:
@@ -274,6 +273,7 @@ def import_traces(
                     if imp.NAME not in loaded:
                         _load_seen(con, ds, imp, seen)
                         loaded.add(imp.NAME)
+                    mark, snapshot = (writer.mark(), seen.snapshot()) if hasher and src.compression else (None, None)
                     _import_file(con, writer, seen, src, imp, options, keep_raw, batch_rows, imported_at, res,
                                  progress)
                     if fmt != "auto" and res.read == 0 and res.skipped:
@@ -287,6 +287,13 @@ def import_traces(
                     if hasher:
                         hasher.join()
                         res.digest = src.digest
+                        if mark is not None and (prior := _known(ds, src, imp.NAME, seen_hashes)):
+                            writer.rollback(mark)
+                            seen.restore(snapshot)
+                            results[-1] = res = FileResult(path=src.name, format=imp.NAME, size=src.size,
+                                                           digest=res.digest)
+                            _already(res, prior)
+                            continue
                     seen_hashes[(res.digest, imp.NAME)] = src.name
                     sizes.add((src.size, imp.NAME))  # a same-size file later in this run is hashed first
                 writer.close()
@@ -347,6 +354,18 @@ def _check_whole(src: Source, imp: ModuleType) -> None:
 def _limits_hint(limits: Limits) -> str:
     return (f"{limits.max_content_bytes >> 30} GiB of content or {limits.max_ratio:g}:1; "
             "--max-content-gb / --max-ratio raise them")
+
+
+def _known(ds: Dataset, src: Source, fmt: str, seen_hashes: dict[tuple[str, str], str]) -> dict | None:
+    """An earlier import of the same content: in the dataset, or earlier in this run."""
+    if (src.digest, fmt) in seen_hashes:
+        return {"path": seen_hashes[(src.digest, fmt)], "import_id": "this import"}
+    return _prior(ds, src, fmt)
+
+
+def _already(res: FileResult, prior: dict) -> None:
+    res.status = "already-imported"
+    res.note = f"same content as {prior['path']} (import {prior['import_id']}): nothing added"
 
 
 def _prior(ds: Dataset, src: Source, fmt: str) -> dict | None:
