@@ -444,3 +444,11 @@ def test_line_safe_reader_splits_like_split(lines, last_newline, max_line, sizes
     if out.endswith(b"\n"):
         got = got[:-1]
     assert got == expect
+
+
+def test_cli_bounds_options(kit, tmp_path):
+    f = _long_line_file(kit, tmp_path, 2 << 20)
+    rc, out, err = _cli(["import", str(f), "--out", str(tmp_path / "ds"), "--format", "sglang", "--max-line-mb", "1"])
+    assert rc == 0 and "too-large 1" in out, err
+    rc, out, err = _cli(["import", str(f), "--out", str(tmp_path / "ds2"), "--max-ratio", "0"])
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "positive" in err

@@ -163,18 +163,22 @@ def resolve_format(src: Source, fmt: str) -> ModuleType:
 def _prepare(src: Source, fmt: str, options: ImportOptions) -> ModuleType:
     """The file's importer, bound to it; a compressed document is read through first (its digest)
     so that one cut short is refused as such before anything parses it."""
-    if src.compression and not head(src, 1):
-        src.scan()  # nothing at all decodes: an importer reading a header would say something odd
-        if src.stream_end == "truncated":
-            raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt before any "
-                             "complete content; nothing was imported")
     imp = resolve_format(src, fmt)
     if src.compression and _digest_first(imp):
         src.scan()
         _check_whole(src, imp)
     if _digest_first(imp):
         without_bom(src)
-    return _configure(imp, src, options)
+    try:
+        return _configure(imp, src, options)
+    except InputError:
+        # an importer that reads a header (CSV) refuses what a cut stream left it: say why
+        if src.compression and not head(src, 1):
+            src.scan()
+            if src.stream_end == "truncated":
+                raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt before any "
+                                 "complete content; nothing was imported") from None
+        raise
 
 
 def _configure(imp: ModuleType, src: Source, options: ImportOptions) -> ModuleType:
@@ -267,15 +271,14 @@ def import_traces(
                     # compressed file (its content size is unknown), ids made of the digest, or a
                     # document (which must be whole). Else on a thread while the import runs (the
                     # same read counts the lines the fast path checks its numbering against).
-                    if src.compression or (src.size, imp.NAME) in sizes or _digest_first(imp):
+                    # A compressed file is hashed on its thread too (its decompression beside the
+                    # import's), and the import rolled back if its content turns out known.
+                    if (src.size, imp.NAME) in sizes or _digest_first(imp) or (
+                            src.compression and _old_entries(ds, src, imp.NAME)):
                         res.digest = src.digest
                         _check_whole(src, imp)
-                        prior = _prior(ds, src, imp.NAME) or (
-                            {"path": seen_hashes[(res.digest, imp.NAME)], "import_id": "this import"}
-                            if (res.digest, imp.NAME) in seen_hashes else None)
-                        if prior:
-                            res.status = "already-imported"
-                            res.note = f"same content as {prior['path']} (import {prior['import_id']}): nothing added"
+                        if prior := _known(ds, src, imp.NAME, seen_hashes):
+                            _already(res, prior)
                             continue
                         hasher = None
                     else:
@@ -284,6 +287,7 @@ def import_traces(
                     if imp.NAME not in loaded:
                         _load_seen(con, ds, imp, seen)
                         loaded.add(imp.NAME)
+                    mark, snapshot = (writer.mark(), seen.snapshot()) if hasher and src.compression else (None, None)
                     _import_file(con, writer, seen, src, imp, options, keep_raw, batch_rows, imported_at, res,
                                  progress)
                     if fmt != "auto" and res.read == 0 and res.skipped:
@@ -297,6 +301,13 @@ def import_traces(
                     if hasher:
                         hasher.join()
                         res.digest = src.digest
+                        if mark is not None and (prior := _known(ds, src, imp.NAME, seen_hashes)):
+                            writer.rollback(mark)
+                            seen.restore(snapshot)
+                            results[-1] = res = FileResult(path=src.name, format=imp.NAME, size=src.size,
+                                                           digest=res.digest)
+                            _already(res, prior)
+                            continue
                     seen_hashes[(res.digest, imp.NAME)] = src.name
                     sizes.add((src.size, imp.NAME))  # a same-size file later in this run is hashed first
                 writer.close()
@@ -357,6 +368,18 @@ def _check_whole(src: Source, imp: ModuleType) -> None:
 def _limits_hint(limits: Limits) -> str:
     return (f"{limits.max_content_bytes >> 30} GiB of content or {limits.max_ratio:g}:1; "
             "--max-content-gb / --max-ratio raise them")
+
+
+def _known(ds: Dataset, src: Source, fmt: str, seen_hashes: dict[tuple[str, str], str]) -> dict | None:
+    """An earlier import of the same content: in the dataset, or earlier in this run."""
+    if (src.digest, fmt) in seen_hashes:
+        return {"path": seen_hashes[(src.digest, fmt)], "import_id": "this import"}
+    return _prior(ds, src, fmt)
+
+
+def _already(res: FileResult, prior: dict) -> None:
+    res.status = "already-imported"
+    res.note = f"same content as {prior['path']} (import {prior['import_id']}): nothing added"
 
 
 def _prior(ds: Dataset, src: Source, fmt: str) -> dict | None:
