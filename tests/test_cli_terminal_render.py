@@ -25,7 +25,7 @@ class Tty(io.StringIO):
 
 def test_report_summary_has_no_markdown_and_the_headline_once() -> None:
     report = make_report()
-    report.meta["headline"] = "Busy 14:05–15:06 UTC vs quiet time: p95 TTFT +1,606 ms; queue explains it."
+    report.headline = {**(report.headline or {}), "sentence": "Busy 14:05–15:06 UTC vs quiet time: p95 TTFT +1,606 ms; queue explains it."}
     out = io.StringIO()
     terminal.print_report(report, out)
     text = out.getvalue()
