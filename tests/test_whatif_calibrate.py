@@ -151,6 +151,7 @@ def test_empty_window_is_a_usage_error(known: tuple[Path, object]) -> None:
     (["--rate-scale", "nan"], "positive"), (["--window", "yesterday"], "ISO-8601"),
     (["--arrivals-window", "2026-11-30T12:00/2026-11-30T13:00"], "--arrivals"),
     (["--model", "other"], "no calibration input"),
+    (["--json", "/nonexistent-dir/w.json"], "cannot write"), (["--html", "/nonexistent-dir/w.html"], "cannot write"),
 ])
 def test_bad_options_are_one_line(known: tuple[Path, object], args: list[str], needle: str) -> None:
     ds, _ = known

@@ -14,6 +14,7 @@ same statistic of TTFT and at least ``QUEUE_JUDGED_MS`` (a scheduler's few-ms wa
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from datetime import datetime
@@ -82,9 +83,23 @@ def requests_table(res: Result, model: str | None) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=sch.remove_metadata())
 
 
+@functools.lru_cache(maxsize=4)
+def _views(slo: tuple[tuple[str, float], ...]) -> duckdb.DuckDBPyConnection:
+    """One connection with the views over ``_requests_table``, per objectives: creating the views
+    costs more than a summary, and a run summarizes many tables (each re-registered under the name)."""
+    empty = pa.Table.from_batches([], schema=schema.table("requests").arrow_schema().remove_metadata())
+    return queries.connect_tables(empty, {**dict(slo), "group_by": ""})
+
+
+def _over(tbl: pa.Table, slo: dict[str, float]) -> duckdb.DuckDBPyConnection:
+    con = _views(tuple(sorted(slo.items())))
+    con.register("_requests_table", tbl)
+    return con
+
+
 def summarize(tbl: pa.Table, slo: dict[str, float], bucket_us: int | None = None) -> dict:
     """p50/p95 of TTFT, queue and e2e, goodput, and (with ``bucket_us``) p95 TTFT per arrival bucket."""
-    con = queries.connect_tables(tbl, {**slo, "group_by": ""})
+    con = _over(tbl, slo)
     row = con.execute(
         """SELECT count(*), quantile_cont(ttft_ms, [0.5, 0.95]), quantile_cont(queue_ms, [0.5, 0.95]),
                   quantile_cont(e2e_ms, [0.5, 0.95])
@@ -99,7 +114,6 @@ def summarize(tbl: pa.Table, slo: dict[str, float], bucket_us: int | None = None
             {"t_us": int(t), "ttft_p95_ms": _r(v)} for t, v in con.execute(
                 f"""SELECT epoch_us(ts_arrival) // {int(bucket_us)} * {int(bucket_us)} AS t, quantile_cont(ttft_ms, 0.95)
                     FROM stages WHERE counted GROUP BY 1 ORDER BY 1""").fetchall()]
-    con.close()
     return out
 
 
@@ -151,11 +165,10 @@ def _arrivals(tbl: pa.Table) -> Arrivals:
         fill = np.nanmedian(x) if np.isfinite(x).any() else 1.0
         x[~np.isfinite(x)] = fill
     # each request's own preprocess / postprocess, through stages (null where a boundary is missing)
-    con = queries.connect_tables(tbl)
+    con = _over(tbl, objectives())
     pre, post = (np.asarray(c, dtype=float) for c in zip(*con.execute(
         "SELECT coalesce(preprocess_ms, 'NaN'), coalesce(postprocess_ms, 'NaN') FROM stages ORDER BY ts_arrival, "
         "request_id, span_id").fetchall(), strict=True)) if tbl.num_rows else (np.array([]), np.array([]))
-    con.close()
     return Arrivals(a.astype(np.int64), inp, out, pre, post)
 
 
