@@ -326,16 +326,22 @@ def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = No
     if missing:
         raise ValueError(f"missing parameter(s): {', '.join(sorted(missing))} (give --param name=value)")
     check_params({k: v for k, v in (params or {}).items() if k not in used})
-    con = connect(dataset, {k: v for k, v in (params or {}).items() if k not in used}, memory_limit, sql)
-    share_load(con, sql)
-    try:
+    view_params = {k: v for k, v in (params or {}).items() if k not in used}
+
+    def run(con: duckdb.DuckDBPyConnection) -> pa.Table:
+        share_load(con, sql)
         return con.sql(sql, params=bound).to_arrow_table() if bound else con.sql(sql).to_arrow_table()
+
+    try:
+        return run(connect(dataset, view_params, memory_limit, sql))
     except duckdb.CatalogException as e:
         m = re.search(r"with name (\w+) does not exist", str(e))
         named = {q.name for q in list_queries() if not q.is_view}
         if m and m.group(1) in named:  # a named query is not a view: DuckDB cannot know it
             raise ValueError(f"{e}\n{m.group(1)} is a named query, not a view: use --query {m.group(1)}") from None
-        raise
+    # only the views the statement names were set up: with all of them DuckDB's own hint names the
+    # view meant ('Did you mean "stages"?'), or the statement runs after all
+    return run(connect(dataset, view_params, memory_limit))
 
 
 def get_query(name: str) -> QueryInfo:
