@@ -443,8 +443,11 @@ class Dataset:
             if left:
                 say(f"{self.root}: took over the stale lock of {left}, which no longer holds it")
             info = {"pid": os.getpid(), "started": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(info).encode(), 0)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps(info).encode(), 0)
+            except OSError:  # a full disk: the flock is what locks; naming its holder is a courtesy
+                pass  # (raising here would leak the descriptor and hold the lock for good)
             return fd
         raise DatasetError(f"{self.root / LOCK}: the lock changed hands 100 times in a row; try again")
 
