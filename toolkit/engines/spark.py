@@ -81,7 +81,7 @@ def plan_session(master: str | None = None, env: dict[str, str] | None = None) -
         return {"remote": master}
     if master is None and env.get("SPARK_REMOTE"):
         return {"remote": env["SPARK_REMOTE"]}
-    defaults = read_defaults(defaults_file()) if env is os.environ or env == dict(os.environ) else {}
+    defaults = read_defaults(defaults_file())
     chosen = master or defaults.get("spark.master") or "local[*]"
     conf = dict(ALWAYS)
     if chosen.startswith("local"):
@@ -143,6 +143,11 @@ def _literal_sql(value: object, type_: str) -> str:
     return f"CAST({queries._literal(queries._coerce(value))} AS {type_})"
 
 
+def _defaults() -> dict[str, object]:
+    """Every declared parameter's default (what DuckDB's setup sets as session variables)."""
+    return {p.name: p.default for p in queries.all_params().values()}
+
+
 def _bind(sql: str, values: dict[str, object]) -> str:
     """``$name`` -> a typed literal (Spark's views cannot read session variables)."""
     declared = queries.all_params()
@@ -164,8 +169,7 @@ class SparkViews:
                  master: str | None = None) -> None:
         self.spark = session(master)
         from pyspark import StorageLevel
-        values: dict[str, object] = {p.name: p.default for p in queries.all_params().values()}
-        values.update(params or {})
+        values = {**_defaults(), **(params or {})}
         self.values = values
         for name in queries.BASE_TABLES:
             _table(self.spark, dataset, name).createOrReplaceTempView(name)
@@ -198,6 +202,7 @@ def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = No
     if missing:
         raise ValueError(f"missing parameter(s): {', '.join(sorted(missing))} (give --param name=value)")
     queries.check_params({k: v for k, v in (params or {}).items() if k not in used})
+    to_spark(_bind(sql, {**_defaults(), **(params or {})}))  # refuse before a JVM starts
     views = SparkViews(dataset, {k: v for k, v in (params or {}).items() if k not in used}, master)
     return views.sql(sql, "<sql>", {k: v for k, v in (params or {}).items() if k in used})
 
