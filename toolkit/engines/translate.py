@@ -234,7 +234,7 @@ def _rule_union_by_name(node: exp.Expression, ctx: _Context) -> exp.Expression |
     if node.args.get("distinct"):
         raise ctx.refuse(node, "UNION BY NAME without ALL")
     sides = [node.this, node.expression]
-    cols = [ctx.columns_of(_with_ctes(side, ctx.root).sql("spark")) for side in sides]
+    cols = [ctx.columns_of(_with_ctes(side, node).sql("spark")) for side in sides]
     names = list(dict.fromkeys(cols[0] + cols[1]))
     out = []
     for side, have in zip(sides, cols, strict=True):
@@ -246,12 +246,20 @@ def _rule_union_by_name(node: exp.Expression, ctx: _Context) -> exp.Expression |
     return exp.Union(this=out[0], expression=out[1], distinct=False)
 
 
-def _with_ctes(side: exp.Expression, root: exp.Expression) -> exp.Expression:
-    """A union side as a standalone query: the statement's CTEs (the side may read them), translated."""
+def _with_ctes(side: exp.Expression, union: exp.Expression) -> exp.Expression:
+    """A union side as a standalone Spark query: with the CTEs defined before the one holding the
+    union (those the side may read), translated."""
     q = side.copy()
-    with_ = root.args.get("with_") or root.args.get("with")
+    root, holder = union.root(), union.find_ancestor(exp.CTE)
+    with_ = root.args.get("with_")
     if with_ is not None and isinstance(q, exp.Select):
-        q.set("with_", with_.copy())
+        before = []
+        for cte in with_.expressions:
+            if cte is holder:
+                break
+            before.append(cte.copy())
+        if before:
+            q.set("with_", exp.With(expressions=before))
     return q.transform(lambda n: _apply(n, _Context("<union side>", None, root)), copy=False)
 
 
