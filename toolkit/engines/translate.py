@@ -293,6 +293,37 @@ def _rule_nested_unnest(node: exp.Expression, ctx: _Context) -> exp.Expression |
     return out
 
 
+def _rule_count_if(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+    """``count_if(c)`` -> ``sum(CASE WHEN c THEN 1 WHEN NOT c THEN 0 END)``: DuckDB's count_if is NULL
+    when every input is NULL (or there is none), Spark's is 0."""
+    if not isinstance(node, exp.CountIf):
+        return None
+    cond = node.this
+    case = exp.Case(ifs=[exp.If(this=cond.copy(), true=exp.Literal.number(1)),
+                         exp.If(this=exp.Not(this=exp.Paren(this=cond.copy())), true=exp.Literal.number(0))])
+    return exp.Sum(this=case)
+
+
+def _rule_string_agg(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+    """``string_agg([DISTINCT] x, sep [ORDER BY x])`` -> ``array_join`` over the sorted values (NULL
+    when there are none, as DuckDB); Spark 4.3's LISTAGG(DISTINCT ...) WITHIN GROUP failed inside
+    the planner (ClassCastException) on the consistency view."""
+    if not isinstance(node, exp.GroupConcat):
+        return None
+    inner, keys = node.this, []
+    if isinstance(inner, exp.Order):
+        inner, keys = inner.this, inner.expressions
+    distinct = isinstance(inner, exp.Distinct)
+    value = inner.expressions[0] if distinct else inner
+    if any(k.args.get("desc") for k in keys) or any(k.this != value for k in keys) or len(keys) > 1:
+        raise ctx.refuse(node, "string_agg ordered by anything but its own value (ascending)")
+    sep = node.args.get("separator") or exp.Literal.string(",")
+    gather = _fn("collect_set" if distinct else "collect_list", value.copy())
+    joined = _fn("array_join", _fn("array_sort", gather) if keys or distinct else gather, sep.copy())
+    return exp.Case(ifs=[exp.If(this=exp.EQ(this=exp.Count(this=value.copy()), expression=exp.Literal.number(0)),
+                                true=exp.Null())], default=joined)
+
+
 RULES: dict[str, Rule] = {
     "epoch_us": _rule_epoch_us,
     "quantile_cont": _rule_quantile_cont,
@@ -306,6 +337,8 @@ RULES: dict[str, Rule] = {
     "regexp_replace": _rule_regexp_replace,
     "union_by_name": _rule_union_by_name,
     "nested_unnest": _rule_nested_unnest,
+    "count_if": _rule_count_if,
+    "string_agg": _rule_string_agg,
 }
 """The project's rules, by the DuckDB construct each rewrites (docs/spark-engine.md lists them)."""
 
