@@ -42,8 +42,10 @@ def _sort_key(v: Any) -> Any:
         return (0, "")
     if isinstance(v, bool):
         return (1, int(v))
-    if isinstance(v, int | float):
-        return (2, float(f"{v:.6g}") if math.isfinite(v) else str(v))
+    if isinstance(v, int):
+        return (2, v)
+    if isinstance(v, float):
+        return (2, float(f"{v:.6g}") if math.isfinite(v) else math.inf)
     if isinstance(v, dict):
         return (3, tuple((k, _sort_key(x)) for k, x in v.items()))
     if isinstance(v, list):

@@ -203,6 +203,9 @@ def sql_cmd(
     list_: Annotated[bool, typer.Option("--list", help="List the named queries and views.")] = False,
     print_setup: Annotated[bool, typer.Option("--print-setup", help="Print the view DDL for a plain DuckDB.")] = False,
     max_rows: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
+    engine: Annotated[str, typer.Option(help="duckdb, or spark: the same views on Apache Spark (README: On a cluster).")] = "duckdb",
+    master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
+                                                    "spark-defaults.conf, else local[*]).")] = None,
 ) -> None:
     """Query a dataset with SQL (views: requests, spans, quarantine and those of queries/).
 
@@ -225,17 +228,21 @@ def sql_cmd(
         raise fail("sql needs a DATASET (or --list)", EXIT_USAGE)
     if format not in ("table", "csv", "json"):
         raise fail(f"--format must be table, csv or json, not {format!r}", EXIT_USAGE)
+    if engine not in ("duckdb", "spark"):
+        raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
     params = parse_params(param)
     try:
         if print_setup:
             typer.echo(queries.setup_sql(dataset, params), nl=False)
             return
-        if named:
-            tbl = queries.run_query(dataset, named, params)
-        elif query:
-            tbl = queries.run_sql(dataset, query, params)
-        else:
+        if not (named or query):
             raise fail("give a SQL string or --query NAME", EXIT_USAGE)
+        if engine == "spark":
+            tbl = _run_on_spark(dataset, named, query, params, master)
+        elif named:
+            tbl = queries.run_query(dataset, named, params)
+        else:
+            tbl = queries.run_sql(dataset, query or "", params)
     except DatasetError as e:
         raise fail(str(e), EXIT_USAGE) from None
     except (duckdb.Error, ValueError) as e:
@@ -243,6 +250,25 @@ def sql_cmd(
     for warning in queries.mixed_vantage_warnings(dataset, query or queries.get_query(named or "").body, tbl):
         typer.echo(f"stagelens: warning: {warning}", err=True)
     _render(_maps_as_json(tbl) if format == "csv" else tbl, format, max_rows)
+
+
+def _run_on_spark(dataset: Path, named: str | None, query: str | None, params: dict[str, object],
+                  master: str | None):  # type: ignore[no-untyped-def]
+    """``sql --engine spark``: Spark's errors become one line (its first: the error class and hint)."""
+    from toolkit.engines import spark
+
+    try:
+        if named:
+            return spark.run_query(dataset, named, params, master)
+        return spark.run_sql(dataset, query or "", params, master)
+    except spark.EngineUnavailable as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except (ValueError, DatasetError):
+        raise
+    except Exception as e:  # pyspark's AnalysisException and kin: the SQL is wrong for the views
+        if type(e).__module__.startswith(("pyspark", "py4j")):
+            raise fail(f"spark: {(str(e).strip().splitlines() or [type(e).__name__])[0]}", EXIT_USAGE) from None
+        raise
 
 
 def _maps_as_json(tbl):  # type: ignore[no-untyped-def]

@@ -168,21 +168,51 @@ class SparkViews:
     def __init__(self, dataset: str | Path, params: dict[str, object] | None = None,
                  master: str | None = None) -> None:
         self.spark = session(master)
-        from pyspark import StorageLevel
         values = {**_defaults(), **(params or {})}
         self.values = values
         for name in queries.BASE_TABLES:
             _table(self.spark, dataset, name).createOrReplaceTempView(name)
-        for q in queries.list_queries():
+        files = queries.list_queries()
+        read_later = {r for q in files for r in q.requires}
+        for q in files:
             if q.is_view:
                 body = to_spark(_bind(q.body, values), q.path.name, self.columns_of)
-                df = self.spark.sql(body)
-                if q.name.startswith("_"):
-                    # a helper is read by several views, some of them several times: cached, it is
-                    # computed once and each reader's plan holds a leaf instead of the helper's whole
-                    # plan (uncached, the plans of load and metrics grew past a 1 GB driver)
-                    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+                df = self.spark.sql(self._register_ctes(q.name, body))
+                if q.name in read_later:
+                    # a view other views read (several times, in load and metrics) becomes a leaf: a lazy
+                    # local checkpoint, computed once at first use; inlined, its readers' plans repeat it
+                    df = df.localCheckpoint(eager=False)
                 df.createOrReplaceTempView(q.name)
+
+    def _register_ctes(self, view: str, spark_sql: str) -> str:
+        """Each top-level CTE of a view becomes a temporary view of its own (``__<view>__<cte>``); the
+        statement left reads those. Spark's analysis check inlines every CTE reference, nested ones
+        repeatedly: on _links and metrics (CTEs read by CTEs read several times) that took minutes
+        and outgrew a 1 GB driver. A DataFrame's temporary view is analysed once."""
+        import sqlglot
+        from sqlglot import exp
+
+        tree = sqlglot.parse_one(spark_sql, read="spark")
+        with_ = tree.args.get("with_")
+        if with_ is None or with_.args.get("recursive"):
+            return spark_sql
+        tree.set("with_", None)
+        renamed: dict[str, str] = {}
+
+        def rename(node: exp.Expression) -> exp.Expression:
+            for t in node.find_all(exp.Table):
+                if not t.args.get("db") and t.name.lower() in renamed:
+                    if not t.alias:  # columns may be qualified with the CTE's name (up.row_key)
+                        t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
+                    t.set("this", exp.to_identifier(renamed[t.name.lower()]))
+            return node
+
+        for cte in with_.expressions:
+            body = rename(cte.this.copy())
+            name = f"__{view.lstrip('_')}__{cte.alias_or_name}"
+            self.spark.sql(body.sql("spark")).createOrReplaceTempView(name)
+            renamed[cte.alias_or_name.lower()] = name
+        return rename(tree).sql("spark")
 
     def columns_of(self, sql: str) -> list[str]:
         """The output columns of a Spark query (analysis only, nothing runs)."""
