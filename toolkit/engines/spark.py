@@ -109,7 +109,7 @@ def session(master: str | None = None) -> SparkSession:
     except Exception as e:  # the JVM did not start: the message is Spark's, the first line is enough
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise EngineUnavailable(f"Spark could not start ({first}); is Java 17 installed (JAVA_HOME)?") from None
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("FATAL")  # errors reach the caller as exceptions: one line, not a log
     for k, v in ALWAYS.items():
         spark.conf.set(k, v)
     return spark
