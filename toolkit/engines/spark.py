@@ -14,6 +14,7 @@ otherwise (the machine is shared). PySpark is an optional dependency: ``pip inst
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
@@ -110,6 +111,10 @@ def session(master: str | None = None) -> SparkSession:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise EngineUnavailable(f"Spark could not start ({first}); is Java 17 installed (JAVA_HOME)?") from None
     spark.sparkContext.setLogLevel("FATAL")  # errors reach the caller as exceptions: one line, not a log
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):  # PySpark logs each failed query
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     for k, v in ALWAYS.items():
         spark.conf.set(k, v)
     return spark
