@@ -33,7 +33,7 @@ def ensure_venv() -> None:
         venv.EnvBuilder(with_pip=True).create(VENV)
     print("installing stagelens and its test dependencies into .venv ...", file=sys.stderr)
     subprocess.run([str(BIN / "python"), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
-    subprocess.run([str(BIN / "python"), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]"], check=True)
+    subprocess.run([str(BIN / "python"), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test,spark]"], check=True)
     STAMP.write_text(want)
 
 

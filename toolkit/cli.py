@@ -379,6 +379,9 @@ def sql_cmd(
     max_width: Annotated[int | None, typer.Option(help="Table width in characters (default: the terminal's, "
                                                       "or COLUMNS).")] = None,
     memory_limit: MemoryLimit = None,
+    engine: Annotated[str, typer.Option(help="duckdb, or spark: the same views on Apache Spark (README: On a cluster).")] = "duckdb",
+    master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
+                                                    "spark-defaults.conf, else local[*]).")] = None,
 ) -> None:
     """Query a dataset with SQL (views: requests, spans, quarantine and those of queries/).
 
@@ -408,6 +411,8 @@ def sql_cmd(
                        EXIT_USAGE) from None
     elif query == "-":
         query = sys.stdin.read()
+    if engine not in ("duckdb", "spark"):
+        raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
     params = parse_params(param)
     _check_memory_limit(memory_limit)
     try:
@@ -415,9 +420,11 @@ def sql_cmd(
             typer.echo(queries.setup_sql(dataset, params), nl=False)
             return
         if named:
-            tbl = queries.run_query(dataset, named, params, memory_limit)
+            tbl = (_run_on_spark(dataset, named, None, params, master) if engine == "spark"
+                   else queries.run_query(dataset, named, params, memory_limit))
         elif query and query.strip():
-            tbl = queries.run_sql(dataset, query, params, memory_limit)
+            tbl = (_run_on_spark(dataset, None, query, params, master) if engine == "spark"
+                   else queries.run_sql(dataset, query, params, memory_limit))
         else:
             raise fail("give a SQL string, - (stdin), --file FILE or --query NAME", EXIT_USAGE)
     except DatasetError as e:
@@ -433,6 +440,26 @@ def sql_cmd(
             typer.echo(f"stagelens: warning: {warning}", err=True)
     text = terminal.render(tbl, format, max_width=max_width or terminal.terminal_width(), max_rows=max_rows)
     terminal.write_out(text)
+
+
+def _run_on_spark(dataset: Path, named: str | None, query: str | None, params: dict[str, object],
+                  master: str | None):  # type: ignore[no-untyped-def]
+    """``sql --engine spark``: Spark's errors become one line (its first: the error class and hint)."""
+    from toolkit.engines import spark
+    from toolkit.store import DatasetError
+
+    try:
+        if named:
+            return spark.run_query(dataset, named, params, master)
+        return spark.run_sql(dataset, query or "", params, master)
+    except spark.EngineUnavailable as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except (ValueError, DatasetError):
+        raise
+    except Exception as e:  # pyspark's AnalysisException and kin: the SQL is wrong for the views
+        if type(e).__module__.startswith(("pyspark", "py4j")):
+            raise fail(f"spark: {(str(e).strip().splitlines() or [type(e).__name__])[0]}", EXIT_USAGE) from None
+        raise
 
 
 def _list_queries(as_json: bool) -> None:

@@ -1,0 +1,135 @@
+"""``--engine spark`` gives DuckDB's results (DESIGN §11): every view and named query of ``queries/``
+(found at run time, so views other branches add are covered too) over the bundled samples, each
+translation rule run on both engines, and the CLI's errors. One local[2] session, 1 GB driver, bound to
+loopback, for the whole module."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from engine_compare import differences
+from typer.testing import CliRunner
+
+from toolkit import queries
+from toolkit.cli import app
+
+pytestmark = pytest.mark.spark
+pytest.importorskip("pyspark")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("no Java for Spark", allow_module_level=True)
+
+from toolkit.engines import spark as engine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+QUERIES = queries.list_queries()
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every bundled sample trace (golden files too) in one dataset: all formats and vantages."""
+    from toolkit.ingest import import_traces
+    from toolkit.sources import is_data_file
+
+    ds = tmp_path_factory.mktemp("spark") / "samples"
+    files = sorted(str(f) for f in (ROOT / "sample_traces").rglob("*") if is_data_file(f))
+    assert not import_traces(files, ds, max_bad_fraction=1.0).rejected
+    return ds
+
+
+@pytest.fixture(scope="module")
+def views(samples: Path, tmp_path_factory: pytest.TempPathFactory) -> engine.SparkViews:
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ.setdefault("SPARK_CONF_DIR", str(tmp_path_factory.mktemp("spark-conf")))  # no stray defaults
+    v = engine.SparkViews(samples, master="local[2]")
+    conf = v.spark.sparkContext.getConf()
+    assert conf.get("spark.driver.bindAddress") == "127.0.0.1" and conf.get("spark.driver.host") == "127.0.0.1"
+    return v
+
+
+def _skip_keys(q: queries.QueryInfo) -> set[str]:
+    """``key`` columns hold engine-specific hashes (see tests/engine_compare.py)."""
+    return {name for name, doc in q.columns if doc.startswith("key;")}
+
+
+@pytest.mark.parametrize("q", QUERIES, ids=[q.name for q in QUERIES])
+def test_view_or_query_matches_duckdb(samples: Path, views: engine.SparkViews, q: queries.QueryInfo) -> None:
+    duck = queries.run_query(samples, q.name)
+    if q.is_view:
+        got = views.spark.sql(f"SELECT * FROM {q.name}").toArrow()
+    else:
+        got = views.sql(q.body, q.path.name, {p.name: p.default for p in q.params})
+    assert differences(duck, got, _skip_keys(q)) == []
+
+
+def test_samples_exercise_the_views(samples: Path, views: engine.SparkViews) -> None:
+    """The comparison above means something: the samples fill the main views on both engines."""
+    for name in ("stages", "load", "busy_periods", "metrics", "turns", "calls"):
+        n = views.spark.sql(f"SELECT count(*) AS n FROM {name}").collect()[0]["n"]
+        assert n == queries.run_sql(samples, f"SELECT count(*) AS n FROM {name}").column("n")[0].as_py() > 0, name
+
+
+RULE_RUNS = {
+    # one DuckDB statement per rule, over inline rows; both engines must agree
+    "epoch_us": "SELECT epoch_us(ts) AS u FROM (VALUES (TIMESTAMP '2026-11-30 01:02:03.456789')) AS t(ts)",
+    "quantile_cont": "SELECT quantile_cont(x, [0.5, 0.9]) AS q, quantile_cont(x, 0.25) FILTER (WHERE x > 1) AS f "
+                     "FROM (VALUES (1e0), (2.5e0), (10e0), (7.25e0)) AS t(x)",  # doubles (DuckDB's 1.0 is a DECIMAL)
+    "time_bucket": "SELECT time_bucket(INTERVAL '7 minutes', ts, TIMESTAMP '1970-01-01 00:00:00') AS b "
+                   "FROM (VALUES (TIMESTAMP '2026-11-30 01:02:03')) AS t(ts)",
+    "list_avg": "SELECT list_avg(l) AS m FROM (VALUES ([1e0, 2e0, NULL]), ([]), (NULL)) AS t(l)",
+    "index": "SELECT l[1] AS a, l[-1] AS b, l[5] AS c FROM (VALUES ([1, 2, 3]), ([])) AS t(l)",
+    "hash": "SELECT count(DISTINCT hash(a, b)) AS n FROM (VALUES (1, 'x'), (1, 'x'), (2, 'x')) AS t(a, b)",
+    "make_timestamp": "SELECT make_timestamp(us) AS ts FROM (VALUES (1796000000123456)) AS t(us)",
+    "struct_to_map": "SELECT CAST({'queue': q, 'prefill': q * 2} AS MAP(VARCHAR, DOUBLE)) AS m "
+                     "FROM (VALUES (1.5e0)) AS t(q)",
+    "ordered_list": "SELECT list(v ORDER BY k) AS l FROM (VALUES (3, 'c'), (1, NULL), (2, 'b')) AS t(k, v)",
+    "regexp_replace": "SELECT regexp_replace(a, '-[0-9]+$', '') AS r FROM (VALUES ('cmpl-1-0-12')) AS t(a)",
+    "union_by_name": "SELECT * FROM (SELECT 1 AS a, 'x' AS b) UNION ALL BY NAME SELECT * FROM (SELECT 'y' AS b, 2 AS a)",
+    "nested_unnest": "SELECT k, CAST(unnest(l) AS DOUBLE) AS v FROM (VALUES (1, [1, 2]), (2, [])) AS t(k, l)",
+    "count_if": "SELECT k, count_if(x) AS n FROM (VALUES (1, NULL::BOOLEAN), (2, true), (2, NULL), (3, false)) AS t(k, x) "
+                "GROUP BY k",
+    "string_agg": "SELECT k, string_agg(DISTINCT v, ', ' ORDER BY v) AS s "
+                  "FROM (VALUES (1, 'b'), (1, 'a'), (1, 'b'), (2, NULL)) AS t(k, v) GROUP BY k",
+}
+
+
+@pytest.mark.parametrize("rule", sorted(RULE_RUNS))
+def test_rule_runs_alike(views: engine.SparkViews, rule: str) -> None:
+    import duckdb
+
+    from toolkit.engines.translate import RULES
+
+    assert rule in RULES
+    sql = RULE_RUNS[rule]
+    duck = duckdb.connect()
+    duck.execute("SET TimeZone = 'UTC'")
+    assert differences(duck.sql(sql).to_arrow_table(), views.sql(sql, rule), rel=1e-12) == []
+
+
+def test_cli_sql_engine_spark(samples: Path, views: engine.SparkViews) -> None:
+    runner = CliRunner()
+    args = ["sql", str(samples), "SELECT count(*) AS n, sum(e2e_ms) AS s FROM stages", "--format", "csv"]
+    duck = runner.invoke(app, args)
+    spark = runner.invoke(app, [*args, "--engine", "spark", "--master", "local[2]"])
+    assert duck.exit_code == spark.exit_code == 0
+    assert duck.stdout.splitlines()[0] == spark.stdout.splitlines()[0] == "n,s"
+    (dn, ds_), (sn, ss) = (r.stdout.splitlines()[1].split(",") for r in (duck, spark))
+    assert dn == sn == "3124" and abs(float(ds_) - float(ss)) <= 1e-9 * abs(float(ds_))
+
+
+@pytest.mark.parametrize("sql, needle", [
+    ("SELECT date_diff('millisecond', ts_arrival, ts_end) FROM requests", "date_diff"),
+    ("SELECT no_such_column FROM requests", "no_such_column"),
+])
+def test_cli_spark_errors_are_one_line(samples: Path, views: engine.SparkViews, sql: str, needle: str) -> None:
+    r = CliRunner().invoke(app, ["sql", str(samples), sql, "--engine", "spark", "--master", "local[2]"])
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.output
+
+
+def test_cli_rejects_unknown_engine(samples: Path) -> None:
+    r = CliRunner().invoke(app, ["sql", str(samples), "SELECT 1", "--engine", "trino"])
+    assert r.exit_code == 2 and "--engine must be duckdb or spark" in r.stderr

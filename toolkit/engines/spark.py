@@ -1,0 +1,258 @@
+"""``--engine spark``: the dataset's tables and every ``queries/*.sql`` view as Spark temporary views.
+
+The same Hive-partitioned Parquet (a local dataset directory, or any URI Spark reads: ``s3a://``,
+``hdfs://``, ``abfss://``) is read by Spark, and each view is the DuckDB file translated at run time
+by ``toolkit/engines/translate.py`` (DESIGN §11): one definition per number, two engines. Parameters
+are substituted as typed literals before translation (Spark views cannot read DuckDB's session
+variables); views are created in file order, so ``requires:`` holds as on DuckDB.
+
+Where the session runs (``session()``): ``--master`` when given; else ``SPARK_REMOTE`` (Spark Connect);
+else ``spark.master`` from ``spark-defaults.conf`` (``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``);
+else ``local[*]``. Local sessions bind to loopback and take a 1 GB driver unless the defaults file says
+otherwise (the machine is shared). PySpark is an optional dependency: ``pip install 'stagelens[spark]'``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from toolkit import queries, schema
+from toolkit.engines.translate import to_spark
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class EngineUnavailable(RuntimeError):
+    """Spark cannot be used here (PySpark missing, or Java / the cluster unreachable)."""
+
+
+LOCAL_DEFAULTS = {
+    "spark.driver.memory": "1g",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+"""Settings a local session gets unless spark-defaults.conf sets them."""
+
+ALWAYS = {
+    "spark.sql.session.timeZone": "UTC",  # timestamps are UTC values (DESIGN §2), whatever the cluster's zone
+    "spark.sql.legacy.sizeOfNull": "false",  # size(NULL) is NULL, as DuckDB's array_length(NULL)
+}
+"""Settings every session gets: without them the views' results would differ from DuckDB's."""
+
+
+def defaults_file() -> Path | None:
+    """The ``spark-defaults.conf`` spark-submit reads, if there is one."""
+    for base in (os.environ.get("SPARK_CONF_DIR"), os.environ.get("SPARK_HOME") and
+                 str(Path(os.environ["SPARK_HOME"]) / "conf")):
+        if base and (Path(base) / "spark-defaults.conf").is_file():
+            return Path(base) / "spark-defaults.conf"
+    return None
+
+
+def read_defaults(path: Path | None) -> dict[str, str]:
+    """``key value`` lines of a spark-defaults.conf (``#`` comments), as spark-submit reads them."""
+    out: dict[str, str] = {}
+    if path is None:
+        return out
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and (m := re.match(r"(\S+?)\s*[=:\s]\s*(.*)$", line)):
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def plan_session(master: str | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Where and how the session starts: ``{"remote": url}`` (Spark Connect) or ``{"master": m, "conf": {...}}``.
+
+    Kept apart from ``session()`` so the precedence (--master, SPARK_REMOTE, spark-defaults.conf,
+    local[*]) is testable without starting a JVM.
+    """
+    env = dict(os.environ) if env is None else env
+    if master and master.startswith("sc://"):
+        return {"remote": master}
+    if master is None and env.get("SPARK_REMOTE"):
+        return {"remote": env["SPARK_REMOTE"]}
+    defaults = read_defaults(defaults_file())
+    chosen = master or defaults.get("spark.master") or "local[*]"
+    conf = dict(ALWAYS)
+    if chosen.startswith("local"):
+        conf.update({k: v for k, v in LOCAL_DEFAULTS.items() if k not in defaults})
+        conf["spark.local.dir"] = defaults.get("spark.local.dir", str(Path(tempfile.gettempdir()) / "stagelens-spark"))
+    return {"master": chosen, "conf": conf}
+
+
+def session(master: str | None = None) -> SparkSession:
+    """The process's Spark session (created once; later calls reuse it)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise EngineUnavailable("--engine spark needs PySpark: pip install 'stagelens[spark]'") from None
+    plan = plan_session(master)
+    try:
+        if "remote" in plan:
+            return SparkSession.builder.remote(plan["remote"]).getOrCreate()
+        if plan["master"].startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, unless told otherwise
+        builder = SparkSession.builder.master(plan["master"]).appName("stagelens")
+        for k, v in plan["conf"].items():
+            builder = builder.config(k, v)
+        spark = builder.getOrCreate()
+    except Exception as e:  # the JVM did not start: the message is Spark's, the first line is enough
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise EngineUnavailable(f"Spark could not start ({first}); is Java 17 installed (JAVA_HOME)?") from None
+    spark.sparkContext.setLogLevel("FATAL")  # errors reach the caller as exceptions: one line, not a log
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):  # PySpark logs each failed query
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    for k, v in ALWAYS.items():
+        spark.conf.set(k, v)
+    return spark
+
+
+def _is_uri(dataset: str | Path) -> bool:
+    return "://" in str(dataset)
+
+
+def _table(spark: SparkSession, dataset: str | Path, name: str) -> DataFrame:
+    """A base table as a DataFrame: its Hive-partitioned Parquet, or a typed empty one."""
+    if _is_uri(dataset):
+        root = str(dataset).rstrip("/") + "/" + name
+        try:
+            return spark.read.option("mergeSchema", "true").parquet(root)
+        except Exception as e:
+            if "PATH_NOT_FOUND" not in str(e) and "does not exist" not in str(e):
+                raise
+    else:
+        from toolkit.store import Dataset
+
+        ds = Dataset.open(dataset)
+        glob = ds.table_glob(name)
+        if glob is not None:
+            return (spark.read.option("basePath", str(ds.root / name)).option("mergeSchema", "true")
+                    .parquet(glob))
+    return spark.sql(to_spark(schema.table(name).empty_select(), f"schema of {name}"))
+
+
+def _literal_sql(value: object, type_: str) -> str:
+    return f"CAST({queries._literal(queries._coerce(value))} AS {type_})"
+
+
+def _defaults() -> dict[str, object]:
+    """Every declared parameter's default (what DuckDB's setup sets as session variables)."""
+    return {p.name: p.default for p in queries.all_params().values()}
+
+
+def _bind(sql: str, values: dict[str, object]) -> str:
+    """``$name`` -> a typed literal (Spark's views cannot read session variables)."""
+    declared = queries.all_params()
+
+    def lit(m: Any) -> str:
+        name = m.group(1)
+        if name not in values or values[name] is None:
+            raise ValueError(f"missing parameter(s): {name} (give --param name=value)")
+        p = declared.get(name)
+        return _literal_sql(values[name], p.type) if p else queries._literal(queries._coerce(values[name]))
+
+    return queries.PARAM_RE.sub(lit, sql)
+
+
+class SparkViews:
+    """A Spark session with the dataset's tables and all views of ``queries/`` registered."""
+
+    def __init__(self, dataset: str | Path, params: dict[str, object] | None = None,
+                 master: str | None = None) -> None:
+        self.spark = session(master)
+        values = {**_defaults(), **(params or {})}
+        self.values = values
+        for name in queries.BASE_TABLES:
+            _table(self.spark, dataset, name).createOrReplaceTempView(name)
+        files = queries.list_queries()
+        read_later = {r for q in files for r in q.requires}
+        for q in files:
+            if q.is_view:
+                body = to_spark(_bind(q.body, values), q.path.name, self.columns_of)
+                df = self.spark.sql(self._register_ctes(q.name, body))
+                if q.name in read_later:
+                    # a view other views read (several times, in load and metrics) becomes a leaf: a lazy
+                    # local checkpoint, computed once at first use; inlined, its readers' plans repeat it
+                    df = df.localCheckpoint(eager=False)
+                df.createOrReplaceTempView(q.name)
+
+    def _register_ctes(self, view: str, spark_sql: str) -> str:
+        """Each top-level CTE of a view becomes a temporary view of its own (``__<view>__<cte>``); the
+        statement left reads those. Spark's analysis check inlines every CTE reference, nested ones
+        repeatedly: on _links and metrics (CTEs read by CTEs read several times) that took minutes
+        and outgrew a 1 GB driver. A DataFrame's temporary view is analysed once."""
+        import sqlglot
+        from sqlglot import exp
+
+        tree = sqlglot.parse_one(spark_sql, read="spark")
+        with_ = tree.args.get("with_")
+        if with_ is None or with_.args.get("recursive"):
+            return spark_sql
+        tree.set("with_", None)
+        renamed: dict[str, str] = {}
+
+        def rename(node: exp.Expression) -> exp.Expression:
+            for t in node.find_all(exp.Table):
+                if not t.args.get("db") and t.name.lower() in renamed:
+                    if not t.alias:  # columns may be qualified with the CTE's name (up.row_key)
+                        t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
+                    t.set("this", exp.to_identifier(renamed[t.name.lower()]))
+            return node
+
+        for cte in with_.expressions:
+            body = rename(cte.this.copy())
+            name = f"__{view.lstrip('_')}__{cte.alias_or_name}"
+            self.spark.sql(body.sql("spark")).createOrReplaceTempView(name)
+            renamed[cte.alias_or_name.lower()] = name
+        return rename(tree).sql("spark")
+
+    def columns_of(self, sql: str) -> list[str]:
+        """The output columns of a Spark query (analysis only, nothing runs)."""
+        return list(self.spark.sql(sql).columns)
+
+    def sql(self, duckdb_sql: str, source: str = "<sql>", params: dict[str, object] | None = None) -> pa.Table:
+        """Run DuckDB SQL over the views on Spark; the result as Arrow."""
+        bound = _bind(duckdb_sql, {**self.values, **(params or {})})
+        return self.spark.sql(to_spark(bound, source, self.columns_of)).toArrow()
+
+
+def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = None,
+            master: str | None = None) -> pa.Table:
+    """``queries.run_sql`` on Spark: ad-hoc SQL; ``$name`` taken from ``params``, the rest set views' knobs."""
+    used = set(queries.PARAM_RE.findall(queries._strip_comments_and_strings(sql)))
+    missing = used - set(params or {})
+    if missing:
+        raise ValueError(f"missing parameter(s): {', '.join(sorted(missing))} (give --param name=value)")
+    queries.check_params({k: v for k, v in (params or {}).items() if k not in used})
+    to_spark(_bind(sql, {**_defaults(), **(params or {})}))  # refuse before a JVM starts
+    views = SparkViews(dataset, {k: v for k, v in (params or {}).items() if k not in used}, master)
+    return views.sql(sql, "<sql>", {k: v for k, v in (params or {}).items() if k in used})
+
+
+def run_query(dataset: str | Path, name: str, params: dict[str, object] | None = None,
+              master: str | None = None) -> pa.Table:
+    """``queries.run_query`` on Spark: the named query or view, its defaults overridden by ``params``."""
+    q = queries.get_query(name)
+    queries.check_params(params)
+    views = SparkViews(dataset, params, master)
+    if q.is_view:
+        return views.spark.sql(f"SELECT * FROM {q.name}").toArrow()
+    values: dict[str, object] = {p.name: p.default for p in q.params}
+    values.update(params or {})
+    missing = {k for k in q.used_params if values.get(k) is None}
+    if missing:
+        raise ValueError(f"query {name} needs parameter(s): {', '.join(sorted(missing))}")
+    return views.sql(q.body, q.path.name, values)
