@@ -7,13 +7,17 @@ bit for bit, whatever the data (ties, negatives, NULLs, tiny pilots, brackets th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkit import attribution
+from tests.helpers import make_dataset_from_arrow
+from toolkit import attribution, queries
 from toolkit.attribution import METRICS, exact_quantiles, family_stats_by, quantile_cont_of
 
 QS = [0.95, 0.5, 0.9, 0.95, 0.99]
@@ -71,21 +75,25 @@ def test_interpolation_is_duckdbs_to_the_last_bit(xs: list[float], q: float) -> 
     assert quantile_cont_of(lambda k: s[k], len(s), q) == want
 
 
-def test_family_stats_take_the_bounded_path_with_the_same_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The report's statistics (tail threshold, p50..p99) are the same on either path."""
+def test_family_stats_take_the_bounded_path_with_the_same_numbers(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    """The report's statistics (tail threshold, p50..p99) are the same on either path, over the rows
+    the report reads (``per_request``, materialized as ``_rb`` with a side per row)."""
     rng = np.random.default_rng(3)
-    con = duckdb.connect()
     n = 20_000
-    a = rng.integers(0, 10**9, n)
+    a = 1_795_996_800_000_000 + rng.integers(0, 10**9, n)
     f = a + rng.integers(1_000, 900_000, n)
     e = f + rng.integers(1_000, 5_000_000, n)
-    con.execute("CREATE TABLE _rb AS SELECT CASE WHEN i % 3 = 0 THEN 'c' ELSE 'b' END AS side, a_us, "
-                "NULL::BIGINT AS q_us, NULL::BIGINT AS s_us, f_us, e_us - 700 AS l_us, e_us, "
-                "100 AS input_tokens, CAST(1 + i % 50 AS BIGINT) AS output_tokens "
-                "FROM (SELECT unnest(range($n)) AS i, unnest($a::BIGINT[]) AS a_us, unnest($f::BIGINT[]) AS f_us, "
-                "unnest($e::BIGINT[]) AS e_us)", {"n": n, "a": a.tolist(), "f": f.tolist(), "e": e.tolist()})
+    ts = pa.timestamp("us")
+    ds = make_dataset_from_arrow(tmp_path, pa.table({
+        "request_id": [f"r{i}" for i in range(n)], "ts_arrival": pa.array(a, ts), "ts_first_token": pa.array(f, ts),
+        "ts_last_token": pa.array(e - 700, ts), "ts_end": pa.array(e, ts), "input_tokens": [100] * n,
+        "output_tokens": (1 + np.arange(n) % 50).tolist()}))
+    con = queries.connect(ds)
+    con.execute("CREATE TEMP TABLE _rb AS SELECT CASE WHEN CAST(substr(request_id, 2) AS BIGINT) % 3 = 0 THEN 'c' ELSE 'b' END AS side, * "
+                "FROM per_request")
     specs = [METRICS[m] for m in ("ttft_ms", "tpot_ms", "e2e_ms")]
-    stages = {sp.name: attribution.stage_names([attribution.Group(con, "true")], sp, views={"_bounds": "_rb"})
+    stages = {sp.name: attribution.stage_names([attribution.Group(con, "true")], sp, views={"per_request": "_rb"})
               for sp in specs}
 
     def stats() -> dict:
@@ -93,6 +101,7 @@ def test_family_stats_take_the_bounded_path_with_the_same_numbers(monkeypatch: p
         return {(g, m): (p[0].pctl, p[0].quantiles, p[1].n, p[1].mean) for g, by in out.items() for m, p in by.items()}
 
     want = stats()
+    assert {g for g, _ in want} == {"b", "c"} and all(v[2] > 0 for v in want.values())
     monkeypatch.setattr(attribution, "EXACT_IN_MEMORY_ROWS", 0)
     monkeypatch.setattr(attribution, "PILOT_ROWS", 500)
     assert stats() == want

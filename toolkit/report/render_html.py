@@ -197,7 +197,7 @@ def _stage_strip(h: dict[str, Any]) -> str:
     if not contribs:
         return ""
     stages = ch.ordered_stages(contribs)
-    delta = num(h.get("delta"))
+    delta = num((h.get("decomposition") or h).get("delta"))  # what the contributions add up to
     head = "".join(f'<th class="n">{_stage(s)}</th>' for s in stages)
     vals = "".join(f'<td class="n">{e(fmt_signed_ms(contribs[s]))}'
                    + (f' <span class="small">{contribs[s] / delta * 100:.0f}%</span>' if delta else "") + "</td>"
