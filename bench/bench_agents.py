@@ -10,10 +10,10 @@ in another child, DuckDB's own read of the same file as the reference (as bench_
 columns, ``COPY`` to Parquet. Ratio = import time / reference time.
 
 * ``otlp``: OTLP JSON lines as a Collector file exporter writes them, the shape of the real agent
-  capture (real-gateway-agent.md §6): per trace an ``invoke_agent`` span, two ``chat`` CLIENT
+  capture (docs/real-captures.md): per trace an ``invoke_agent`` span, two ``chat`` CLIENT
   spans with the GenAI attribute set (no message content), two ``execute_tool`` spans; 20 traces
   (100 spans) per line, two scopes per trace. N counts spans.
-* ``litellm``: StandardLoggingPayload JSON lines (real-gateway-agent.md §4.3), with the real key
+* ``litellm``: StandardLoggingPayload JSON lines (docs/real-captures.md), with the real key
   set and nesting (metadata, hidden_params, cost_breakdown, a short ``messages``/``response``),
   ~3.4 kB per line (real lines are 4-19 kB: the ~9 kB ``model_map_information.model_map_value`` cost
   map is left out, so real files parse slower per record). N counts records.

@@ -15,7 +15,7 @@ left one there), then in separate child processes, so that peak RSS is per run (
     importer's connection (threads = cores, memory_limit 600MB, preserve_insertion_order off).
 
 Times are of the call alone (interpreter start and module imports excluded). Rows/s = records
-imported / seconds. Ratio = import time / reference time. DESIGN.md §10 targets: sglang >= 1 M
+imported / seconds. Ratio = import time / reference time. docs/benchmarks.md targets: sglang >= 1 M
 rows/s and ratio <= 1.5; vllm-otlp >= 300 k rows/s; peak RSS < 1 GB (measured on 10 M lines).
 The machine may be shared: the load average before each run and each process's CPU seconds
 (user + system, printed as "CPU s imp/ref") are recorded; on a busy machine the CPU ratio is the
@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DATA = HERE / "data"
 RSS_LIMIT_MB = 1000.0  # 1 GB
-TARGETS = {  # DESIGN.md §10
+TARGETS = {  # docs/benchmarks.md
     "sglang": {"rows_per_s": 1_000_000, "ratio": 1.5},
     "vllm-otlp": {"rows_per_s": 300_000},
 }

@@ -15,7 +15,7 @@ Then, each in a child process so that peak RSS is per run (``wait4``):
 Each import also says which reader took the file: ``fast`` (ingest's DuckDB-native reader, one
 parallel pass) or the line reader (and why the fast one gave up). Times are of the call alone
 (interpreter start and imports excluded; the CPU seconds include them, about 0.3 s). Rows/s = rows imported /
-seconds; ratio = import time / reference time. Target (issue #7, DESIGN.md §10): >= 1 M rows/s
+seconds; ratio = import time / reference time. Target (issue #7, docs/benchmarks.md): >= 1 M rows/s
 on 2 cores and peak RSS < 1 GB. The machine may be shared: the load average before each run and
 each child's CPU seconds are printed; on a busy machine the CPU figures are the steadier ones.
 """

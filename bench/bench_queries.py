@@ -7,7 +7,7 @@ Generates its own data once (vectorized in DuckDB, written as Parquet in the dat
 process (so each peak RSS is that view's own) and prints wall seconds, CPU seconds (all threads) and
 peak RSS. On a shared machine compare the CPU seconds: wall time grows with the load average (printed
 for each view, as it stands when the view starts), CPU time much less; ``--repeat N`` times each view N
-times (take the lowest). Timings are not asserted anywhere: DESIGN §10 targets are read from this output.
+times (take the lowest). Timings are not asserted anywhere: docs/benchmarks.md targets are read from this output.
 
 The data: a day of traffic at a constant mean rate with a 4x burst of 20 minutes; 60 % of rows
 with every boundary (vllm-otlp-like), 30 % without a last token (sglang-like), 10 % client rows
@@ -113,7 +113,7 @@ QUERIES = {
 }
 
 
-# Hand-written references (DESIGN §10: a target is a ratio to a reference in the same run): the same rows
+# Hand-written references (docs/benchmarks.md: a target is a ratio to a reference in the same run): the same rows
 # as the view, written the direct way one would in a DuckDB shell, for 60 s buckets. They start from the
 # same per-request rows (_bounds: which record counts for a call, on which clock), so the ratio measures
 # the load logic, not that shared definition. Each prints the same result as the view (checked).
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args, _unknown = ap.parse_known_args(argv)  # run_all.py passes every benchmark the same arguments
     out = args.dir or ROOT / "bench" / "data" / f"queries-{args.rows}"
-    params = {"bucket_s": 60}  # DESIGN §10 target: load with 60 s buckets
+    params = {"bucket_s": 60}  # docs/benchmarks.md target: load with 60 s buckets
     if args.one:
         run_one(out, args.one, args.threads, params)
         return 0

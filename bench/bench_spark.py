@@ -8,7 +8,7 @@ SQL through toolkit/engines/translate.py on one session (its start-up is printed
 in a view's time). Every aggregate's result is compared between the engines (counts exactly, floats
 to 1e-9 relative), so the benchmark also checks the 10 M conformance. Spark on 2 cores is expected to
 be several times slower than DuckDB: it is the path for data that outgrows one machine. Timings are
-not asserted anywhere (DESIGN §10); the README holds the latest figures. ``report`` is not on Spark
+not asserted anywhere (docs/benchmarks.md); the README holds the latest figures. ``report`` is not on Spark
 yet, so it is not timed here.
 """
 

@@ -8,7 +8,7 @@ pyarrow string kernels and fixed templates, no per-record json.dumps), then impo
 ``toolkit.ingest.import_traces`` in a child process, timing the call alone and reading the child's
 peak RSS from ``wait4``. Rows/s = records imported / seconds. For Triton, a second child runs
 DuckDB alone on the same file as the reference (``triton_reference``: read_json of the array, one
-row per trace id, to Parquet); ratio = import time / reference time. DESIGN.md §10 and issue #5 targets:
+row per trace id, to Parquet); ratio = import time / reference time. docs/benchmarks.md and issue #5 targets:
 TGI JSON >= 500 k lines/s, TGI text >= 300 k lines/s, Triton >= 300 k requests/s; peak RSS < 1 GB.
 The machine may be shared: the load average before each run and the child's CPU seconds are printed
 beside the wall time.

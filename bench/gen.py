@@ -3,13 +3,13 @@
     python bench/gen.py sglang 1000000 bench/data/sglang.jsonl [--seed 0] [--gzip]
     python bench/gen.py vllm-otlp 1000000 bench/data/vllm.jsonl
 
-Formats (see ../shared/formats):
+Formats (see docs/formats/):
 
-* ``sglang``: SGLang ``--export-metrics-to-file`` JSON lines (vllm-sglang.md §6.4), one object per
-  request with exactly the §6.4 keys in their order, ``request_parameters`` a string holding JSON
+* ``sglang``: SGLang ``--export-metrics-to-file`` JSON lines (docs/formats/sglang.md), one object per
+  request with exactly the keys of docs/formats/sglang.md in their order, ``request_parameters`` a string holding JSON
   (a short ChatML prompt of 150-300 characters, escaped twice), epoch-second timestamps.
-* ``vllm-otlp``: OTLP JSON lines from a Collector file exporter (vllm-sglang.md §1.5 and the real
-  capture in real-vllm-cpu.md §4.5): the real resource/scope wrapper, 30-50 ``llm_request``
+* ``vllm-otlp``: OTLP JSON lines from a Collector file exporter (docs/formats/vllm-otlp.md and the real
+  capture in docs/real-captures.md): the real resource/scope wrapper, 30-50 ``llm_request``
   spans per line with the real attribute set (temperature omitted when 0, root spans without
   ``parentSpanId``), spans in end-time order; the file starts with one line of start-up spans,
   which an importer must skip. ``n`` counts ``llm_request`` spans.
@@ -139,7 +139,7 @@ def _prompts(seed: int, count: int = 2048) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# SGLang --export-metrics-to-file (vllm-sglang.md §6.4)
+# SGLang --export-metrics-to-file (docs/formats/sglang.md)
 
 _SGLANG = (
     '{"request_parameters": "{\\"text\\": \\"%s\\", \\"sampling_params\\": {\\"temperature\\": %s, '
@@ -199,7 +199,7 @@ def _sglang_tasks(n: int, seed: int) -> Iterator[tuple]:
 
 
 # ---------------------------------------------------------------------------------------------
-# vLLM llm_request spans in OTLP JSON lines (vllm-sglang.md §1.5, real-vllm-cpu.md §4.5)
+# vLLM llm_request spans in OTLP JSON lines (docs/formats/vllm-otlp.md, docs/real-captures.md)
 
 _RESOURCE = (
     '{"resourceSpans":[{"resource":{"attributes":['

@@ -13,7 +13,7 @@
 --   join_key: name; 'trace' (same trace id, the lower call inside the upper's time window), 'request-id' (X-Request-Id or response id, vLLM's chatcmpl-/cmpl-...-0 forms normalised), or 'time-tokens' (same token counts, arrival within 2 s: a last resort, flagged)
 --   gap_ms: ms; lower arrival - upper arrival (the uplink, if clocks agree)
 --
--- Keys, strongest first (DESIGN §3 "Calls across vantages"): the W3C trace (a client that sent
+-- Keys, strongest first (docs/stages.md "Calls across vantages"): the W3C trace (a client that sent
 -- traceparent shares its trace id with the server's span; vLLM's parentSpanId is the client's HTTP
 -- span, a child of the record's own span, so same trace + time containment is the test), then
 -- request ids as the stacks pass them, then time and token counts. Every key is an equi-join, so

@@ -7,11 +7,11 @@
 --   *: as requests; every column of requests, unchanged
 --   a_us, q_us, s_us, f_us, l_us, e_us: us; ts_arrival .. ts_end as epoch microseconds (null where the boundary is missing)
 --   segments: list of {stage, t0, t1} (us); one entry per interval between consecutive known boundaries, named by the stages it covers joined with '+'
---   counted: bool; true for the record a call is counted by (DESIGN §3): server rows, and every row of a trace that has no server row
+--   counted: bool; true for the record a call is counted by (docs/stages.md): server rows, and every row of a trace that has no server row
 --   in_load: bool; counted and on the dataset's main clock (wall when any wall-clock row exists), so relative-clock rows never stretch the time axis
 --
 -- Why segments: a missing boundary merges its two neighbouring stages into one composite
--- (DESIGN §3), so each known boundary except ts_end starts exactly one segment that runs to the
+-- (docs/stages.md), so each known boundary except ts_end starts exactly one segment that runs to the
 -- next known boundary. All arithmetic stays in integer microseconds so segments sum exactly to
 -- e2e. `counted` keeps a call seen by a client, a gateway and a server from counting three times:
 -- a trace with a server row counts only its server rows (traces without trace_id count every row).

@@ -19,7 +19,7 @@
 --   model_calls: calls; model calls in the trace (counted records: server rows where the trace has any)
 --   tool_calls: calls; spans with kind = 'tool'
 --
--- Rule (DESIGN §3): every instant of the turn goes to one stage, by priority: fine model stages
+-- Rule (docs/stages.md): every instant of the turn goes to one stage, by priority: fine model stages
 -- (decode, prefill, queue, preprocess, postprocess), then composites (fewer covered stages first;
 -- among equals, the one whose stages come first in that order), then tool, and instants with
 -- nothing active are orchestration. Parallel model calls or parallel tool calls over one instant
@@ -48,7 +48,7 @@ ranked_segs AS (
         seg.stage AS label,
         seg.t0 AS t0,
         seg.t1 AS t1,
-        -- finest first: fine stages in DESIGN order, then composites by how many stages they cover
+        -- finest first: fine stages in pipeline order (docs/stages.md), then composites by how many stages they cover
         CASE seg.stage
             WHEN 'decode' THEN 101 WHEN 'prefill' THEN 102 WHEN 'queue' THEN 103
             WHEN 'preprocess' THEN 104 WHEN 'postprocess' THEN 105

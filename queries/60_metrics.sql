@@ -26,7 +26,7 @@
 --   mixed_tpot_basis: bool; some rows' TPOT is first token -> end (no last token), others first -> last token
 --
 -- Rows: the counted record of each call (stages.counted). ITL uses the rows that recorded
--- chunk gaps (itl_ms). Three ITL definitions, because peers disagree (PEERS-AND-METHODS §A.2):
+-- chunk gaps (itl_ms). Three ITL definitions, because peers disagree (docs/metrics.md):
 -- pooled (every gap one observation: vLLM and SGLang bench), per-request mean (each request one
 -- observation), token-weighted (each gap carries its request's mean, so a request weighs by its
 -- gap count: GuideLLM). The pooled and token-weighted means are equal; their percentiles differ.

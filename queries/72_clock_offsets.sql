@@ -13,7 +13,7 @@
 --   offset_suspect: bool; min_uplink_ms < 0: the clocks disagree by at least that much, so uplink and delivery are skewed in opposite directions
 --
 -- Why the minimum: at low load a request reaches the server about 1 ms after it is sent
--- (real-vllm-cpu.md §9.2), so the smallest gap over many calls is the best anchor for the offset.
+-- (docs/real-captures.md), so the smallest gap over many calls is the best anchor for the offset.
 SELECT
     client_format,
     service,

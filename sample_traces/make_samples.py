@@ -16,8 +16,8 @@ The story (what `stagelens demo` should find):
   150 requests: ``request.received`` and ``request.finished`` events interleaved in time order, plus a
   few ordinary scheduler log lines.
 
-Shapes copy the real captures described in ../shared/formats (real-vllm-cpu.md §4-7 for the OTLP
-lines; vllm-sglang.md §6.3-6.4 for SGLang). Floats are produced the way the servers produce them
+Shapes copy the real captures described in docs/formats/ (docs/real-captures.md for the OTLP
+lines; docs/formats/sglang.md for SGLang). Floats are produced the way the servers produce them
 (differences of wall-clock or monotonic floats), so they have the same digits as real data.
 No record is bad: bad inputs belong in tests. Prompts are short synthetic strings, SGLang only.
 
@@ -91,7 +91,7 @@ def otlp_line(res: dict, scopes: list[tuple[str, list[dict]]]) -> str:
 
 
 def startup_lines(rng, t_start: float, api_res: dict) -> list[str]:
-    """The start-up spans of one server start (real-vllm-cpu.md §4.6): 13 spans, one trace, 5 lines."""
+    """The start-up spans of one server start (docs/real-captures.md): 13 spans, one trace, 5 lines."""
     trace = hexid(rng, 16)
     ids = {}
 

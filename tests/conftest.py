@@ -85,7 +85,7 @@ LATENCY_KEYS = {
 def span(span_id: str, request_id: object = "chatcmpl-a2f8f75c9c7194c5",
          trace_id: object = "56fa6a59c40896e248a8a7b7154a1c6c", start_ns: object = T0_US * 1000 + 632,
          end_ns: object = DROP, **lat: object) -> dict:
-    """A v1 ``llm_request`` span (real-vllm-cpu.md §4.5, span 1). Latencies in seconds; DROP removes one.
+    """A v1 ``llm_request`` span (docs/real-captures.md, span 1). Latencies in seconds; DROP removes one.
 
     Defaults (µs): ttft 454_163, e2e 1_055_414, queue 415_015, prefill 36_852, decode 601_343.
     """
@@ -129,7 +129,7 @@ def write(path: Path, items: list, newline: bool = True) -> Path:
 
 
 def reconcile(summary: dict) -> None:
-    """DESIGN §2.3: read = imported + quarantined + duplicates, for the total, each format and each file."""
+    """docs/data-model.md: read = imported + quarantined + duplicates, for the total, each format and each file."""
     parts = [summary, *summary["by_format"].values(), *summary["files"]]
     for p in parts:
         assert p["read"] == p["imported"] + p["quarantined"] + p["duplicates"], p

@@ -1,4 +1,4 @@
-"""Compare two Arrow results row by row, as the Spark conformance tests need (DESIGN §11).
+"""Compare two Arrow results row by row, as the Spark conformance tests need (docs/spark-engine.md).
 
 Rules: the same column names and row count; integers, strings, booleans, timestamps exactly equal;
 floats within ``rel`` relative (sums of doubles in another order differ in the last bits; exact

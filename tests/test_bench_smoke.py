@@ -17,7 +17,7 @@ from toolkit.ingest import import_traces
 
 GEN_PATH = Path(__file__).resolve().parent.parent / "bench" / "gen.py"
 N = 200
-# vllm-sglang.md §6.4, in order
+# docs/formats/sglang.md, in order
 SGLANG_KEYS = [
     "request_parameters", "id", "finish_reason", "prompt_tokens", "weight_version", "num_retractions",
     "storage_prefetch_wait", "storage_staging_wait", "forward_entry_time", "prefill_finished_time", "queue_time",
@@ -25,7 +25,7 @@ SGLANG_KEYS = [
     "first_token_latency", "api_server_dispatch_finish_ts", "response_sent_to_client_ts", "request_finished_ts",
     "decode_throughput",
 ]
-# real-vllm-cpu.md §4.5, in order (temperature is left out when 0)
+# docs/real-captures.md, in order (temperature is left out when 0)
 VLLM_ATTRS = [
     "gen_ai.latency.time_to_first_token", "gen_ai.latency.e2e", "gen_ai.latency.time_in_queue",
     "gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens", "gen_ai.latency.time_in_model_prefill",

@@ -1,7 +1,7 @@
 """The `calls` view (issue #10): one call seen by a client, a gateway and a server.
 
 Times are milliseconds from T0 (tests/helpers.py). One call, as the real captures show it
-(real-vllm-cpu.md §9, real-gateway-agent.md §8): the client sends at 0 and sees its first
+(docs/real-captures.md: the client sends at 0 and sees its first
 content at 140 and the end at 900; LiteLLM receives it at 3, reaches vLLM at 10 and ends at 893;
 vLLM's span starts at 10, queues 20 ms, prefills 100 ms (first token at 132), ends at 890.
 """

@@ -1,6 +1,6 @@
 """``stagelens collect``: the OTLP/HTTP receiver (toolkit/collect.py).
 
-Bodies are built from the real vLLM span of real-vllm-cpu.md §4.5 (conftest ``kit.span``), sent as
+Bodies are built from the real vLLM span of docs/real-captures.md (conftest ``kit.span``), sent as
 protobuf, JSON and gzip; output must be the Collector's file-exporter JSON, byte for byte where
 the real capture shows it, and import with ``vllm-otlp``.
 """
@@ -66,7 +66,7 @@ def test_protobuf_body_is_written_in_the_collector_form(collector, doc, tmp_path
     assert summary["accepted"] == 1 and summary["spans"] == 3 and summary["rejected"] == 0
     (got,) = lines(tmp_path / "spans.jsonl")
     assert got == doc
-    # key order and number forms as the Collector's pdata marshaler writes them (real-vllm-cpu.md §2)
+    # key order and number forms as the Collector's pdata marshaler writes them (docs/real-captures.md)
     text = (tmp_path / "spans.jsonl").read_text()
     assert json.dumps(doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0], separators=(",", ":")) in text
     root = got["resourceSpans"][0]["scopeSpans"][0]["spans"][1]

@@ -38,3 +38,22 @@ def test_links_between_doc_pages_resolve() -> None:
     for page in (ROOT / "docs").rglob("*.md"):
         for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", page.read_text()):
             assert (page.parent / target).resolve().exists(), f"{page.relative_to(ROOT)} links to missing {target}"
+
+
+SOURCES = [p for d in ("toolkit", "queries", "schemas", "tests", "bench", "sample_traces")
+           for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".sql", ".toml", ".md")] + [README]
+# files outside the repository that comments once cited: a reader of the project cannot open them
+FOREIGN = re.compile(r"DESIGN(?:\.md)? ?§|PEERS-AND-METHODS|PORTABLE-SQL\.md|STYLE-ANCHORS|\.\./shared/|"
+                     r"real-vllm-cpu\.md|real-gateway-agent\.md|otel-gateways-clients\.md|"
+                     r"tgi-triton-trtllm-aiperf\.md|vllm-sglang\.md")
+
+
+def test_citations_name_pages_that_exist() -> None:
+    for path in SOURCES:
+        if path == Path(__file__).resolve():
+            continue
+        text = path.read_text(errors="replace")
+        for cited in set(re.findall(r"\bdocs/[\w/.-]*\w\.md", text)):
+            assert (ROOT / cited).exists(), f"{path.relative_to(ROOT)} cites {cited}, which does not exist"
+        m = FOREIGN.search(text)
+        assert m is None, f"{path.relative_to(ROOT)} cites {m.group(0)!r}, a file outside the repository: cite docs/"

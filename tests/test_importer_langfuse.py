@@ -1,6 +1,6 @@
 """Golden tests for the ``langfuse`` importer: API pages (v1, v2) and blob-storage exports.
 
-Inputs in sample_traces/langfuse/ (hand-written from the field lists of otel-gateways-clients.md §5;
+Inputs in sample_traces/langfuse/ (hand-written from the field lists of docs/formats/langfuse.md;
 no real Langfuse capture exists): the retail-assistant agent as API v2 pages (the trace split over
 two pages), an API v1 page, a legacy ``observations`` export (seconds, an older SDK's tool as a
 SPAN) and an enriched ``observations_v2`` export of an old integration (latency and

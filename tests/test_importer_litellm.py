@@ -1,7 +1,7 @@
 """Golden tests for the ``litellm`` importer (StandardLoggingPayload JSON lines).
 
 Input: sample_traces/litellm/golden_retail_agent.jsonl, built from the real streaming payload of
-LiteLLM 1.108.7 (real-gateway-agent.md §4.3, every key kept) with times and ids set by hand: the
+LiteLLM 1.108.7 (docs/real-captures.md, every key kept) with times and ids set by hand: the
 retail-assistant agent's two calls through the proxy, the proxy's own MCP tool run
 (check_refund_policy) and a guardrail; then a non-streaming call, an upstream 404 (both in one
 ``generic_api`` json_array line), a client abort and a mid-stream failure. Base time T =
@@ -250,7 +250,7 @@ def test_app_spans_and_gateway_payloads_count_each_call_once(tmp_path: Path) -> 
     # Counted: the two gateway records (finer than the client's); the client records add nothing to the
     # turn today: its extent comes from counted records and spans, so it runs 0.010 → 2.300 = 2290 ms
     # (the client's 5 ms before and after are uplink/delivery, which the calls view has and turns does
-    # not take yet: DESIGN §3 would make the turn 0.005 → 2.305).
+    # not take yet: docs/stages.md would make the turn 0.005 → 2.305).
     # gateway call 1: 0.010-0.210 = 200 + 0.210-0.610 = 400; call 2: 1.400-1.550 = 150 + 1.550-2.300 = 750;
     # tools: lookup_order 0.620-0.890 (app) and the MCP run 0.900-1.300 (gateway) = 270 + 400 = 670;
     # orchestration: 0.610-0.620, 0.890-0.900, 1.300-1.400 (guardrail included) = 10 + 10 + 100 = 120;

@@ -1,6 +1,6 @@
 """Bad input, one case per test: the right quarantine row (file, line, reason) or one clear error line.
 
-Issue #2 "Must show"; DESIGN.md §2.3 (quarantine, counts reconcile), §8 (exit codes, one-line errors).
+Issue #2 "Must show"; docs/data-model.md (quarantine, counts reconcile), docs/command-line.md (exit codes, one-line errors).
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def test_sglang_queued_before_arrival_within_tolerance(kit, tmp_path, skew_us, o
 
 
 def test_sglang_retracted_request_invents_no_queued_boundary(kit, tmp_path):
-    # DESIGN §2.1 "never invent a boundary": ts_queued is derived only when num_retractions = 0.
+    # docs/data-model.md "never invent a boundary": ts_queued is derived only when num_retractions = 0.
     s, ds = one_bad_among_good(kit, tmp_path, kit.sglang("r2", num_retractions=1))
     assert counts(s) == (3, 3, 0, 0, 0)
     r2 = kit.rows(ds, "requests")[1]
@@ -347,7 +347,7 @@ def test_vllm_span_without_trace_id_is_accounted_for(kit, tmp_path):
 
 
 def test_vllm_v0_span_invents_no_boundary(kit, tmp_path):
-    # v0 span: no prefill/decode, so ts_queued and ts_last_token are unknown (vllm-sglang.md §1.6);
+    # v0 span: no prefill/decode, so ts_queued and ts_last_token are unknown (docs/formats/vllm-otlp.md);
     # ts_scheduled = arrival + time_in_queue.
     sp = kit.span("ccccccccccccccc1", "req-v0", prefill=kit.DROP, decode=kit.DROP, queue=0.1)
     f = kit.write(tmp_path / "v0.jsonl", [kit.otlp(sp)])

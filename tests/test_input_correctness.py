@@ -1,6 +1,6 @@
 """Input correctness: content identity, per-record errors, no silent zeroes, bounds on input.
 
-Issue 17 items 1, 4, 5, 6 and issue 18 items 3, 4, 8; DESIGN.md §7 (identity from content).
+Issue 17 items 1, 4, 5, 6 and issue 18 items 3, 4, 8; docs/dataset.md (identity from content).
 """
 
 from __future__ import annotations

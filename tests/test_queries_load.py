@@ -1,4 +1,4 @@
-"""Load and busy periods on generated traces (DESIGN §5).
+"""Load and busy periods on generated traces (docs/load.md).
 
 A 2-hour Poisson trace with a planted 4x burst of 20 minutes must give one busy period within one
 bucket of the burst at each end; a constant-rate trace must give none; a 2-minute export must

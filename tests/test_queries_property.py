@@ -2,7 +2,7 @@
 
 Generated data has missing boundaries, overlapping model calls, parallel tool calls and calls
 recorded at two vantages. Turns are also checked against an independent oracle: with whole-
-millisecond boundaries, labelling every millisecond by the priority rule of DESIGN §3 in plain
+millisecond boundaries, labelling every millisecond by the priority rule of docs/stages.md in plain
 Python must give the same split as the SQL sweep.
 """
 
@@ -55,7 +55,7 @@ def dataset_rows(draw: st.DrawFn) -> tuple[list[dict], list[dict]]:
 
 
 def _segments(r: dict) -> list[tuple[str, int, int]]:
-    """The stage segments of a request, straight from DESIGN §3 (independent of the SQL)."""
+    """The stage segments of a request, straight from docs/stages.md (independent of the SQL)."""
     known = [i for i, b in enumerate(BOUNDS) if r.get(b) is not None]
     return [("+".join(STAGES[i:j]), r[BOUNDS[i]], r[BOUNDS[j]]) for i, j in zip(known, known[1:], strict=False)]
 

@@ -39,7 +39,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 
 def _sql(ds: Path, query: str) -> list[dict]:
-    """Run a query over the dataset's ``requests`` Parquet files with plain DuckDB (DESIGN §7).
+    """Run a query over the dataset's ``requests`` Parquet files with plain DuckDB (docs/dataset.md).
 
     Plain DuckDB rather than ``stagelens sql``, so these checks depend on the importer and the
     files on disk only, not on every analysis view in queries/ being in working order.

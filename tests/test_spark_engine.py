@@ -1,4 +1,4 @@
-"""``--engine spark`` gives DuckDB's results (DESIGN §11): every view and named query of ``queries/``
+"""``--engine spark`` gives DuckDB's results (docs/spark-engine.md): every view and named query of ``queries/``
 (found at run time, so views other branches add are covered too) over the bundled samples, each
 translation rule run on both engines, and the CLI's errors. One local[2] session, 1 GB driver, bound to
 loopback, for the whole module."""

@@ -1,7 +1,7 @@
 """Lint every ``queries/*.sql``: header complete, params consistent, portable subset, no paths.
 
-A small version of Perfetto's ``check_sql_modules.py`` (STYLE-ANCHORS §9 item 15) with the rules of
-PORTABLE-SQL.md (DESIGN §9): the same files must later run on Spark through sqlglot and a rule table,
+A small version of Perfetto's ``check_sql_modules.py`` with the rules of
+docs/portable-sql.md: the same files must later run on Spark through sqlglot and a rule table,
 so constructs known to break or silently differ there are refused here.
 """
 
@@ -54,7 +54,7 @@ def test_header_is_complete(q: queries.QueryInfo) -> None:
     assert q.description, "-- description: missing"
     assert q.path.stem.endswith(q.name.lstrip("_")) or q.path.stem == q.name, "file name should end with the name"
     assert q.percentiles and q.percentiles.split()[0] in ("exact", "approximate", "none"), (
-        "-- percentiles: must say exact, approximate or none (DESIGN §9)")
+        "-- percentiles: must say exact, approximate or none (docs/portable-sql.md)")
     uses_quantile = "quantile_cont" in _code(q)
     assert (q.percentiles.split()[0] != "none") == uses_quantile, "percentiles header disagrees with the body"
     assert q.requires, "-- requires: missing"

@@ -1,6 +1,6 @@
 """The dataset store: idempotent and atomic imports, duplicates, the writer lock, and every input kind.
 
-DESIGN.md §7 (atomic, idempotent) and §8 (files, directories, globs, .gz, .zst, stdin).
+docs/dataset.md (atomic, idempotent) and docs/command-line.md (files, directories, globs, .gz, .zst, stdin).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The writer lock (DESIGN.md §7): who is waited for, said at once; a dead holder's lock taken over
+"""The writer lock (docs/dataset.md): who is waited for, said at once; a dead holder's lock taken over
 with a message; nothing left behind by a failed import that blocks or confuses the next one."""
 
 from __future__ import annotations

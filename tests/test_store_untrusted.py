@@ -1,4 +1,4 @@
-"""A dataset is data someone may hand over: nothing in it is trusted (DESIGN.md §7).
+"""A dataset is data someone may hand over: nothing in it is trusted (docs/dataset.md).
 
 A commit journal may only move files from its own staging folder to the same path under a table
 directory; a damaged or crafted manifest, journal, layout or Parquet file is one line on stderr naming

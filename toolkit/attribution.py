@@ -1,6 +1,6 @@
 """Attribution: which stage made a latency metric change between a baseline and a current group.
 
-Method (DESIGN.md §6, PEERS-AND-METHODS.md Part B.3):
+Method (docs/attribution.md:
 
 * Every row's metric is the sum of its stages, so for the **mean** the change of the metric is
   exactly the sum of the changes of each stage's mean. For a **tail** statistic (p95) the same
@@ -47,7 +47,7 @@ EXACT_IN_MEMORY_ROWS = 4_000_000
 a larger one the bracket selection of ``exact_quantiles`` (the same values, memory that stays flat)."""
 PILOT_ROWS = 200_000
 BRACKET_Z = 6.0
-FINE = ("preprocess", "queue", "prefill", "decode", "postprocess")  # the stages of DESIGN.md §3, in order
+FINE = ("preprocess", "queue", "prefill", "decode", "postprocess")  # the stages of docs/stages.md, in order
 BOUNDS = ("a_us", "q_us", "s_us", "f_us", "l_us", "e_us")  # stage i runs from BOUNDS[i] to BOUNDS[i + 1]
 PRE_FIRST_TOKEN = {"preprocess", "queue", "prefill", "uplink", "gateway"}
 
@@ -558,7 +558,7 @@ def _interval(point: float, reps: np.ndarray) -> list[float] | None:
 
 def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStats, GroupStats], metric: str,
                   statistic: str, tail: float, threshold: float, stages: list[str]) -> dict:
-    """One attribution entry (DESIGN.md §6 and §8 keys) from both groups' statistics.
+    """One attribution entry (docs/attribution.md and docs/command-line.md keys) from both groups' statistics.
 
     ``baseline``/``current``/``delta`` are the statistic itself: for a tail statistic the true
     percentiles (exact, what a dashboard shows), for ``mean`` the means. ``decomposition`` holds what

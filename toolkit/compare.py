@@ -1,7 +1,7 @@
 """``stagelens compare``: which of two services begins sooner, which finishes sooner, for which replies.
 
 A reply of N output tokens completes, for one request, at ``ttft + (N - 1) * tpot`` (TPOT
-excludes the first token, DESIGN.md §4). Taking that per request and then its median (or p95)
+excludes the first token, docs/metrics.md). Taking that per request and then its median (or p95)
 over each side's requests answers "for a typical (or a slow) request, how long does a reply of N
 tokens take?". The crossover is the N where the two sides' curves meet: below it the side that
 begins sooner also finishes sooner; above it the side with the faster token rate wins.
@@ -262,7 +262,7 @@ def compare_datasets(
     tpot_slo_ms: float | None = None,
     memory_limit: str | None = None,
 ) -> dict:
-    """Everything ``stagelens compare --json`` prints (DESIGN.md §8)."""
+    """Everything ``stagelens compare --json`` prints (docs/command-line.md)."""
     if dataset_b is not None:  # two DuckDB databases in one process: the limit is shared
         memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
     con_a = queries.connect(dataset_a, memory_limit=memory_limit)

@@ -213,7 +213,7 @@ def import_traces(
     written (``rejected``): a likely wrong format or broken export, and re-running with a higher
     limit must find the files not yet imported. ``limits``: bounds on each input (``Limits``).
 
-    Identity (DESIGN §7): a file is known by the digest of its decompressed content, and ids
+    Identity (docs/dataset.md): a file is known by the digest of its decompressed content, and ids
     synthesized for records without their own are ``<content digest>-<line>``. A dataset written
     before this rule keeps working: its rows and ids stay as stored; a plain file's digest is
     unchanged, and a compressed file imported then is recognised by the bytes digest its entry

@@ -387,7 +387,7 @@ def _coerce(value: object) -> object:
 
 
 def mixed_vantage_warnings(dataset: str | Path, sql: str, result: pa.Table) -> list[str]:
-    """Warnings for results that compare rows whose TTFT/e2e boundaries differ (DESIGN §4).
+    """Warnings for results that compare rows whose TTFT/e2e boundaries differ (docs/metrics.md).
 
     A result with a ``mixed_vantage`` column (metrics, goodput) warns for each flagged group. Other
     SQL that mentions TTFT or e2e warns when the dataset's counted rows come from several vantages

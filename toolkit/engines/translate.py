@@ -1,6 +1,6 @@
 """DuckDB SQL -> Spark SQL: sqlglot's transpiler plus the project's rules (``--engine spark``).
 
-``queries/*.sql`` stay the one definition of every view (DESIGN §9, §11). Plain
+``queries/*.sql`` stay the one definition of every view (docs/portable-sql.md, docs/spark-engine.md). Plain
 ``sqlglot.transpile(read="duckdb", write="spark")`` errs on several everyday DuckDB idioms and, worse,
 gives silently different results on a few (measured for this project: 15 errors and 5 wrong results
 over 48 idioms, see ``docs/spark-engine.md``). So the translation is ``parse_one(read="duckdb")``,

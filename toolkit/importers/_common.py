@@ -53,7 +53,7 @@ from types import ModuleType
 from toolkit import schema
 
 BOUNDARIES = ("ts_arrival", "ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token", "ts_end")
-# Derived boundaries may be shifted by up to this much to fit between read ones (DESIGN §2.1).
+# Derived boundaries may be shifted by up to this much to fit between read ones (docs/data-model.md).
 SKEW_TOLERANCE_US = 50_000
 # Plausible wall-clock range for timestamps in microseconds: 1970-01-01 .. 2200-01-01.
 TS_MAX_US = 7_258_118_400_000_000

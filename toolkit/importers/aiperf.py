@@ -1,7 +1,7 @@
 """NVIDIA AIPerf per-request exports, client vantage.
 
-Facts from ../shared/formats/tgi-triton-trtllm-aiperf.md §4.3, otel-gateways-clients.md §6.5 and
-what real AIPerf 0.13.0 wrote against vLLM (real-vllm-cpu.md §9-§10.1):
+Facts from docs/formats/aiperf.md and
+what real AIPerf 0.13.0 wrote against vLLM (docs/real-captures.md):
 
 * ``profile_export.jsonl`` (``--export-level records``): one object per request, ``metadata``
   (``request_start_ns``, ``request_end_ns``, ``request_ack_ns``: wall-clock ``time.time_ns()``;

@@ -1,6 +1,6 @@
 """Azure LLM inference traces (AzurePublicDataset), arrival-only, CSV.
 
-``TIMESTAMP,ContextTokens,GeneratedTokens`` (../shared/formats/tgi-triton-trtllm-aiperf.md §5.2):
+``TIMESTAMP,ContextTokens,GeneratedTokens`` (docs/formats/workload-traces.md):
 the invocation time and the token counts; no latency, no model. 2023 files write
 ``2023-11-16 18:17:03.9799600`` (7 fractional digits, no zone: read as UTC, truncated to µs); 2024
 files ``2024-05-10 00:00:00.009930+00:00``, sometimes without the fraction. Wall clock.

@@ -1,6 +1,6 @@
 """NVIDIA GenAI-Perf / perf_analyzer ``profile_export.json``, client vantage.
 
-Facts from ../shared/formats/tgi-triton-trtllm-aiperf.md §4.1: one JSON document, ``experiments:
+Facts from docs/formats/genai-perf.md: one JSON document, ``experiments:
 [{experiment, requests: [{timestamp, sequence_id?, request_inputs, response_timestamps,
 response_outputs}]}]``; ``timestamp`` (just before the request is sent) and every
 ``response_timestamps`` entry (one per streamed response, on receipt) are ``system_clock`` ns
@@ -12,7 +12,7 @@ so which response was empty (a role-only chunk, the ``[DONE]`` event) cannot be 
 
 * ``ts_first_token`` is the first response of a stream (two or more responses): the first chunk
   received. GenAI-Perf's own TTFT skips empty chunks; on vLLM the role chunk comes 0.05-0.1 ms
-  before the first token (real-vllm-cpu.md §9.2), elsewhere it may differ.
+  before the first token (docs/real-captures.md), elsewhere it may differ.
 * ``ts_end`` is the last response (``[DONE]`` for OpenAI streams); there is no last-token time.
 * ``itl_ms`` holds the gaps between consecutive responses as received (ms), ``[DONE]`` included.
 * A single response (non-streaming) gives only the end; no response at all cannot be placed.

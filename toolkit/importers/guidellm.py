@@ -1,7 +1,7 @@
 """GuideLLM benchmark report (``benchmarks.json``), client vantage.
 
-Facts from ../shared/formats/otel-gateways-clients.md §6.3 (v0.4+ schema), checked against real
-GuideLLM 0.8.1 output (real-vllm-cpu.md §10.2): ``benchmarks: [{..., requests: {successful: [...],
+Facts from docs/formats/guidellm.md (v0.4+ schema), checked against real
+GuideLLM 0.8.1 output (docs/real-captures.md): ``benchmarks: [{..., requests: {successful: [...],
 incomplete: [...], errored: [...]}}]``; each request has ``request_id`` (client-only),
 ``response_id`` (the server's response id, null for errored requests: the join key to server
 records), ``info.timings`` (all epoch float seconds, ``time.time()``): ``request_start`` (just

@@ -1,6 +1,6 @@
 """Langfuse observations: public API pages (v1 and v2) and blob-storage exports (JSON lines).
 
-Facts from ../shared/formats/otel-gateways-clients.md §5 (no real capture exists for Langfuse):
+Facts from docs/formats/langfuse.md (no real capture exists for Langfuse):
 
 * a line is an API page ``{"data": [observation…], "meta": …}`` (``GET /api/public/observations``
   v1, or v2 with ``fields=core,basic,time,model,usage,metrics``; save pages compactly, one per line,

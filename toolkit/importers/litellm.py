@@ -1,7 +1,7 @@
 """LiteLLM proxy: ``StandardLoggingPayload`` JSON lines (S3/GCS/generic_api logger callbacks).
 
-Facts from ../shared/formats/otel-gateways-clients.md §4 and the real capture (LiteLLM 1.108.7)
-in real-gateway-agent.md §4 and §9 — where they differ, the capture wins:
+Facts from docs/formats/litellm.md and the real capture (LiteLLM 1.108.7)
+in docs/real-captures.md — where they differ, the capture wins:
 
 * one payload per line (S3/GCS objects, ``generic_api`` ``ndjson``); a line holding a JSON array
   of payloads (``generic_api``'s default ``json_array`` body) is read too;

@@ -1,6 +1,6 @@
 """LLMPerf ``*_individual_responses.json``, client vantage: durations only.
 
-Facts from ../shared/formats/otel-gateways-clients.md §6.2: a JSON array (``indent=4``) of
+Facts from docs/formats/llmperf.md: a JSON array (``indent=4``) of
 per-request objects with ``ttft_s`` (to the first chunk with non-empty ``delta.content``: a
 tool-call-only answer has none), ``end_to_end_latency_s``, ``inter_token_latency_s`` (e2e divided
 by the number of chunks, TTFT included: not a gap, not imported), ``number_input_tokens`` /

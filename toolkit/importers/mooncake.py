@@ -1,7 +1,7 @@
 """Mooncake-format workload traces (arrival-only), JSON lines.
 
 ``{"timestamp": <ms from the trace start>, "input_length": int, "output_length": int,
-"hash_ids": [...]}`` (../shared/formats/tgi-triton-trtllm-aiperf.md §5.1; the same shape is
+"hash_ids": [...]}`` (docs/formats/workload-traces.md; the same shape is
 AIPerf's and GenAI-Perf's trace input, which may add ``session_id``, ``delay`` and a prompt in
 ``text_input`` / ``messages``: never read). The clock is relative: ``--clock-origin`` places it
 on the wall clock, else milliseconds from the Unix epoch (``clock = 'relative'``). No latency:

@@ -1,11 +1,11 @@
 """Agent and model-call spans of any GenAI instrumentation, OTLP JSON lines (Collector file exporter).
 
-Facts from ../shared/formats/otel-gateways-clients.md §1-3 and the real captures in
-real-gateway-agent.md §5-9:
+Facts from docs/formats/otlp.md and the real captures in
+docs/real-captures.md:
 
 * one line is one ExportTraceServiceRequest (a batch); a trace is spread over lines, files and
   processes, and ``trace_id`` joins them: no span needs its parent in the same line or file;
-* three dialects, classified in this order (Langfuse's precedence, §3.3):
+* three dialects, classified in this order (Langfuse's precedence: docs/formats/otlp.md):
   ``openinference.span.kind`` (LLM/EMBEDDING → model call; TOOL; AGENT; RETRIEVER/RERANKER →
   retrieval; GUARDRAIL; CHAIN and the rest → other), ``traceloop.span.kind`` (tool, agent,
   workflow → agent, task → other), ``gen_ai.operation.name`` (chat, text_completion,

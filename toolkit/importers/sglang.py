@@ -1,6 +1,6 @@
 """SGLang per-request records.
 
-Two shapes, both JSON lines (see ../shared/formats/vllm-sglang.md §6.3-6.4, SGLang 0.5.23):
+Two shapes, both JSON lines (see docs/formats/sglang.md, SGLang 0.5.23):
 
 * ``--export-metrics-to-file``: one object per finished request, the ``meta_info`` keys at top
   level plus ``request_parameters`` (a string holding the request, prompt included: never read).

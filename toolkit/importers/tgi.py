@@ -1,6 +1,6 @@
 """Hugging Face text-generation-inference (TGI) router logs: the per-request ``Success`` events.
 
-Facts from ../shared/formats/tgi-triton-trtllm-aiperf.md §1, checked against
+Facts from docs/formats/tgi.md, checked against
 ``router/src/server.rs`` and ``router/src/infer/mod.rs`` (huggingface/text-generation-inference):
 
 * one INFO event ``Success`` per finished generation, inside the handler's span (``generate``,

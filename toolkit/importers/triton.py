@@ -1,6 +1,6 @@
 """NVIDIA Triton Inference Server trace files (``--trace-config triton,file=…``, level TIMESTAMPS).
 
-Facts from ../shared/formats/tgi-triton-trtllm-aiperf.md §2 (server ``src/tracer.cc``,
+Facts from docs/formats/triton.md (server ``src/tracer.cc``,
 ``src/http_server.cc``, ``src/grpc/*``; core ``src/infer_trace.cc``):
 
 * a file (or each ``<file>.N`` with ``log-frequency``) is one JSON array of small fragments, out of

@@ -1,7 +1,7 @@
 """TensorRT-LLM per-request records: ``trtllm-serve`` ``GET /perf_metrics`` dumps and
 ``trtllm-bench --request_json`` output.
 
-Facts from ../shared/formats/tgi-triton-trtllm-aiperf.md §3.2 and §3.4, checked against
+Facts from docs/formats/trtllm.md, checked against
 ``tensorrt_llm/serve/_perf_metrics_schema.py`` (NVIDIA/TensorRT-LLM @4856bb73):
 
 * ``/perf_metrics`` returns a JSON list of ``{request_id, [status], perf_metrics: {first_iter,

@@ -1,7 +1,7 @@
 """vLLM ``vllm bench serve --save-result --save-detailed`` result JSON, client vantage.
 
-Facts from ../shared/formats/otel-gateways-clients.md §6.4, checked against a real run of vLLM
-0.32's bench client (real-vllm-cpu.md §10.2): one JSON object of parallel lists, index ``i`` =
+Facts from docs/formats/vllm-bench.md, checked against a real run of vLLM
+0.32's bench client (docs/real-captures.md): one JSON object of parallel lists, index ``i`` =
 request ``i`` (``source_line`` = i + 1): ``start_times`` (``time.perf_counter()``, seconds on
 the client's monotonic clock), ``ttfts`` and ``latencies`` (s from the start to the first chunk
 with ``choices``, role-only chunk included, and to the last token chunk; the usage chunk

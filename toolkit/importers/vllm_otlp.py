@@ -1,6 +1,6 @@
 """vLLM ``llm_request`` spans in OTLP JSON lines (the OpenTelemetry Collector's file exporter).
 
-Facts from ../shared/formats/vllm-sglang.md §1 and the real capture in real-vllm-cpu.md §4-7:
+Facts from docs/formats/vllm-otlp.md and the real capture in docs/real-captures.md:
 
 * one line is one ExportTraceServiceRequest and may hold many spans; only ``name ==
   "llm_request"`` is a request (start-up spans such as ``Warmup (CPU)`` are skipped);

@@ -1,6 +1,6 @@
 """Shared by the arrival-only workload-trace importers (``mooncake``, ``azure-llm``, ``burstgpt``).
 
-Public workload traces (../shared/formats/tgi-triton-trtllm-aiperf.md §5) record when each
+Public workload traces (docs/formats/workload-traces.md) record when each
 request arrived and its token counts, not how long it took (BurstGPT's ``Elapsed time`` is the
 exception: an end-to-end latency). They are imported so that load and busy periods can be
 studied and the arrival pattern replayed (``stagelens replay``).

@@ -1,6 +1,6 @@
 """``build_report``: dataset in, ``Report`` out (busy periods, attribution, verdicts, chart data).
 
-Comparisons (DESIGN.md §6): busy periods vs quiet time in one dataset (default); a time window vs
+Comparisons (docs/attribution.md): busy periods vs quiet time in one dataset (default); a time window vs
 another (``window`` / ``baseline_window``); or one dataset vs another (``baseline_dataset``), each
 narrowed by its own window when given.
 
@@ -442,7 +442,7 @@ def verdict(entry: dict, context: str, tail_name: str) -> str:
     """One plain sentence: what changed, which stage explains it and where to look next.
 
     The numbers after the statistic's name are that statistic (a p95 is the p95); for a tail, the
-    stage split is of the mean of the requests above it, and the words say so (DESIGN.md §6)."""
+    stage split is of the mean of the requests above it, and the words say so (docs/attribution.md)."""
     stat = entry["statistic"]
     label = LABELS.get(entry["metric"], entry["metric"])
     head = f"{context}: {stat} {label} {_ms(entry['baseline'])} → {_ms(entry['current'])} ({_signed(entry['delta'])})"

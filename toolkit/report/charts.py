@@ -73,7 +73,7 @@ def _named(datasets: dict[str, list[dict[str, Any]]], name: str, rows: list[dict
 
 def stage_colour(stage: Any) -> str:
     """Fixed colour per stage name; other composites of known stages get a stable pastel; anything
-    else (a name not in DESIGN.md §3) the neutral fallback."""
+    else (a name not in docs/stages.md) the neutral fallback."""
     s = str(stage)
     if s in STAGE_COLOURS:
         return STAGE_COLOURS[s]

@@ -1,6 +1,6 @@
 """The report object: one value that the JSON, Markdown and HTML renderers all read.
 
-``Report.to_json()`` is the contract of DESIGN.md §8 (what nightly jobs diff). ``Report.charts``
+``Report.to_json()`` is the contract of docs/command-line.md (what nightly jobs diff). ``Report.charts``
 holds the series the charts draw; they are not part of the JSON contract.
 """
 
@@ -43,7 +43,7 @@ class Report:
       description: windows as ``[{start, end}]`` and a request count), ``filters``, ``tail``
       (e.g. ``p95``), ``threshold`` (relative regression threshold), ``bucket_s``.
     * ``busy_periods``: ``[{start, end, peak_concurrency, mean_concurrency}]`` (ISO UTC).
-    * ``attribution``: one dict per comparison, with the keys of DESIGN.md §8: ``metric``,
+    * ``attribution``: one dict per comparison, with the keys of docs/command-line.md: ``metric``,
       ``statistic``, ``baseline``, ``current``, ``delta``, ``contributions`` (stage -> ms,
       summing to delta), ``effects`` (stage -> {mix, rate}), ``driver``, ``regression``; plus
       ``decomposition`` (``{of, baseline, current, delta}``: what ``contributions`` sum to: for a

@@ -1,6 +1,6 @@
 """Renderers of a ``Report``: one object, three views.
 
-``RENDERERS[fmt](report) -> str`` for ``fmt`` in ``json`` (the contract of DESIGN.md §8, what
+``RENDERERS[fmt](report) -> str`` for ``fmt`` in ``json`` (the contract of docs/command-line.md, what
 nightly jobs diff), ``md`` (short, for an alert, a ticket or a chat message) and ``html`` (one
 self-contained file: no scripts, nothing fetched, every value escaped). ``write_report`` writes one
 view to a file (``-`` for stdout) the way ``stagelens report --json F --md F --html F`` needs.
