@@ -116,3 +116,19 @@ def query_table(ds: Path, table: str, query: str) -> list[dict]:
     cur = con.execute(query)
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def one_error_line(res, code: int, *needles: str, stdout_empty: bool = False) -> str:
+    """The command (a CliRunner result) failed with ``code`` and exactly one ``stagelens: ...`` line on
+    stderr holding every needle, never a traceback; with ``stdout_empty``, nothing on stdout either."""
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exc_info
+    assert res.exit_code == code, (res.exit_code, res.output)
+    assert "Traceback" not in res.output
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("stagelens: ")
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    if stdout_empty:
+        assert res.stdout == ""
+    return lines[0]

@@ -16,6 +16,7 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
+from tests.helpers import one_error_line
 from toolkit.cli import app
 
 A = 1_795_993_812_501_733  # kit.T0_US
@@ -414,16 +415,7 @@ def cli(*args: str):
 
 
 def assert_one_error_line(res, code: int, *needles: str) -> str:
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exc_info
-    assert res.exit_code == code, (res.exit_code, res.output)
-    assert "Traceback" not in res.output
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("stagelens: ")
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    assert res.stdout == ""
-    return lines[0]
+    return one_error_line(res, code, *needles, stdout_empty=True)
 
 
 def assert_nothing_written(ds: Path) -> None:

@@ -19,23 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from tests.helpers import one_error_line
 from toolkit import schema
 from toolkit.cli import app
 
 DAY = "2026-11-30"
-
-
-def one_error_line(res, code: int, *needles: str) -> str:
-    """The command failed with ``code`` and exactly one ``stagelens: ...`` line holding every needle."""
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exc_info
-    assert res.exit_code == code, (res.exit_code, res.output)
-    assert "Traceback" not in res.output
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("stagelens: ")
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
 
 
 def count(ds: Path) -> int:
