@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import random
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,15 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import vllm_env  # noqa: E402
-from test_vllm_live import Procs, free_port, measure_capacity, project_env, stagelens, wait_http  # noqa: E402
+from test_vllm_live import (  # noqa: E402
+    Procs,
+    free_port,
+    measure_capacity,
+    phased_arrivals,
+    project_env,
+    stagelens,
+    wait_http,
+)
 
 OUT = HERE.parent / "data" / "whatif"
 RUNS = {"mns4-base": (4, 1.0), "mns4-fast": (4, 1.5), "mns8-base": (8, 1.0)}
@@ -40,19 +47,8 @@ OUTPUT_LENGTHS = (16, 32, 48, 64)
 
 
 def pattern(path: Path, burst_rate: float, quiet_rate: float, seed: int = 11) -> int:
-    rng = random.Random(seed)
-    rows, start = [], 0.0
-    for length, rate in ((PRE_S, quiet_rate), (BURST_S, burst_rate), (POST_S, quiet_rate)):
-        t = start + rng.expovariate(rate) * 0.5
-        while t < start + length:
-            long = rng.random() < 0.4
-            rows.append({"timestamp": round(t * 1000, 3),
-                         "input_length": rng.randint(193, 267) if long else rng.randint(13, 22),
-                         "output_length": rng.choice(OUTPUT_LENGTHS), "hash_ids": []})
-            t += rng.expovariate(rate)
-        start += length
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return len(rows)
+    return phased_arrivals(path, ((PRE_S, quiet_rate), (BURST_S, burst_rate), (POST_S, quiet_rate)), seed,
+                           OUTPUT_LENGTHS)
 
 
 def only_request_spans(src: Path, dst: Path) -> int:

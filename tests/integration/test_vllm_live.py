@@ -80,6 +80,26 @@ def measure_capacity(base: str, rounds: int = 2, concurrency: int = 4, max_token
     return tokens / (time.monotonic() - t)
 
 
+def phased_arrivals(path: Path, phases: tuple[tuple[float, float], ...], seed: int,
+                    output_lengths: tuple[int, ...] = OUTPUT_LENGTHS) -> int:
+    """Write a Mooncake-format trace of Poisson arrivals, one rate per (seconds, requests/s) phase,
+    40 % long prompts; returns the number of requests (seeded: the same trace every run)."""
+    rng = random.Random(seed)
+    rows = []
+    start = 0.0
+    for length, rate in phases:
+        t = start + rng.expovariate(rate) * 0.5
+        while t < start + length:
+            long = rng.random() < 0.4
+            rows.append({"timestamp": round(t * 1000, 3),
+                         "input_length": rng.randint(193, 267) if long else rng.randint(13, 22),
+                         "output_length": rng.choice(output_lengths), "hash_ids": []})
+            t += rng.expovariate(rate)
+        start += length
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return len(rows)
+
+
 def bursty_trace(path: Path, capacity_tok_s: float, seed: int = 7) -> dict:
     """A Mooncake-format trace: Poisson arrivals, quiet → burst → quiet, sized to the server.
 
@@ -90,20 +110,8 @@ def bursty_trace(path: Path, capacity_tok_s: float, seed: int = 7) -> dict:
     mean_out = sum(OUTPUT_LENGTHS) / len(OUTPUT_LENGTHS)
     quiet = min(1.0, max(0.2, 0.15 * capacity_tok_s / mean_out))
     burst = min(30.0, max(4.0, 3.0 * capacity_tok_s / mean_out))
-    rng = random.Random(seed)
-    rows = []
-    start = 0.0
-    for length, rate in ((PRE_S, quiet), (BURST_S, burst), (POST_S, quiet)):
-        t = start + rng.expovariate(rate) * 0.5
-        while t < start + length:
-            long = rng.random() < 0.4
-            rows.append({"timestamp": round(t * 1000, 3),
-                         "input_length": rng.randint(193, 267) if long else rng.randint(13, 22),
-                         "output_length": rng.choice(OUTPUT_LENGTHS), "hash_ids": []})
-            t += rng.expovariate(rate)
-        start += length
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return {"requests": len(rows), "quiet_rate": round(quiet, 2), "burst_rate": round(burst, 2),
+    n = phased_arrivals(path, ((PRE_S, quiet), (BURST_S, burst), (POST_S, quiet)), seed)
+    return {"requests": n, "quiet_rate": round(quiet, 2), "burst_rate": round(burst, 2),
             "burst_start_s": PRE_S, "burst_end_s": PRE_S + BURST_S}
 
 
