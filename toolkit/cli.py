@@ -421,10 +421,10 @@ def sql_cmd(
             return
         if named:
             tbl = (_run_on_spark(dataset, named, None, params, master) if engine == "spark"
-                   else queries.run_query(dataset, named, params, memory_limit))
+                   else queries.run_query(dataset, named, params, memory_limit, relation=True))
         elif query and query.strip():
             tbl = (_run_on_spark(dataset, None, query, params, master) if engine == "spark"
-                   else queries.run_sql(dataset, query, params, memory_limit))
+                   else queries.run_sql(dataset, query, params, memory_limit, relation=True))
         else:
             raise fail("give a SQL string, - (stdin), --file FILE or --query NAME", EXIT_USAGE)
     except DatasetError as e:
