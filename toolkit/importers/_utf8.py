@@ -28,7 +28,7 @@ BLOCK = 16 << 20  # bytes per check: bounds memory whatever the file's size
 MARK = "\x01stagelens:invalid-utf8\x01"
 
 
-def _valid(block: bytes) -> bool:
+def _valid(block: bytes | memoryview) -> bool:
     """Whether ``block`` is UTF-8, without a Python string (Arrow's vectorized check)."""
     buf = pa.py_buffer(block)
     arr = pa.Array.from_buffers(pa.binary(), 1, [None, pa.array([0, len(block)], pa.int32()).buffers()[1], buf])
@@ -65,10 +65,30 @@ def _blocks(src: Source):  # type: ignore[no-untyped-def]
         reader.close()
 
 
+def _all_valid(src: Source) -> bool:
+    """Whether the whole content is UTF-8. A plain file is read into one reused buffer and checked
+    up to the last newline of each block (a character is never cut), with no copy; a compressed
+    one through the line reader."""
+    if src.compression:
+        return all(_valid(b) for b in _blocks(src))
+    buf = bytearray(BLOCK)
+    view = memoryview(buf)
+    with open(src.path, "rb", buffering=0) as fh:
+        at = 0
+        while n := fh.readinto(view):
+            cut = buf.rfind(b"\n", 0, n) + 1 if n == BLOCK else n
+            cut = cut or n  # a line longer than a block: checked whole (a cut character fails: copied then)
+            if not _valid(view[:cut]):
+                return False
+            at += cut
+            fh.seek(at)
+    return True
+
+
 def quarantine_invalid_lines(src: Source) -> None:
     """Point ``src`` at a copy with every invalid UTF-8 line replaced by a ``MARK`` row, when the
     content has such a line; else leave it as it is (the usual case: one validation pass)."""
-    if all(_valid(b) for b in _blocks(src)):
+    if _all_valid(src):
         return
     src.scan()  # the file is known by the digest of its own content, not of the copy
     width = max(len(csv_header(src)), 1)
