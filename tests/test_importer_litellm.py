@@ -215,6 +215,14 @@ def test_bench_generator_is_clean(tmp_path: Path) -> None:
     assert mod.generate_litellm(f, 300) == 300
     _, res = _import(tmp_path, f, fmt="litellm")
     assert (res["read"], res["imported"], res["quarantined"]) == (300, 300, 0)
+    # and its SpendLogs CSV: detected, clean, with the cached tokens from metadata
+    csv = tmp_path / "spend.csv"
+    assert mod.generate_spendlogs(csv, 300) == 300
+    ds, res = _import(tmp_path / "csv", csv)
+    assert (res["read"], res["imported"], res["quarantined"]) == (300, 300, 0)
+    assert res["files"][0]["format"] == "litellm-spendlogs"
+    assert queries.run_sql(ds, "SELECT count(*) AS n FROM requests WHERE cached_input_tokens > 0 "
+                               "AND ts_first_token > ts_arrival AND ts_end > ts_first_token").to_pylist() == [{"n": 300}]
 
 
 @pytest.mark.xfail(reason="known limitation: counted uses the trace rule (queries/10_bounds.sql); the per-call rule through _links was 10x slower at 10 M rows, so a gateway row whose call has no server span, in a trace with server spans, is not counted", strict=True)
