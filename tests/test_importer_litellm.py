@@ -328,3 +328,17 @@ def test_spendlogs_csv_invalid_utf8_lines_are_quarantined_one_by_one(tmp_path: P
     # the same file again: all duplicates, nothing new (its identity is its own content, not the copy's)
     again = import_traces([str(f)], ds, fmt="litellm-spendlogs").to_json()
     assert again["imported"] == 0 and again["files"][0]["status"] == "already-imported"
+
+
+def test_spendlogs_csv_header_of_invalid_utf8_is_one_input_error(tmp_path: Path) -> None:
+    """A header that is not UTF-8 names no column: one line, exit 4, not every row quarantined as
+    'request_id is missing' (what replacing it like a data line gave)."""
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+
+    f = tmp_path / "spend.csv"
+    f.write_bytes(SPEND_CSV.read_bytes().replace(b"call_type", b"call_\xfftype", 1))
+    r = CliRunner().invoke(app, ["import", str(f), "--out", str(tmp_path / "ds"), "--format", "litellm-spendlogs"])
+    assert r.exit_code == 4 and r.stderr.strip().splitlines() == [
+        f"stagelens: {f}: the CSV header (line 1) is not valid UTF-8; nothing was imported"], r.stderr

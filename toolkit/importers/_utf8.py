@@ -21,7 +21,7 @@ import tempfile
 import pyarrow as pa
 
 from toolkit.importers.workloads import csv_header
-from toolkit.sources import Source, _open_decompressed, _write_all, close_spool
+from toolkit.sources import InputError, Source, _open_decompressed, _write_all, close_spool
 
 BLOCK = 16 << 20  # bytes per check: bounds memory whatever the file's size
 # 0x01 stands in no CSV export a user could import (see sources.TOO_LARGE)
@@ -97,12 +97,14 @@ def quarantine_invalid_lines(src: Source) -> None:
     os.unlink(tmp)
     size = 0
     try:
-        for block in _blocks(src):
+        for n, block in enumerate(_blocks(src)):
             if _valid(block):
                 size += _write_all(fd, block)
                 continue
             pos = 0
             for start, end in _bad_spans(block):
+                if n == 0 and start == 0:  # the header: no row could be read by its column names
+                    raise InputError(f"{src.name}: the CSV header (line 1) is not valid UTF-8; nothing was imported")
                 size += _write_all(fd, block[pos:start]) + _write_all(fd, mark)
                 pos = end
             size += _write_all(fd, block[pos:])
