@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,80 @@ def test_empty_file_under_explicit_format(tmp_path, fmt):
     f.write_bytes(b"")
     rc, s, err = _import(f, tmp_path / "ds", fmt)
     assert rc == 4 or (s is not None and s["read"] == 0 and err.startswith("warning: ")), err
+
+
+# One out-of-range timestamp among good records, per format: (the text to replace, exactly once, in
+# the sample; its replacement; the quarantined record's source_line). Never the first line (TGI's
+# first lines are start-up lines, CSVs have headers). The values are ones broken logs really hold:
+# 1e300 for float seconds, a negative epoch, year 0 or month 13 for ISO strings, a value past int64
+# for integer ns; a format with no absolute timestamp has its offset or duration corrupted.
+BAD_TIMESTAMP = {
+    "sglang": ('"request_received_ts": 1795993821.0', '"request_received_ts": 1e300', 2),
+    "otlp": ('"startTimeUnixNano":"1796032980015000000"', '"startTimeUnixNano":"99999999999999999999"', 2),
+    "vllm-otlp": ('"startTimeUnixNano":"1795995130000000000"', '"startTimeUnixNano":"99999999999999999999"', 3),
+    "litellm": ('"startTime": 1796033101.4,', '"startTime": -1796033101.4,', 3),
+    "litellm-spendlogs": ("chatcmpl-retail-0004,acompletion,88dc28d0f030c55e,0.0,340,260,80,2026-11-30",
+                          "chatcmpl-retail-0004,acompletion,88dc28d0f030c55e,0.0,340,260,80,0000-11-30", 4),
+    "langfuse": ('"start_time": "2026-11-30 10:11:00.010000"', '"start_time": "2026-13-30 10:11:00.010000"', 2),
+    "tgi": ("2025-11-03T14:22:09.004117Z", "2025-13-03T14:22:09.004117Z", 5),
+    "triton": ('{"name":"REQUEST_END","ns":1843510589668930}', '{"name":"REQUEST_END","ns":99999999999999999999}', 1),
+    "trtllm": ('"start_timestamp": 5218900000000', '"start_timestamp": 99999999999999999999', 2),
+    "aiperf": ('"request_start_ns":1767268801000000000', '"request_start_ns":99999999999999999999', 2),
+    "genai-perf": ('"timestamp": 1767268821000000000', '"timestamp": 99999999999999999999', 2),
+    "vllm-bench": ('"start_times": [1000.0, 1000.5,', '"start_times": [1000.0, 1e300,', 2),
+    "mooncake": ('"timestamp": 1500,', '"timestamp": 99999999999999999999,', 2),
+    "azure-llm": ("2024-05-10 00:00:00.009930+00:00", "0000-05-10 00:00:00.009930+00:00", 3),
+    "burstgpt": ("120,GPT-4,", "1e300,GPT-4,", 3),
+    "guidellm": ('"request_start": 1767268833.0', '"request_start": 1e300', 2),
+    "llmperf": ('"end_to_end_latency_s": 1.0,', '"end_to_end_latency_s": 1e300,', 4),
+}
+TS_COLUMNS = ("ts_arrival", "ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token", "ts_end")
+
+
+def test_bad_timestamp_table_covers_every_format():
+    assert set(BAD_TIMESTAMP) == set(SAMPLES)
+
+
+@pytest.mark.parametrize("fmt", list(SAMPLES))
+def test_one_bad_timestamp_among_good_records(tmp_path, fmt, baseline):
+    """One record's timestamp out of range: that record alone is quarantined, with a reason at its
+    file and line; every other record imports as without it (same source lines); exit 0, never 4.
+
+    One request per record: quarantined = baseline + 1, imported = baseline - 1. OTLP (a line holds
+    several spans of one or more requests): at least one more quarantined, and the requests gone are
+    exactly those of the corrupted line (imported falls by their number); read is unchanged. No stored timestamp is outside 2000..2200
+    (no year-0 row, no 1970 row from an overflow)."""
+    from tests.helpers import query_table
+
+    old, new, line = BAD_TIMESTAMP[fmt]
+    text = SAMPLES[fmt].read_text()
+    assert text.count(old) == 1, (fmt, old)
+    f = tmp_path / SAMPLES[fmt].name
+    f.write_text(text.replace(old, new))
+    _, base, _ = _import(SAMPLES[fmt], tmp_path / "base", fmt)
+    rc, s, err = _import(f, tmp_path / "ds", fmt)
+    assert rc == 0 and s is not None, err
+    b = baseline[fmt]
+    assert s["read"] == b["read"] and s["duplicates"] == b["duplicates"]
+    lines = lambda ds: sorted(r["source_line"] for r in query_table(  # noqa: E731
+        ds, "requests", "SELECT source_line FROM requests"))
+    got, want = lines(tmp_path / "ds"), lines(tmp_path / "base")
+    gone = Counter(want) - Counter(got)
+    assert not Counter(got) - Counter(want) and set(gone) == {line}, (fmt, got, want)
+    if fmt in ("otlp", "vllm-otlp"):
+        assert s["quarantined"] > b["quarantined"] and s["imported"] == b["imported"] - gone[line], s
+    else:
+        assert (s["imported"], s["quarantined"]) == (b["imported"] - 1, b["quarantined"] + 1), s
+        assert gone[line] == 1, (fmt, got, want)
+    quarantine = lambda ds: [(r["source_line"], r["reason_code"], r["reason_detail"]) for r in query_table(  # noqa: E731
+        ds, "quarantine", "SELECT source_file, source_line, reason_code, reason_detail FROM quarantine")
+        if Path(r["source_file"]).name == f.name] if (ds / "quarantine").exists() else []
+    before, after = quarantine(tmp_path / "base"), quarantine(tmp_path / "ds")
+    added = [r for r in after if r not in before]
+    assert added and {r[0] for r in added} == {line}, (after, before)
+    assert all(code and detail for _, code, detail in added), added
+    assert len(after) == len(before) + len(added), (after, before)
+    least = ", ".join(TS_COLUMNS)
+    lo, hi = query_table(tmp_path / "ds", "requests", f"SELECT min(least({least})) AS lo, "
+                         f"max(greatest({least})) AS hi FROM requests")[0].values()
+    assert lo.year >= 2000 and hi.year < 2200, (lo, hi)
