@@ -139,6 +139,28 @@ BAD_TIMESTAMP = {
     "guidellm": ('"request_start": 1767268833.0', '"request_start": 1e300', 2),
     "llmperf": ('"end_to_end_latency_s": 1.0,', '"end_to_end_latency_s": 1e300,', 4),
 }
+# More of the same, another field or another kind of bad value: (format, old, new, line).
+MORE_BAD_TIMESTAMPS = [
+    ("sglang", '"request_finished_ts": 1795993821.4', '"request_finished_ts": -1795993821.4', 2),
+    ("otlp", '"startTimeUnixNano":"1796032980015000000"', '"startTimeUnixNano":"-1796032980015000000"', 2),
+    ("litellm", '"endTime": 1796033102.3,', '"endTime": 1e300,', 3),
+    ("langfuse", '"start_time": "2026-11-30 10:11:00.010000"', '"start_time": "0000-11-30 10:11:00.010000"', 2),
+    ("langfuse", '"completion_start_time": "2026-11-30 10:11:00.110000"',
+     '"completion_start_time": "2026-13-30 10:11:00.110000"', 2),
+    ("tgi", "2025-11-03T14:22:09.004117Z", "0000-11-03T14:22:09.004117Z", 5),
+    ("triton", '{"name":"REQUEST_END","ns":1843510589668930}', '{"name":"REQUEST_END","ns":-5}', 1),
+    ("trtllm", '"end_timestamp": 5220400000500', '"end_timestamp": 99999999999999999999', 2),
+    ("aiperf", '"request_start_ns":1767268801000000000', '"request_start_ns":-1767268801000000000', 2),
+    ("genai-perf", "1767268821500000999", "99999999999999999999", 2),
+    ("vllm-bench", '"ttfts": [0.25, 0.125,', '"ttfts": [0.25, 1e300,', 2),  # was imported with no first token
+    ("vllm-bench", '"latencies": [0.5, 0.375,', '"latencies": [0.5, 1e300,', 2),
+    ("mooncake", '"timestamp": 1500,', '"timestamp": 1e300,', 2),
+    ("azure-llm", "2024-05-10 00:00:00.009930+00:00", "2024-13-10 00:00:00.009930+00:00", 3),
+    ("burstgpt", "120,GPT-4,", "-1e300,GPT-4,", 3),
+    ("guidellm", '"request_start": 1767268833.0', '"request_start": -1767268833.0', 2),
+    ("llmperf", '"ttft_s": 0.1,', '"ttft_s": 1e300,', 4),
+]
+CASES = [(fmt, *BAD_TIMESTAMP[fmt]) for fmt in SAMPLES] + MORE_BAD_TIMESTAMPS
 TS_COLUMNS = ("ts_arrival", "ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token", "ts_end")
 
 
@@ -146,8 +168,8 @@ def test_bad_timestamp_table_covers_every_format():
     assert set(BAD_TIMESTAMP) == set(SAMPLES)
 
 
-@pytest.mark.parametrize("fmt", list(SAMPLES))
-def test_one_bad_timestamp_among_good_records(tmp_path, fmt, baseline):
+@pytest.mark.parametrize(("fmt", "old", "new", "line"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_one_bad_timestamp_among_good_records(tmp_path, fmt, old, new, line, baseline):
     """One record's timestamp out of range: that record alone is quarantined, with a reason at its
     file and line; every other record imports as without it (same source lines); exit 0, never 4.
 
@@ -157,7 +179,6 @@ def test_one_bad_timestamp_among_good_records(tmp_path, fmt, baseline):
     (no year-0 row, no 1970 row from an overflow)."""
     from tests.helpers import query_table
 
-    old, new, line = BAD_TIMESTAMP[fmt]
     text = SAMPLES[fmt].read_text()
     assert text.count(old) == 1, (fmt, old)
     f = tmp_path / SAMPLES[fmt].name
@@ -189,3 +210,24 @@ def test_one_bad_timestamp_among_good_records(tmp_path, fmt, baseline):
     lo, hi = query_table(tmp_path / "ds", "requests", f"SELECT min(least({least})) AS lo, "
                          f"max(greatest({least})) AS hi FROM requests")[0].values()
     assert lo.year >= 2000 and hi.year < 2200, (lo, hi)
+
+
+def test_vllm_bench_one_bad_latency_leaves_the_others_placed_by_the_date(tmp_path):
+    """Without --clock-origin vLLM bench results are placed by their ``date`` (saved just after the
+    last request ended). Before: one latency of 1e300 made that last end overflow, so every
+    request lost its wall clock; now the bad request alone is quarantined and the three others
+    keep the positions they have without it."""
+    from tests.helpers import query_table
+
+    def placed(path: Path, ds: Path) -> list[tuple]:
+        r = CliRunner().invoke(app, ["import", str(path), "--out", str(ds), "--format", "vllm-bench", "--json",
+                                     "--max-bad-fraction", "1"])
+        assert r.exit_code == 0, r.output
+        return [tuple(x.values()) for x in query_table(ds, "requests", "SELECT source_line, clock, ts_arrival "
+                                                       "FROM requests ORDER BY source_line")]
+
+    f = tmp_path / "bench.json"
+    f.write_text(SAMPLES["vllm-bench"].read_text().replace('"latencies": [0.5, 0.375,', '"latencies": [0.5, 1e300,'))
+    want = [r for r in placed(SAMPLES["vllm-bench"], tmp_path / "base") if r[0] != 2]
+    assert len(want) == 3 and {r[1] for r in want} == {"wall"}
+    assert placed(f, tmp_path / "ds") == want

@@ -63,15 +63,18 @@ WITH d AS (
                             columns = {_COLUMNS})
 ), n AS (
     SELECT *, greatest(len(ttfts), len(latencies), len(start_times), len(input_lens), 0) AS cnt,
-        -- the file's date: when the result was saved, just after the last request ended
+        -- the file's date: when the result was saved, just after the last request ended (of the
+        -- requests whose end is in range: one 1e300 reading must not unplace every other request)
         epoch_us(try_strptime(date, '%Y%m%d-%H%M%S'))
-            - {us("list_max([start_times[i] + latencies[i] FOR i IN range(1, len(start_times) + 1)])")} AS date_origin
+            - {us("list_max([start_times[i] + latencies[i] FOR i IN range(1, len(start_times) + 1) "
+                  "IF " + us("start_times[i] + latencies[i]") + " IS NOT NULL])")} AS date_origin
     FROM d
 ), r AS (
     SELECT n.*, unnest(range(1, cnt + 1)) AS i FROM n
 ), f AS (
     SELECT i AS ln,
         coalesce(getvariable('clock_origin_us'), date_origin) AS origin,
+        start_times[i] AS st_raw, ttfts[i] AS ttft_raw, latencies[i] AS lat_raw,
         {us("start_times[i]")} AS st,
         {us("ttfts[i]")} AS ttft,
         {us("latencies[i]")} AS lat,
@@ -85,8 +88,12 @@ WITH d AS (
 SELECT ln, 'record' AS row_kind,
     CASE WHEN no_starts THEN {{'code': 'missing-field', 'detail': 'start_times is missing (vLLM before start_times '
                                                            'were saved): requests cannot be placed in time'}}
+         -- a reading that is there but gives no microseconds (1e300): out of range, never a silent NULL
+         WHEN st IS NULL AND st_raw IS NOT NULL THEN {{'code': 'bad-type', 'detail': 'start_times[i] is out of range'}}
          WHEN st IS NULL THEN {{'code': 'missing-field', 'detail': 'start_times[i] is missing'}}
+         WHEN lat IS NULL AND lat_raw IS NOT NULL THEN {{'code': 'bad-type', 'detail': 'latencies[i] is out of range'}}
          WHEN lat IS NULL THEN {{'code': 'missing-field', 'detail': 'latencies[i] is missing'}}
+         WHEN ttft IS NULL AND ttft_raw IS NOT NULL THEN {{'code': 'bad-type', 'detail': 'ttfts[i] is out of range'}}
          WHEN lat < 0 THEN {{'code': 'negative-duration', 'detail': 'latencies[i] is negative'}}
          WHEN ttft < 0 THEN {{'code': 'negative-duration', 'detail': 'ttfts[i] is negative'}}
     END AS _r,
