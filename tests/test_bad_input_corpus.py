@@ -150,6 +150,9 @@ MORE_BAD_TIMESTAMPS = [
     ("tgi", "2025-11-03T14:22:09.004117Z", "0000-11-03T14:22:09.004117Z", 5),
     ("triton", '{"name":"REQUEST_END","ns":1843510589668930}', '{"name":"REQUEST_END","ns":-5}', 1),
     ("trtllm", '"end_timestamp": 5220400000500', '"end_timestamp": 99999999999999999999', 2),
+    ("trtllm", '"start_timestamp": 5218900000000', '"start_timestamp": 1e300', 2),  # was "ts_arrival is missing"
+    ("vllm-otlp", '"startTimeUnixNano":"1795995130000000000"', '"startTimeUnixNano":"1e300"', 3),
+    ("guidellm", '"request_start": 1767268833.0', '"request_start": 99999999999999999999', 2),
     ("aiperf", '"request_start_ns":1767268801000000000', '"request_start_ns":-1767268801000000000', 2),
     ("genai-perf", "1767268821500000999", "99999999999999999999", 2),
     ("vllm-bench", '"ttfts": [0.25, 0.125,', '"ttfts": [0.25, 1e300,', 2),  # was imported with no first token
@@ -205,6 +208,8 @@ def test_one_bad_timestamp_among_good_records(tmp_path, fmt, old, new, line, bas
     added = [r for r in after if r not in before]
     assert added and {r[0] for r in added} == {line}, (after, before)
     assert all(code and detail for _, code, detail in added), added
+    # the value is there: a reason that calls it plainly missing is wrong ("missing or not a number" is not)
+    assert not any(detail.endswith(" is missing") for _, _, detail in added), added
     assert len(after) == len(before) + len(added), (after, before)
     least = ", ".join(TS_COLUMNS)
     lo, hi = query_table(tmp_path / "ds", "requests", f"SELECT min(least({least})) AS lo, "

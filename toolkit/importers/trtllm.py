@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 
+from toolkit.importers._common import TS_MAX_US
+
 NAME = "trtllm"
 VANTAGE = "server"
 IDENTITY = "request_id"
@@ -89,6 +91,13 @@ def requests_sql() -> str:
              ("first_token_timestamp", "start_timestamp")]
     us = {"server_arrival_time": "sa", "arrival_time": "a", "first_scheduled_time": "s", "first_token_time": "ft",
           "last_token_time": "lt", "start_timestamp": "bs", "first_token_timestamp": "bf", "end_timestamp": "be"}
+    # a reading that is there but gives no microseconds (1e300 ns) or a time outside 1970..2200 (a
+    # value past int64): that record's own bad value, named, before the generic checks of
+    # toolkit/importers/_common.py (which would call it missing or out of order)
+    there = {f: f"{f} IS NOT NULL" for f in us} | {"first_token_timestamp": "first_token_timestamp > 0"}
+    out_of_range = " ".join(
+        f"WHEN {there[f]} AND ({c} IS NULL OR {c} < 0 OR {c} >= {TS_MAX_US}) THEN "
+        f"{{'code': 'bad-type', 'detail': '{f} is out of range (1970..2200)'}}" for f, c in us.items())
     out_of_order = " ".join(
         f"WHEN {us[a]} < {us[b]} THEN {{'code': 'out-of-order', 'detail': '{a} is before {b}'}}" for a, b in order)
     return f"""
@@ -125,6 +134,7 @@ SELECT ln, 'record' AS row_kind,
               {{'code': 'missing-field', 'detail': 'perf_metrics.timing_metrics.last_token_time is missing'}}
          WHEN bench AND start_timestamp IS NULL THEN {{'code': 'missing-field', 'detail': 'start_timestamp is missing'}}
          WHEN bench AND end_timestamp IS NULL THEN {{'code': 'missing-field', 'detail': 'end_timestamp is missing'}}
+         {out_of_range}
          {out_of_order}
     END AS _r,
     _r['code'] AS reason_code, _r['detail'] AS reason_detail,
