@@ -70,7 +70,7 @@ SELECT
     map_keys(stage_ms) AS stage_names,
     map_values(stage_ms) AS stage_values_ms,
     (f_us - a_us) / 1e3 AS ttft_ms,
-    CASE WHEN decode_tokens > 0 THEN (coalesce(l_us, e_us) - f_us) / 1e3 / decode_tokens END AS tpot_ms,
+    CASE WHEN decode_tokens > 0 THEN (coalesce(l_us, e_us) - f_us) / 1e3 / nullif(decode_tokens, 0) END AS tpot_ms,
     CASE WHEN f_us IS NULL THEN NULL WHEN l_us IS NOT NULL THEN 'decode' ELSE 'decode+postprocess' END AS tpot_basis,
     (e_us - a_us) / 1e3 AS e2e_ms,
     input_tokens,

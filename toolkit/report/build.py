@@ -33,7 +33,7 @@ from toolkit.attribution import (
     family_stats_by,
     stage_names_all,
 )
-from toolkit.report.chart_data import RB_METRICS, _charts, _iso
+from toolkit.report.chart_data import RB_METRICS, _charts, _iso, _timeline
 from toolkit.report.headline import (  # noqa: F401  (re-exported for callers of build)
     HEADLINE_ORDER,
     LABELS,
@@ -185,6 +185,23 @@ def build_report(
     for sel in (cur, base):
         sel.params = {**sel.params, **fparams}
     say("selecting requests")
+    # turns are a headline only for agent traffic: tool calls, or many multi-call traces; their
+    # counts (_turn_calls, which turns reads too) decide. Read several times later, so computed once
+    # (5 s a read at 10 M records with traces), and before _rb: building turns takes 0.6 GB at 10 M
+    # mixed records, which on top of _rb took the report past its 2 GB target (docs/benchmarks.md)
+    # the timeline reads stages and load only: drawn before _rb exists, so its window scan does not
+    # add to _rb's memory (the same rows whenever it runs)
+    timeline = _timeline(con, busy, filt, fparams)
+    consistency = _consistency_warnings(con)  # the same: views only, read before _rb, warned about below
+    joined_any = bool(con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0])
+    offsets = con.execute(
+        "SELECT client_format, service, pairs, min_uplink_ms FROM clock_offsets WHERE offset_suspect"
+    ).fetchall() if joined_any else []
+    agent = not (kind == "busy-vs-quiet" and not busy) and _agent_traffic(con)
+    if agent:
+        for sels in _by_con([cur, base]).values():
+            _turn_calls(sels[0].con)
+            sels[0].con.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
     _materialize([cur, base], filt)
     for sels in _by_con([cur, base]).values():
         found: dict[str, list] = {}
@@ -230,13 +247,7 @@ def build_report(
         joined = _joined_calls(con, cur, base, filt_calls)
         if joined:
             families.append((["client_ttft_ms"], filt_calls))
-        # turns are a headline only for agent traffic: tool calls, or many multi-call traces; their
-        # counts (_turn_calls, which turns reads too) decide before turns is built
-        if _agent_traffic(con):
-            # read several times from here on: computed once (5 s a read at 10 M records with traces)
-            for sels in _by_con([cur, base]).values():
-                _turn_calls(sels[0].con)
-                sels[0].con.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
+        if agent:  # turns computed above
             families.append((["turn_ms"], "true"))
         for names, extra in families:
             say(f"attributing {', '.join(names)}")
@@ -256,7 +267,6 @@ def build_report(
             _whatif_clause(dataset, con, attribution, busy, tail_name, threshold, filters)
 
     say("summarising")
-    joined_any = bool(con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0])
     sides = {"baseline": rb_stats[base.label], "current": rb_stats[cur.label]}
     summary = {side: _summary(st) for side, st in sides.items()}
     quarantine = {"rows": 0, "by_reason": {}}
@@ -265,10 +275,7 @@ def build_report(
         quarantine["rows"] += n
     if quarantine["rows"]:
         warnings.append(f"{quarantine['rows']} records were quarantined at import and are not in these figures.")
-    warnings += _consistency_warnings(con)
-    offsets = con.execute(
-        "SELECT client_format, service, pairs, min_uplink_ms FROM clock_offsets WHERE offset_suspect"
-    ).fetchall() if joined_any else []
+    warnings += consistency
     for client, service, pairs, low in offsets:
         warnings.append(f"Clocks disagree: {pairs} calls from {client} reached {service} before they were sent "
                         f"(by up to {-low:.1f} ms); uplink and delivery are skewed by that offset (not corrected).")
@@ -288,7 +295,8 @@ def build_report(
     if not attribution and reason is None:
         reason = "no metric has at least 2 requests with a value on each side"
     say("preparing charts")
-    charts = _charts(con, busy, filt, fparams, sides, rb_stages["e2e_ms"] if cur.con is base.con else None)
+    charts = _charts(con, busy, filt, fparams, sides, rb_stages["e2e_ms"] if cur.con is base.con else None,
+                     timeline)
     return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
                   warnings=warnings, quarantine=quarantine, charts=charts,
                   headline=make_headline(attribution, tail_name, threshold, context, reason),

@@ -48,7 +48,7 @@ def _cdf(sides: dict) -> list[dict]:
 
 
 def _charts(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams: dict, sides: dict,
-            keys: list[str] | None = None) -> ChartData:
+            keys: list[str] | None = None, timeline: tuple[list[dict], dict | None] | None = None) -> ChartData:
     """Chart tables. Per bucket, the p50/p95 lines and the mean ms per stage (exact) come from one grouped
     pass over ``_rb`` (quantile_cont: approx_quantile measured slower here); stage values are boundary
     arithmetic (a stage map per row is far slower)."""
@@ -85,7 +85,7 @@ def _charts(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams
     ).to_arrow_table().to_pylist()
     con.execute("DROP TABLE _per_bucket")
     composition = [{"bucket_start": r["bucket_start"], "stage": k, "mean_ms": r[k]} for r in wide for k in keys]
-    timeline, window = _timeline(con, busy, filt, fparams)
+    timeline, window = timeline if timeline is not None else _timeline(con, busy, filt, fparams)
     return ChartData(series=series, composition=composition, cdf=_cdf(sides), timeline=timeline,
                      timeline_window=window)
 
