@@ -60,11 +60,6 @@ class Selection:
     label: str = "c"  # this side's rows in the materialized _rb table
     rows_cond: str | None = None  # the same rows as ``cond`` over per_request's columns, where cheaper
 
-    @property
-    def side(self) -> str:
-        return f"side = '{self.label}'"
-
-
 
 def _group(sel: Selection, extra: str) -> Group:
     """The selection's rows as an attribution group; ``{t}`` stays for the view's time column."""
