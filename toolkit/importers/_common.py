@@ -9,8 +9,8 @@ lines: such an importer reads ``read_json(getvariable('source_path'), compressio
 getvariable('source_compression'), ...)`` itself and numbers its records as ``ln`` (with
 ``MEMORY_LIMIT``, a smaller DuckDB buffer pool for its query, e.g. ``"300MB"``). An importer
 whose SQL depends on the file (a CSV header, a mapping file) defines ``configure(src, options)``,
-which returns the importer bound to that file (``ingest._configure`` calls it per file).
-Fast reader (optional, ``ingest._import_fast``): an importer that defines ``FAST_SPEC`` (the
+which returns the importer bound to that file (``toolkit/ingest/plan.py`` calls it per file).
+Fast reader (optional, ``toolkit/ingest/readers/fast.py``): an importer that defines ``FAST_SPEC`` (the
 ``json_transform`` structure of one JSON line, read into ``j``), ``FAST_COLUMNS`` (the same, read
 into a column per key; ``FAST_GIVE_UP``: a condition on them for lines the fast reader leaves to
 the line reader) or ``fast_records()`` (its own SELECT over

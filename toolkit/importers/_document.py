@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 
-from toolkit.sources import InputError, Source
+from toolkit.ingest.sources import InputError, Source
 
 
 def check(src: Source) -> None:

@@ -13,7 +13,7 @@ import types
 from typing import Any
 
 from toolkit.importers.workloads import csv_header, positions
-from toolkit.sources import Source
+from toolkit.ingest.sources import Source
 
 NAME = "azure-llm"
 VANTAGE = "server"

@@ -16,7 +16,7 @@ import types
 from typing import Any
 
 from toolkit.importers.workloads import csv_header, positions
-from toolkit.sources import Source
+from toolkit.ingest.sources import Source
 
 NAME = "burstgpt"
 VANTAGE = "gateway"

@@ -22,7 +22,7 @@ import types
 from typing import Any
 
 from toolkit.importers._document import check
-from toolkit.sources import InputError, Source
+from toolkit.ingest.sources import InputError, Source
 
 NAME = "llmperf"
 VANTAGE = "client"

@@ -48,7 +48,8 @@ from typing import Any
 from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import SKEW_TOLERANCE_US, derived_list
-from toolkit.sources import InputError, Source, head
+from toolkit.ingest.sources import InputError, Source
+from toolkit.ingest.streams import head
 
 NAME = "mapping"
 VANTAGE = "as the mapping file says (constants.vantage)"

@@ -104,7 +104,7 @@ def _error_type(msg_expr: str) -> str:
     return f"CASE {whens} ELSE 'other' END"
 
 
-# Fast reader (ingest._import_fast). Text layout: every line as one VARCHAR through DuckDB's
+# Fast reader (toolkit/ingest/readers/fast.py). Text layout: every line as one VARCHAR through DuckDB's
 # parallel CSV reader (no quote, escape or comment character, a delimiter byte no log line holds),
 # read by the line reader's SQL. Blank lines come back as NULL rows (numbering stays exact); a line
 # holding the delimiter, a CR (new_line = '\n' is strict) or invalid UTF-8 makes the reader fail.
@@ -132,7 +132,7 @@ def layout_of(head: bytes) -> str:
 
 def configure(src, options):  # type: ignore[no-untyped-def]
     """Bound to the file's layout (which fast reader); the line reader reads either, line by line."""
-    from toolkit.sources import head
+    from toolkit.ingest.streams import head
     layout = layout_of(head(src, 64 << 10))
     mod = types.ModuleType(__name__)
     mod.__dict__.update({k: v for k, v in globals().items() if not k.startswith("__") and k != "configure"})
