@@ -23,8 +23,7 @@ from toolkit.ingest import dispatch
 from toolkit.ingest.readers import fast as fast_reader
 
 REPO = Path(__file__).resolve().parent.parent
-FAST_FORMATS = sorted(name for name, imp in REGISTRY.items()
-                      if any(hasattr(imp, a) for a in ("FAST_SPEC", "FAST_COLUMNS", "fast_records")))
+FAST_FORMATS = sorted(name for name, imp in REGISTRY.items() if imp.layout.fast is not None)
 # where each fast format's real-shaped inputs live (sample_traces/ and tests/cases/ folders)
 FOLDERS = {"sglang": ["sglang"], "vllm-otlp": ["vllm", "otlp"], "otlp": ["otlp"], "litellm": ["litellm"],
            "tgi": ["tgi"], "langfuse": ["langfuse"], "trtllm": ["trtllm"], "aiperf": ["aiperf"],

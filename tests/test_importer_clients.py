@@ -132,7 +132,7 @@ def test_aiperf_raw_export(tmp_path: Path) -> None:
 def test_aiperf_sniffed(name: str) -> None:
     from toolkit.importers import detect
 
-    assert detect((S / "aiperf" / name).read_bytes()[:65536]).NAME == "aiperf"
+    assert detect((S / "aiperf" / name).read_bytes()[:65536]).name == "aiperf"
 
 
 # ---------------------------------------------------------------------------------------------

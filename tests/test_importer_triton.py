@@ -139,7 +139,7 @@ def test_truncated_document_is_an_input_error(tmp_path: Path) -> None:
 
 
 def test_sniffer() -> None:
-    assert detect(HTTP.read_bytes()) is triton and detect(GRPC.read_bytes()) is triton
+    assert detect(HTTP.read_bytes()) is triton.IMPORTER and detect(GRPC.read_bytes()) is triton.IMPORTER
     assert not triton.sniff(b'[{"request_id": 1, "perf_metrics": {}}]')
 
 

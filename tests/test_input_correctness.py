@@ -5,6 +5,7 @@ Issue 17 items 1, 4, 5, 6 and issue 18 items 3, 4, 8; docs/dataset.md (identity 
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from toolkit.cli import app
-from toolkit.importers import sglang
+from toolkit.importers import REGISTRY, sglang
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest import dispatch, streams
 from toolkit.ingest.sources import Limits
@@ -164,9 +165,10 @@ def test_langfuse_usage_details_string_quarantines_that_record_only(kit, tmp_pat
 
 def test_a_line_that_makes_duckdb_raise_is_quarantined_not_the_file(kit, tmp_path, monkeypatch):
     """The safety net for any line importer: a batch that raises is halved down to its bad lines."""
-    orig = sglang.requests_sql
-    monkeypatch.setattr(sglang, "requests_sql", lambda fast=False: (
-        f"SELECT * FROM ({orig()}) WHERE CASE WHEN ln IN (2, 7) THEN CAST(error('boom') AS BOOLEAN) ELSE true END"))
+    raising = dataclasses.replace(sglang.IMPORTER.layout, requests=lambda: (
+        f"SELECT * FROM ({sglang.requests_sql()}) WHERE CASE WHEN ln IN (2, 7) THEN CAST(error('boom') AS BOOLEAN) "
+        "ELSE true END"))
+    monkeypatch.setitem(REGISTRY, "sglang", sglang.IMPORTER.with_layout(raising))
     monkeypatch.setattr(dispatch, "FAST", False)
     f = kit.write(tmp_path / "m.jsonl", [kit.sglang(f"r{i}", a_us=kit.T0_US + i) for i in range(10)])
     s = kit.run([f], tmp_path / "ds", fmt="sglang")

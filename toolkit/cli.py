@@ -331,8 +331,8 @@ def formats_cmd(
     rows = []
     for name, imp in REGISTRY.items():
         rows.append({
-            "name": name, "vantage": imp.VANTAGE, "description": imp.DESCRIPTION, "files": imp.FILE_HINT,
-            "boundaries": dict(describe_boundaries(imp)), "cannot": imp.CANNOT,
+            "name": name, "vantage": imp.vantage, "description": imp.docs.description, "files": imp.docs.file_hint,
+            "boundaries": dict(describe_boundaries(imp)), "cannot": imp.docs.cannot,
         })
     if as_json:
         typer.echo(json.dumps(rows, indent=2))

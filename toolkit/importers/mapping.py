@@ -30,7 +30,7 @@ beyond which the record is ``out-of-order``. With ``clock = "relative"`` time co
 from ``--clock-origin`` (every boundary then derived, ``clock = 'wall'``) or from the Unix epoch
 (``clock = 'relative'``).
 
-``stagelens import`` binds the mapping to each input file through ``configure(src, options)``
+``stagelens import`` binds the mapping to each input file through ``IMPORTER.bind``
 (``toolkit.ingest``): the SQL depends on the mapping and, for CSV, on the file's header.
 """
 
@@ -40,14 +40,14 @@ import csv
 import json
 import re
 import tomllib
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
-from toolkit.importers._common import SKEW_TOLERANCE_US, derived_list
+from toolkit.importers._common import SKEW_TOLERANCE_US, ImportOptions, derived_list
+from toolkit.importers.spec import Docs, Fast, FastInput, Importer, JsonValues, Layout, OwnRecords
 from toolkit.ingest.sources import InputError, Source
 from toolkit.ingest.streams import head
 
@@ -758,52 +758,47 @@ def load_cached(path: str) -> Mapping:
     return _CACHE[key]
 
 
-def configure(src: Source, options: Any) -> types.ModuleType:
+def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
     """This importer bound to one input file and the mapping named in ``options.mapping``."""
-    path = getattr(options, "mapping", None)
-    if not path:
+    if not options.mapping:
         requests_sql()  # raises: no mapping given
-    m = load_cached(str(path))
+    m = load_cached(str(options.mapping))
     fmt = _fmt_of(m, src)
     sql = build_sql(m, fmt, src)
-    mod = types.ModuleType(f"{__name__}[{m.name}]")
-    for k in ("VANTAGE", "IDENTITY", "DESCRIPTION", "FILE_HINT", "BOUNDARIES", "CANNOT", "sniff"):
-        setattr(mod, k, globals()[k])
-    mod.NAME = m.name
-    mod.READS = "document" if fmt == "parquet" else "lines"
-    fast_sql = _bind_fast(mod, m, fmt, src)
-    mod.requests_sql = lambda fast=False: fast_sql if fast else sql
-    mod.MAPPING = m
-    return mod
+    return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt == "parquet" else "lines",
+                                  fast=_fast(m, fmt, src)), name=m.name)
 
 
-def _bind_fast(mod: types.ModuleType, m: Mapping, fmt: str, src: Source) -> str | None:
-    """Give ``mod`` ingest's fast reader (``_common``: Fast reader) where it reads exactly as the
-    line reader does; returns the candidate SELECT over ``records``, or None (lines only).
+def _fast(m: Mapping, fmt: str, src: Source) -> Fast | None:
+    """Ingest's fast reader for the mapping, where it reads exactly as the line reader does; None
+    for lines only.
 
-    JSON lines: ``FAST_SPEC`` is the same structure the line reader's ``json_transform`` takes
+    JSON lines: ``JsonValues`` of the same structure the line reader's ``json_transform`` takes
     (``read_json`` converts as it does, or fails and the file is read line by line). CSV:
-    ``fast_records`` cuts lines only and the line reader's SQL splits them (``_Reader``). A
-    synthesized ``request_id`` (``<file hash>-<line>``) is ``FAST_LINE_ID``: the fast SQL gives
+    ``OwnRecords`` cuts lines only and the line reader's SQL splits them (``_Reader``). A
+    synthesized ``request_id`` (``<file hash>-<line>``) is the ``line_id``: the fast SQL gives
     the prefix and ingest appends the line once numbered. Not for JSON keys holding a double
     quote (DuckDB's STRUCT type would not take them)."""
     if fmt not in ("jsonl", "csv"):
         return None
     rd = _Reader(m, fmt, src, fast=True)
     fast_sql = build_sql(m, fmt, src, rd)
+    reads: FastInput
     if fmt == "jsonl":
         spec = rd.json_spec()
         if _quoted_key(spec):
             return None
-        mod.FAST_SPEC = spec
+        reads = JsonValues(spec)
     else:
-        mod.fast_records = rd.fast_records
-        mod.fast_first_line = lambda src: 1  # the header
-    if not any("request_id" in d for d in (m.columns, m.values, m.constants)):
-        mod.FAST_LINE_ID = "request_id"
-    return fast_sql
+        reads = OwnRecords(rd.fast_records, header_lines=1)
+    synthesized = not any("request_id" in d for d in (m.columns, m.values, m.constants))
+    return Fast(reads, requests=lambda: fast_sql, line_id="request_id" if synthesized else None)
 
 
 def _quoted_key(spec: dict) -> bool:
     """Whether a key of the structure holds a double quote (DuckDB's STRUCT type would not parse it)."""
     return any('"' in k or (isinstance(v, dict) and _quoted_key(v)) for k, v in spec.items())
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff,
+                    Layout(requests=requests_sql), bind=_bind)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 from toolkit.importers._common import SKEW_TOLERANCE_US, derived_list, duck_type, us
+from toolkit.importers.spec import Docs, Fast, Importer, JsonColumns, Layout
 
 NAME = "sglang"
 VANTAGE = "server"
@@ -181,3 +182,8 @@ SELECT ln, row_kind,
     'wall' AS clock
 FROM t
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(
+    requests=requests_sql,
+    fast=Fast(JsonColumns(FAST_COLUMNS, FAST_GIVE_UP), requests=lambda: requests_sql(fast=True), accepts=fast_ok)))

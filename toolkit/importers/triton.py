@@ -22,6 +22,8 @@ Facts from docs/formats/triton.md (server ``src/tracer.cc``,
 
 from __future__ import annotations
 
+from toolkit.importers.spec import Docs, Importer, Layout
+
 NAME = "triton"
 VANTAGE = "server"
 IDENTITY = "request_id"
@@ -160,3 +162,7 @@ UNION ALL BY NAME
 SELECT 0 AS ln, 'record' AS row_kind, 'missing-field' AS reason_code, 'id is missing' AS reason_detail
 FROM (SELECT unnest(range(n_fragments)) FROM g WHERE id IS NULL)
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(
+    requests=requests_sql, reads=READS, memory_limit=MEMORY_LIMIT, array_element=ARRAY_ELEMENT))

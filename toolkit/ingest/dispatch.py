@@ -5,17 +5,16 @@ fewer threads (``duck.fewer_threads``)."""
 from __future__ import annotations
 
 from datetime import datetime
-from types import ModuleType
 
 import duckdb
 
 from toolkit.importers._common import ImportOptions
+from toolkit.importers.spec import Fast, Importer, Layout
 from toolkit.ingest import duck
 from toolkit.ingest.readers import document, fast, lines
 from toolkit.ingest.results import FileResult, Progress
 from toolkit.ingest.seen import SeenSet
 from toolkit.ingest.sources import Source, log
-from toolkit.ingest.split import TABLE_SQL
 from toolkit.ingest.streams import head
 from toolkit.ingest.writer import BackgroundWriter
 
@@ -32,7 +31,7 @@ def import_file(
     writer: BackgroundWriter,
     seen: SeenSet,
     src: Source,
-    imp: ModuleType,
+    imp: Importer,
     options: ImportOptions,
     keep_raw: bool,
     batch_rows: int,
@@ -41,29 +40,33 @@ def import_file(
     progress: Progress | None,
 ) -> None:
     for name, value in {
-        "source_format": imp.NAME, "source_file": src.name, "file_hash": file_hash_of(src, imp),
+        "source_format": imp.name, "source_file": src.name, "file_hash": file_hash_of(src, imp),
         "service": options.service, "model": options.model, "clock_origin_us": options.clock_origin_us,
         "imported_at": imported_at,
     }.items():
         con.execute(f"SET VARIABLE {name} = ?", [value])
-    tables = [t for t, fn in TABLE_SQL.items() if hasattr(imp, fn)]
+    layout = imp.layout
+    tables = layout.tables
     threads = duck.current_threads(con)  # a read that ran out of memory lowers it for the file: restored after
     try:
-        if getattr(imp, "READS", "lines") == "document":
-            con.execute(f"SET memory_limit = '{getattr(imp, 'MEMORY_LIMIT', duck.MEMORY_LIMIT)}'")
-            try:
-                document.import_document(con, writer, seen, src, imp, tables, imported_at, res, progress)
-            finally:
-                con.execute(f"SET memory_limit = '{duck.MEMORY_LIMIT}'")
-        elif not (fast_ok(src, imp, keep_raw) and try_fast(con, writer, seen, src, imp, tables, imported_at, res,
-                                                              progress)):
-            lines.import_lines(con, writer, seen, src, imp, tables, keep_raw, batch_rows, res, progress)
+        match layout:
+            case Layout(reads="document"):
+                con.execute(f"SET memory_limit = '{layout.memory_limit or duck.MEMORY_LIMIT}'")
+                try:
+                    document.import_document(con, writer, seen, src, imp, tables, imported_at, res, progress)
+                finally:
+                    con.execute(f"SET memory_limit = '{duck.MEMORY_LIMIT}'")
+            case Layout(fast=Fast()) if fast_ok(src, layout.fast, keep_raw) and try_fast(
+                    con, writer, seen, src, imp, tables, imported_at, res, progress):
+                pass
+            case _:  # any input, and every file the fast reader gave up on
+                lines.import_lines(con, writer, seen, src, imp, tables, keep_raw, batch_rows, res, progress)
     finally:
         con.execute(f"SET threads = {threads}")
 
 
 def try_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,
-              imp: ModuleType, tables: list[str], imported_at: datetime, res: FileResult,
+              imp: Importer, tables: list[str], imported_at: datetime, res: FileResult,
               progress: Progress | None) -> bool:
     """The fast reader; on a parse error or a numbering doubt, roll back what it wrote (files and
     seen ids) and return False so the line reader reads the file. Out of memory: again with half
@@ -89,29 +92,27 @@ def try_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: See
             return False
 
 
-def fast_ok(src: Source, imp: ModuleType, keep_raw: bool) -> bool:
+def fast_ok(src: Source, fast: Fast, keep_raw: bool) -> bool:
     """Whether DuckDB can read the file natively: a plain file of an importer that declares its
     record type (``FAST_SPEC`` or ``FAST_COLUMNS``, JSON lines) or its own reader (``fast_records``:
     CSV, text lines).
     Compressed input and ``--keep-raw`` (which needs each line's text) take the line reader; so
     does a maximum line length below DuckDB's (a longer line fails DuckDB's read, and the line
     reader quarantines it as too-large; DuckDB would read a shorter one)."""
-    if not FAST or keep_raw or src.compression or src.limits.max_line_bytes < DUCKDB_MAX_LINE or not any(
-            hasattr(imp, a) for a in ("FAST_SPEC", "FAST_COLUMNS", "fast_records")):
+    if not FAST or keep_raw or src.compression or src.limits.max_line_bytes < DUCKDB_MAX_LINE:
         return False
-    ok = getattr(imp, "fast_ok", None)
-    return ok is None or bool(ok(head(src, 64 << 10)))
+    return fast.accepts is None or bool(fast.accepts(head(src, 64 << 10)))
 
 
-def digest_first(imp: ModuleType) -> bool:
+def digest_first(imp: Importer) -> bool:
     """Whether the importer needs the content digest before it reads: a document (checked
     whole first, ``check_whole``, and its synthesized ids are made of the digest)."""
-    return getattr(imp, "READS", "lines") == "document"
+    return imp.layout.reads == "document"
 
 
-def file_hash_of(src: Source, imp: ModuleType) -> str:
+def file_hash_of(src: Source, imp: Importer) -> str:
     """``getvariable('file_hash')``, the prefix of synthesized ids (``Source.id_prefix``), for an
     importer that makes such ids; '' for the others (no read needed)."""
-    if not any("file_hash" in getattr(imp, fn)() for fn in TABLE_SQL.values() if hasattr(imp, fn)):
+    if not any("file_hash" in imp.layout.sql(t) for t in imp.layout.tables):
         return ""
     return src.id_prefix(whole=digest_first(imp))

@@ -15,11 +15,11 @@ import threading
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 
 from toolkit import __version__, schema
 from toolkit.importers import detect, get_importer
 from toolkit.importers._common import ImportOptions
+from toolkit.importers.spec import Importer
 from toolkit.ingest import duck
 from toolkit.ingest.dispatch import digest_first, import_file
 from toolkit.ingest.results import FileResult, ImportResult, Progress
@@ -31,7 +31,7 @@ from toolkit.ingest.writer import BackgroundWriter
 from toolkit.store import Dataset, Staging
 
 
-def resolve_format(src: Source, fmt: str) -> ModuleType:
+def resolve_format(src: Source, fmt: str) -> Importer:
     """The importer for ``src``: named, or sniffed from its first bytes (``auto``)."""
     if fmt != "auto":
         return get_importer(fmt)
@@ -51,7 +51,7 @@ def resolve_format(src: Source, fmt: str) -> ModuleType:
     return imp
 
 
-def _prepare(src: Source, fmt: str, options: ImportOptions) -> ModuleType:
+def _prepare(src: Source, fmt: str, options: ImportOptions) -> Importer:
     """The file's importer, bound to it; a compressed document is read through first (its digest)
     so that one cut short is refused as such before anything parses it."""
     imp = resolve_format(src, fmt)
@@ -61,7 +61,7 @@ def _prepare(src: Source, fmt: str, options: ImportOptions) -> ModuleType:
     if digest_first(imp):
         without_bom(src)
     try:
-        return _configure(imp, src, options)
+        return imp.for_file(src, options)
     except InputError:
         # an importer that reads a header (CSV) refuses what a cut stream left it: say why
         if src.compression and not head(src, 1):
@@ -72,9 +72,6 @@ def _prepare(src: Source, fmt: str, options: ImportOptions) -> ModuleType:
         raise
 
 
-def _configure(imp: ModuleType, src: Source, options: ImportOptions) -> ModuleType:
-    """An importer whose SQL depends on per-import settings (``mapping``) is bound to each file here."""
-    return imp.configure(src, options) if hasattr(imp, "configure") else imp
 
 
 def import_traces(
@@ -145,7 +142,7 @@ def import_traces(
                         results.append(FileResult(path=src.name, format="", size=0, digest="", status="empty",
                                                   note="empty file: nothing to import"))
                         continue
-                    res = FileResult(path=src.name, format=imp.NAME, size=src.size, digest="")
+                    res = FileResult(path=src.name, format=imp.name, size=src.size, digest="")
                     results.append(res)
                     # Hashing costs a full read: do it first only when it decides something before the
                     # import: a same-size file seen before (in the dataset or earlier in this run), a
@@ -154,43 +151,43 @@ def import_traces(
                     # same read counts the lines the fast path checks its numbering against).
                     # A compressed file is hashed on its thread too (its decompression beside the
                     # import's), and the import rolled back if its content turns out known.
-                    if (src.size, imp.NAME) in sizes or digest_first(imp) or (
-                            src.compression and _old_entries(ds, src, imp.NAME)):
+                    if (src.size, imp.name) in sizes or digest_first(imp) or (
+                            src.compression and _old_entries(ds, src, imp.name)):
                         res.digest = src.digest
                         check_whole(src, imp)
-                        if prior := _known(ds, src, imp.NAME, seen_hashes):
+                        if prior := _known(ds, src, imp.name, seen_hashes):
                             _already(res, prior)
                             continue
                         hasher = None
                     else:
                         hasher = threading.Thread(target=src.scan, daemon=True)
                         hasher.start()
-                    if imp.NAME not in loaded:
+                    if imp.name not in loaded:
                         load_seen(con, ds, imp, seen)
-                        loaded.add(imp.NAME)
+                        loaded.add(imp.name)
                     mark, snapshot = (writer.mark(), seen.snapshot()) if hasher and src.compression else (None, None)
                     import_file(con, writer, seen, src, imp, options, keep_raw, batch_rows, imported_at, res,
                                  progress)
                     if fmt != "auto" and res.read == 0 and res.skipped:
                         # every line was something else: likely another format (auto would have said)
-                        res.note = (f"no {imp.NAME} record in its {res.skipped} lines: is --format {imp.NAME} "
+                        res.note = (f"no {imp.name} record in its {res.skipped} lines: is --format {imp.name} "
                                     "right? (--format auto detects it)")
                     elif res.read == 0 and not res.skipped:  # never a silent 0
                         res.note = ("file is empty: nothing to import" if src.size == 0 else
-                                    f"no {imp.NAME} record found (not the shape of a {imp.NAME} file?): "
+                                    f"no {imp.name} record found (not the shape of a {imp.name} file?): "
                                     "nothing imported")
                     if hasher:
                         hasher.join()
                         res.digest = src.digest
-                        if mark is not None and (prior := _known(ds, src, imp.NAME, seen_hashes)):
+                        if mark is not None and (prior := _known(ds, src, imp.name, seen_hashes)):
                             writer.rollback(mark)
                             seen.restore(snapshot)
-                            results[-1] = res = FileResult(path=src.name, format=imp.NAME, size=src.size,
+                            results[-1] = res = FileResult(path=src.name, format=imp.name, size=src.size,
                                                            digest=res.digest)
                             _already(res, prior)
                             continue
-                    seen_hashes[(res.digest, imp.NAME)] = src.name
-                    sizes.add((src.size, imp.NAME))  # a same-size file later in this run is hashed first
+                    seen_hashes[(res.digest, imp.name)] = src.name
+                    sizes.add((src.size, imp.name))  # a same-size file later in this run is hashed first
                 writer.close()
                 entry = {
                     "time": imported_at.isoformat() + "Z",
@@ -223,16 +220,16 @@ def import_traces(
 
 
 
-def check_whole(src: Source, imp: ModuleType) -> None:
+def check_whole(src: Source, imp: Importer) -> None:
     """A document cut short (or past the bounds) cannot be parsed: say so, in one line, rather
     than let DuckDB read a truncated stream as nothing. (Line formats import what was read and
     quarantine the rest: ``import_lines``.)"""
-    if getattr(imp, "READS", "lines") != "document" or src.stream_end is None:
+    if imp.layout.reads != "document" or src.stream_end is None:
         return
     if src.stream_end == "too-large":
         raise InputError(f"{src.name}: decompresses beyond the bounds on input ({limits_hint(src.limits)}); "
                          "nothing was imported")
-    raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt: a {imp.NAME} document "
+    raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt: a {imp.name} document "
                      "must be whole; nothing was imported")
 
 

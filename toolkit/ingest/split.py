@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -16,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit import schema
-from toolkit.importers._common import COMMON_COLUMNS, NESTED, SPAN_IDENTITY, checked_sql
+from toolkit.importers._common import COMMON_COLUMNS, NESTED, checked_sql
+from toolkit.importers.spec import Importer
 from toolkit.ingest.results import FileResult
 from toolkit.ingest.seen import SeenSet, take_first_new
 from toolkit.ingest.writer import BackgroundWriter
@@ -32,14 +32,14 @@ RAW_CAP = 4096
 WRITE_ROWS = 200_000  # rows per Arrow slice handed to the Parquet writer
 
 
-def identity_hash(imp: ModuleType, table: str = "requests") -> str:
+def identity_hash(imp: Importer, table: str = "requests") -> str:
     """Hash of a record's identity: format + request id (or trace/span id), per table."""
     if table == "spans":
-        return f"hash(getvariable('source_format'), 'span', {getattr(imp, 'SPAN_IDENTITY', SPAN_IDENTITY)})"
-    return f"hash(getvariable('source_format'), {imp.IDENTITY})"
+        return f"hash(getvariable('source_format'), 'span', {imp.span_identity})"
+    return f"hash(getvariable('source_format'), {imp.identity})"
 
 
-def with_checks(con: duckdb.DuckDBPyConnection, imp: ModuleType, cand: str, table: str) -> tuple[str, set[str]]:
+def with_checks(con: duckdb.DuckDBPyConnection, imp: Importer, cand: str, table: str) -> tuple[str, set[str]]:
     """An importer's candidate SELECT with the shared checks (``_why``) and the identity hash of
     each good record (``_k``); and the columns the candidates have (the rest are filled in)."""
     present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
@@ -47,16 +47,16 @@ def with_checks(con: duckdb.DuckDBPyConnection, imp: ModuleType, cand: str, tabl
             f"FROM ({checked_sql(imp, cand, present, table)})"), present
 
 
-def load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: ModuleType, seen: SeenSet) -> None:
+def load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: Importer, seen: SeenSet) -> None:
     """Identities already in the dataset for this format (requests, and spans for importers that
     write them), so re-imported records count as duplicates. Hashed as the import hashes its
     candidates, whose timestamps are BIGINT microseconds: the stored TIMESTAMPs are converted
     back first (an identity may read one: litellm's request id + arrival)."""
-    con.execute("SET VARIABLE source_format = ?", [imp.NAME])
+    con.execute("SET VARIABLE source_format = ?", [imp.name])
     published = ds.published()
-    for table, fn in TABLE_SQL.items():
+    for table in imp.layout.tables:
         files = published[table]
-        if not files or not hasattr(imp, fn):
+        if not files:
             continue
         stamps = ", ".join(f"epoch_us({c.name}) AS {c.name}" for c in schema.table(table).columns
                            if c.type == "timestamp")
@@ -68,7 +68,7 @@ def load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: ModuleType, seen
         seen.add(np.asarray(keys, dtype=np.uint64))
 
 
-TABLE_SQL = {"requests": "requests_sql", "spans": "spans_sql"}
+TABLES = ("requests", "spans")
 
 
 def split_batch(writer: BackgroundWriter, seen: SeenSet, batch: pa.Table, table: str, consts: Constants,
@@ -240,4 +240,4 @@ def _output_sql(table: str) -> str:
     return f"SELECT {_output_columns(table)} FROM _keep"
 
 
-_OUTPUT_SQL = {name: _output_sql(name) for name in TABLE_SQL}
+_OUTPUT_SQL = {name: _output_sql(name) for name in TABLES}

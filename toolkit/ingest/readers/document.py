@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from types import ModuleType
 
 import duckdb
 
+from toolkit.importers.spec import Importer
 from toolkit.ingest import duck
 from toolkit.ingest.readers import fast
 from toolkit.ingest.results import FileResult, Progress
@@ -19,7 +19,7 @@ from toolkit.ingest.writer import BackgroundWriter
 
 
 def import_document(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,
-                     imp: ModuleType, tables: list[str], imported_at: datetime, res: FileResult,
+                     imp: Importer, tables: list[str], imported_at: datetime, res: FileResult,
                      progress: Progress | None) -> None:
     """One JSON document the importer reads itself (Triton, vLLM bench...): streamed like the fast
     reader, so a large document never sits whole in a DuckDB table. A JSON array whose elements
@@ -28,7 +28,7 @@ def import_document(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, se
     cut in the wrong place, or a malformed document), or parts that outgrow the buffer pool, mean
     reading the document whole again, which says what is wrong if anything is."""
     con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
-    element = getattr(imp, "ARRAY_ELEMENT", None)
+    element = imp.layout.array_element
     parts = duck.current_threads(con) if element else 1
     while True:
         mark, snapshot, split = writer.mark(), seen.snapshot(), False
@@ -51,7 +51,7 @@ def import_document(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, se
                     continue
                 raise
             # DuckDB's message may quote the file's text (a prompt): say what, not what it read
-            raise InputError(f"{src.name}: not a complete {imp.NAME} document "
+            raise InputError(f"{src.name}: not a complete {imp.name} document "
                              "(truncated or malformed JSON); nothing was imported") from None
     for key, value in (counts or {}).items():
         setattr(res, key, value)

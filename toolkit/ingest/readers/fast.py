@@ -8,7 +8,6 @@ import itertools
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
-from types import ModuleType
 
 import duckdb
 import numpy as np
@@ -16,43 +15,46 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.importers._common import duck_type
+from toolkit.importers.spec import FastInput, Importer, JsonColumns, JsonValues, OwnRecords
 from toolkit.ingest.duck import FastReaderGaveUp, ReaderOutOfMemory
 from toolkit.ingest.results import Progress
 from toolkit.ingest.seen import SeenSet
 from toolkit.ingest.sources import Source
-from toolkit.ingest.split import TABLE_SQL, WRITE_ROWS, Constants, fast_output_sql, split_batch, with_checks
+from toolkit.ingest.split import WRITE_ROWS, Constants, fast_output_sql, split_batch, with_checks
 from toolkit.ingest.writer import BackgroundWriter
 
 GATHER_ROWS = 100_000  # the fast reader's small batches are gathered to this many rows first (bounds RSS)
 
 
-def fast_records_sql(imp: ModuleType) -> str:
-    """The view ``records`` of the fast reader: the importer's own (``fast_records()``, a SELECT
-    over ``getvariable('source_path')`` giving ``1 AS ln`` and its columns, one row per record in
-    file order), else one JSON value per line: with ``FAST_COLUMNS`` a column per key, else
-    parsed into ``j`` with the type of ``FAST_SPEC``."""
-    if hasattr(imp, "fast_records"):
-        return imp.fast_records()
-    if hasattr(imp, "FAST_COLUMNS"):
-        # a column per key: no struct to build and take apart again (a fifth of sglang's query).
-        # A ``null`` line reads as a row of NULLs, like ``{}``, though the line reader tells them
-        # apart: such a row, or one the importer's FAST_GIVE_UP condition holds for, is an error
-        # here, so the line reader reads the file.
-        cols = ", ".join(f"'{k}': '{duck_type(v).replace(chr(39), chr(39) * 2)}'" for k, v in imp.FAST_COLUMNS.items())
-        give_up = " AND ".join(f'"{k}" IS NULL' for k in imp.FAST_COLUMNS)
-        if hasattr(imp, "FAST_GIVE_UP"):
-            give_up = f"({give_up}) OR ({imp.FAST_GIVE_UP})"
-        return (f"SELECT CASE WHEN {give_up} THEN error('a line the fast reader leaves to the line reader') "
-                "ELSE 1 END AS ln, * "
-                "FROM read_json(getvariable('source_path'), format = 'newline_delimited', records = 'true', "
-                f"compression = 'none', columns = {{{cols}}})")
-    spec = duck_type(imp.FAST_SPEC).replace("'", "''")
-    return ("SELECT 1 AS ln, json AS j FROM read_json(getvariable('source_path'), format = 'newline_delimited', "
-            f"records = 'false', compression = 'none', columns = {{'json': '{spec}'}})")
+def fast_records_sql(reads: FastInput) -> str:
+    """The view ``records`` of the fast reader, by what the layout reads: the importer's own SELECT
+    (``OwnRecords``: over ``getvariable('source_path')``, giving ``1 AS ln`` and its columns, one
+    row per record in file order), else one JSON value per line: a column per key
+    (``JsonColumns``) or parsed into ``j`` (``JsonValues``)."""
+    match reads:
+        case OwnRecords(sql=sql):
+            return sql()
+        case JsonColumns(columns=columns, give_up=extra):
+            # a column per key: no struct to build and take apart again (a fifth of sglang's query).
+            # A ``null`` line reads as a row of NULLs, like ``{}``, though the line reader tells them
+            # apart: such a row, or one the layout's ``give_up`` condition holds for, is an error
+            # here, so the line reader reads the file.
+            cols = ", ".join(f"'{k}': '{duck_type(v).replace(chr(39), chr(39) * 2)}'" for k, v in columns.items())
+            give_up = " AND ".join(f'"{k}" IS NULL' for k in columns)
+            if extra:
+                give_up = f"({give_up}) OR ({extra})"
+            return (f"SELECT CASE WHEN {give_up} THEN error('a line the fast reader leaves to the line reader') "
+                    "ELSE 1 END AS ln, * "
+                    "FROM read_json(getvariable('source_path'), format = 'newline_delimited', records = 'true', "
+                    f"compression = 'none', columns = {{{cols}}})")
+        case JsonValues(spec=spec):
+            typ = duck_type(dict(spec)).replace("'", "''")
+            return ("SELECT 1 AS ln, json AS j FROM read_json(getvariable('source_path'), format = 'newline_delimited', "
+                    f"records = 'false', compression = 'none', columns = {{'json': '{typ}'}})")
 
 
 def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,
-                 imp: ModuleType, tables: list[str], imported_at: datetime,
+                 imp: Importer, tables: list[str], imported_at: datetime,
                  progress: Progress | None, document: bool = False, paths: list[str] | None = None) -> dict | None:
     """One streaming DuckDB pass per table: ``read_json`` parses the whole file on all cores, the
     importer's SQL and the shared checks run in the same pipeline, and Python only splits each
@@ -74,28 +76,31 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
     con.execute("SET VARIABLE source_path = ?", [paths or str(src.path)])
     first = 0
     if not document:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {fast_records_sql(imp)}")
-        # lines before the first record (a CSV header): ``fast_records`` importers may say how many;
-        # they count as skipped, as the line reader's 'skip' rows for them do
-        first = int(imp.fast_first_line(src)) if hasattr(imp, "fast_first_line") else 0
+        assert imp.layout.fast is not None
+        reads = imp.layout.fast.reads
+        con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {fast_records_sql(reads)}")
+        # lines before the first record (a CSV header) count as skipped, as the line reader's
+        # 'skip' rows for them do
+        first = reads.header_lines if isinstance(reads, OwnRecords) else 0
     counts = {"read": 0, "imported": 0, "duplicates": 0, "skipped": first}
     reasons: Counter = Counter()
     # the stream's order is the file's (a document's order is its SQL's)
     con.execute(f"SET preserve_insertion_order = {str(not document).lower()}")
     # spans carried inside the requests stream (FAST_NESTED_SPANS): one parse of the file, not two
     nested = None
-    if not document and "spans" in tables and getattr(imp, "FAST_NESTED_SPANS", False):
+    fast = imp.layout.fast
+    if not document and "spans" in tables and fast is not None and fast.nested_spans:
         nested = NestedSpans(con.cursor(), imp, src.name)
         tables = [t for t in tables if t != "spans"]
     try:
         for table in tables:
             last = first
-            cand = getattr(imp, TABLE_SQL[table])() if document else getattr(imp, TABLE_SQL[table])(fast=True)
+            cand = imp.layout.sql(table) if document else imp.layout.fast_sql(table)
             # ids made of the line number (FAST_LINE_ID): completed once the stream is numbered
-            line_id = ((imp.FAST_LINE_ID, con.cursor(), imp.NAME)
-                       if table == "requests" and hasattr(imp, "FAST_LINE_ID") and not document else None)
+            line_id = ((fast.line_id, con.cursor(), imp.name)
+                       if table == "requests" and fast is not None and fast.line_id and not document else None)
             checked, present = with_checks(con, imp, cand, table)
-            consts = Constants.of(table, imp.NAME, src.name, present)
+            consts = Constants.of(table, imp.name, src.name, present)
             pending: list[pa.RecordBatch] = []
             size = 0
             reader = con.sql(fast_output_sql(table, present).format(checked=checked)).to_arrow_reader(WRITE_ROWS)
@@ -129,9 +134,9 @@ class NestedSpans:
     columns less ``ln``), so the file is parsed once for both tables. Once a batch is numbered
     they are unnested with their line's number, checked like any spans candidate and split."""
 
-    def __init__(self, cur: duckdb.DuckDBPyConnection, imp: ModuleType, file: str) -> None:
+    def __init__(self, cur: duckdb.DuckDBPyConnection, imp: Importer, file: str) -> None:
         self.cur, self.imp, self.file = cur, imp, file
-        cur.execute("SET VARIABLE source_format = ?", [imp.NAME])  # the identity hash reads it
+        cur.execute("SET VARIABLE source_format = ?", [imp.name])  # the identity hash reads it
         self._sql: str | None = None
         self._consts: Constants | None = None
 
@@ -147,7 +152,7 @@ class NestedSpans:
             cand = "SELECT ln, s.* FROM (SELECT ln, unnest(s) AS s FROM _nested)"
             checked, present = with_checks(self.cur, self.imp, cand, "spans")
             self._sql = fast_output_sql("spans", present).format(checked=checked)
-            self._consts = Constants.of("spans", self.imp.NAME, self.file, present)
+            self._consts = Constants.of("spans", self.imp.name, self.file, present)
         rows = self.cur.sql(self._sql).to_arrow_table()
         self.cur.unregister("_nested")
         assert self._consts is not None

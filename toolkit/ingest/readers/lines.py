@@ -4,27 +4,27 @@ input (compressed, ``--keep-raw``) and every file the fast reader gave up on."""
 from __future__ import annotations
 
 from collections import Counter
-from types import ModuleType
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from toolkit.importers.spec import Importer
 from toolkit.ingest.duck import DATA_ERRORS
 from toolkit.ingest.results import FileResult, Progress
 from toolkit.ingest.seen import SeenSet
 from toolkit.ingest.sources import Source, limits_hint
-from toolkit.ingest.split import TABLE_SQL, with_checks, write_quarantine, write_rows
+from toolkit.ingest.split import with_checks, write_quarantine, write_rows
 from toolkit.ingest.streams import BATCH_BYTES, iter_lines
 from toolkit.ingest.writer import BackgroundWriter
 
 
-def batches(src: Source, imp: ModuleType, con: duckdb.DuckDBPyConnection, batch_rows: int,  # type: ignore[no-untyped-def]
+def batches(src: Source, imp: Importer, con: duckdb.DuckDBPyConnection, batch_rows: int,  # type: ignore[no-untyped-def]
              res: FileResult):
     """Register each batch of input as the view ``lines``; yields the batch's last line number.
     (Document importers read the file themselves: see ``import_file``.)"""
     # nested formats (OTLP) expand several-fold when parsed: they may ask for smaller batches
-    for lines in iter_lines(src, batch_rows, getattr(imp, "BATCH_BYTES", BATCH_BYTES)):
+    for lines in iter_lines(src, batch_rows, imp.layout.batch_bytes or BATCH_BYTES):
         blank = pc.equal(lines.column("line"), "")
         if n_blank := pc.sum(blank).as_py():  # a blank line holds no record in any format: skipped here,
             res.skipped += n_blank  # not parsed (a flood of them, a bomb of newlines, took minutes)
@@ -37,7 +37,7 @@ def batches(src: Source, imp: ModuleType, con: duckdb.DuckDBPyConnection, batch_
 
 
 def import_lines(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,
-                  imp: ModuleType, tables: list[str], keep_raw: bool, batch_rows: int, res: FileResult,
+                  imp: Importer, tables: list[str], keep_raw: bool, batch_rows: int, res: FileResult,
                   progress: Progress | None) -> None:
     """The line reader: batches of exactly numbered lines through the importer's SQL (any input,
     compressed or with --keep-raw; and every file the fast reader gave up on)."""
@@ -47,7 +47,7 @@ def import_lines(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen:
     for last_ln in batches(src, imp, con, batch_rows, res):
         for table in tables:
             if table not in compiled:
-                compiled[table] = with_checks(con, imp, getattr(imp, TABLE_SQL[table])(), table)[0]
+                compiled[table] = with_checks(con, imp, imp.layout.sql(table), table)[0]
             candidates(con, compiled[table])
             bad = 0
             for kind, code, n in con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
