@@ -21,11 +21,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.helpers import both_readers
 from toolkit import docs
 from toolkit.importers import REGISTRY
 from toolkit.importers._common import ImportOptions
 from toolkit.importers.spec import Importer
-from toolkit.ingest import dispatch
 from toolkit.ingest.sources import expand
 from toolkit.ingest.split import with_checks
 from toolkit.ingest.streams import LINE_SCHEMA, head
@@ -109,25 +109,10 @@ def test_layout_compiles_with_the_shared_checks(name: str) -> None:
             assert imp.layout.fast_sql(table)  # the fast reader's SQL exists for every table it reads
 
 
-def _both_ways(kit, name: str, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict, dict]]:
-    out = []
-    for fast in (True, False):
-        monkeypatch.setattr(dispatch, "FAST", fast)
-        ds = tmp / f"ds-{fast}"
-        s = kit.run([SAMPLES[name]], ds, fmt=name, options=_options(name))
-        for f in s["files"]:
-            f.pop("digest")
-        tables = {t: kit.rows(ds, t) for t in ("requests", "spans", "quarantine")}
-        for r in tables["quarantine"]:
-            r.pop("imported_at")
-        out.append((s | {"dataset": None, "import_id": None}, tables))
-    return out
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_fast_and_line_readers_give_the_same_rows(kit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   name: str) -> None:
-    (fast_summary, fast_rows), (line_summary, line_rows) = _both_ways(kit, name, tmp_path, monkeypatch)
+    (fast_summary, fast_rows), (line_summary, line_rows) = both_readers(kit, [SAMPLES[name]], tmp_path, name, monkeypatch, options=_options(name))
     assert fast_summary["imported"] > 0, fast_summary
     assert fast_summary == line_summary
     assert fast_rows == line_rows

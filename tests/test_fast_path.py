@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import both_readers
 from toolkit.importers import REGISTRY
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest import dispatch
@@ -46,18 +47,8 @@ CASES = [(fmt, p) for fmt in FAST_FORMATS for p in _inputs(fmt)]
 
 def _both_ways(kit, paths: list[Path], tmp: Path, fmt: str, monkeypatch) -> tuple[dict, dict]:
     """Import with the fast reader on and off; return (summary, rows) of each, comparable."""
-    out = []
-    for fast in (True, False):
-        monkeypatch.setattr(dispatch, "FAST", fast)
-        ds = tmp / f"ds-{fast}"
-        s = kit.run(paths, ds, fmt=fmt)
-        for f in s["files"]:
-            f.pop("digest")
-        tables = {t: kit.rows(ds, t) for t in ("requests", "spans", "quarantine")}
-        for r in tables["quarantine"]:
-            r.pop("imported_at")
-        out.append((s | {"dataset": None, "import_id": None}, tables))
-    return out[0], out[1]
+    fast, slow = both_readers(kit, paths, tmp, fmt, monkeypatch)
+    return fast, slow
 
 
 def test_some_formats_have_the_fast_reader():
