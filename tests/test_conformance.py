@@ -36,6 +36,7 @@ S, C = REPO / "sample_traces", REPO / "tests" / "cases"
 # demo's import of that folder: llmperf is refused without --clock-origin)
 SAMPLES: dict[str, Path] = {
     "sglang": S / "sglang/golden_request_metrics.jsonl",
+    "sglang-timing": C / "sglang-timing/generate_responses.jsonl",
     "otlp": S / "otlp/golden_retail_agent_genai.jsonl",
     "vllm-otlp": S / "vllm/golden_spans.jsonl",
     "litellm": S / "litellm/golden_retail_agent.jsonl",

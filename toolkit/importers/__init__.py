@@ -18,6 +18,7 @@ from toolkit.importers import (
     otlp,
     replay,
     sglang,
+    sglang_timing,
     tgi,
     triton,
     trtllm,
@@ -28,6 +29,7 @@ from toolkit.importers.spec import Importer
 
 REGISTRY: dict[str, Importer] = {imp.name: imp for imp in (
     sglang.IMPORTER,
+    sglang_timing.IMPORTER,  # /generate responses with --enable-metrics timing
     otlp.IMPORTER,  # before vllm-otlp: a file with agent and vLLM spans is read whole by otlp
     vllm_otlp.IMPORTER,
     litellm.IMPORTER,

@@ -40,6 +40,7 @@ import csv
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,8 +200,9 @@ def _str_list(t: _Text, section: str, key: str, v: object, what: str) -> list[st
     return [x.strip() for x in items]
 
 
-def load(path: str | Path) -> Mapping:
-    """Read and check a mapping file. Raises MappingError naming the line and key."""
+def load(path: str | Path, builtin: bool = False) -> Mapping:
+    """Read and check a mapping file. Raises MappingError naming the line and key. ``builtin``: a
+    spec shipped with stagelens (``spec_importer``), which names its own registered format."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -226,7 +228,7 @@ def load(path: str | Path) -> Mapping:
     name = doc.get("name", NAME)
     if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", name):
         raise t.error(None, "name", "a source_format name: lowercase letters, digits, '.', '_' or '-'")
-    if name != NAME and name in REGISTRY:
+    if name != NAME and name in REGISTRY and not builtin:
         raise t.error(None, "name", f"{name!r} is a built-in importer's name; choose another")
 
     src = doc.get("source", {})
@@ -748,13 +750,13 @@ FROM o"""
 _CACHE: dict[tuple[str, float], Mapping] = {}
 
 
-def load_cached(path: str) -> Mapping:
+def load_cached(path: str, builtin: bool = False) -> Mapping:
     try:
         key = (str(Path(path).resolve()), Path(path).stat().st_mtime)
     except OSError:
-        return load(path)
+        return load(path, builtin)
     if key not in _CACHE:
-        _CACHE[key] = load(path)
+        _CACHE[key] = load(path, builtin)
     return _CACHE[key]
 
 
@@ -762,7 +764,11 @@ def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
     """This importer bound to one input file and the mapping named in ``options.mapping``."""
     if not options.mapping:
         requests_sql()  # raises: no mapping given
-    m = load_cached(str(options.mapping))
+    return _bound(imp, load_cached(str(options.mapping)), src)
+
+
+def _bound(imp: Importer, m: Mapping, src: Source) -> Importer:
+    """``imp`` reading ``src`` with the SQL compiled from ``m``, under the mapping's name."""
     fmt = _fmt_of(m, src)
     sql = build_sql(m, fmt, src)
     return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt == "parquet" else "lines",
@@ -802,3 +808,18 @@ def _quoted_key(spec: dict) -> bool:
 
 IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff,
                     Layout(requests=requests_sql), bind=_bind)
+
+
+def spec_importer(name: str, vantage: str, docs: Docs, sniff: Callable[[bytes], bool], spec: Path) -> Importer:
+    """A built-in importer whose rows are one mapping spec shipped in ``toolkit/importers/specs/``:
+    the same compiler as ``--mapping`` (checked, line-numbered errors), bound per file; only the
+    sniff and the docs are the importer's own."""
+    def bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
+        m = load_cached(str(spec), builtin=True)
+        assert m.name == name, f"{spec}: names {m.name!r}, registered as {name!r}"
+        return _bound(imp, m, src)
+
+    def unbound() -> str:
+        raise AssertionError(f"{name}: its SQL is compiled per file (bind)")
+
+    return Importer(name, vantage, IDENTITY, docs, sniff, Layout(requests=unbound), bind=bind)
