@@ -33,7 +33,7 @@ READS = "document"
 # (the aggregate spills to disk; 6 % slower).
 MEMORY_LIMIT = "300MB"
 # Every fragment starts with its id (tracer.cc writes it first): a large file is cut before one
-# and read in parallel parts (ingest._import_document)
+# and read in parallel parts (toolkit/ingest/readers/document.py)
 ARRAY_ELEMENT = rb'"id"\s*:'
 DESCRIPTION = "NVIDIA Triton trace files (--trace-config triton,file=...; TIMESTAMPS), HTTP and gRPC, ensembles/BLS folded"
 FILE_HINT = "trace.json, trace.json.0, .1 ... (one JSON array each)"

@@ -11,7 +11,7 @@ reads a pipe (the other way to give it a byte range) whole into memory.
 A cut is only made before ``{`` + the importer's first-key pattern after ``}`` ``,``: outside a
 JSON string those quotes cannot stand unescaped, and a cut inside a nested list leaves both parts
 unbalanced, so a wrong cut can only make a part fail to parse; the caller then reads the file
-whole (ingest._import_document).
+whole (toolkit/ingest/readers/document.py).
 """
 
 from __future__ import annotations
