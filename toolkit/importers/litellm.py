@@ -31,9 +31,15 @@ in docs/real-captures.md — where they differ, the capture wins:
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
+from toolkit.importers import _utf8
 from toolkit.importers._common import error_label, us
 from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
+
+if TYPE_CHECKING:
+    from toolkit.importers._common import ImportOptions
+    from toolkit.ingest.sources import Source
 
 NAME = "litellm"
 VANTAGE = "gateway"
@@ -309,7 +315,8 @@ s AS (
 def _spendlogs_requests_sql(kind: str) -> str:
     return _spendlogs_prefix(kind) + """
 SELECT ln, 'record' AS row_kind,
-    CASE WHEN nullif(rid, '') IS NULL THEN {'code': 'missing-field', 'detail': 'request_id is missing'}
+    CASE WHEN rid = @MARK@ THEN {'code': 'unparseable', 'detail': 'line is not valid UTF-8'}
+         WHEN nullif(rid, '') IS NULL THEN {'code': 'missing-field', 'detail': 'request_id is missing'}
          WHEN start_raw IS NULL THEN {'code': 'missing-field', 'detail': 'startTime is missing'}
          WHEN t_start IS NULL THEN {'code': 'bad-type', 'detail': 'startTime is not a timestamp'}
          WHEN end_raw IS NULL THEN {'code': 'missing-field', 'detail': 'endTime is missing'}
@@ -339,7 +346,8 @@ SELECT ln, 'record' AS row_kind,
     @ERROR_TYPE@ AS error_type,
     [] AS derived, 'wall' AS clock
 FROM c WHERE tool_name IS NULL
-""".replace("@ERROR_TYPE@", error_label("json_extract_string(metadata, '$.error_information.error_class')"))
+""".replace("@ERROR_TYPE@", error_label("json_extract_string(metadata, '$.error_information.error_class')")) \
+    .replace("@MARK@", "'" + _utf8.MARK.replace(chr(1), "' || chr(1) || '") + "'")
 
 
 def _spendlogs_spans_sql(kind: str) -> str:
@@ -383,7 +391,15 @@ def _spendlogs_importer(kind: str) -> Importer:
         identity="request_id",  # the table's primary key
         docs=docs, sniff=sniff,
         layout=Layout(requests=lambda: _spendlogs_requests_sql(kind), spans=lambda: _spendlogs_spans_sql(kind),
-                      reads="document"))
+                      reads="document"),
+        # a line of invalid UTF-8 is quarantined, not the file (importers/_utf8.py)
+        bind=_quarantine_invalid_utf8 if kind == "csv" else None)
+
+
+def _quarantine_invalid_utf8(imp: Importer, src: Source, options: ImportOptions) -> Importer:
+    """The CSV export read from a copy whose invalid-UTF-8 lines are marked (``_utf8``)."""
+    _utf8.quarantine_invalid_lines(src)
+    return imp
 
 
 SPENDLOGS_CSV = _spendlogs_importer("csv")
