@@ -225,7 +225,7 @@ def import_cmd(
     from toolkit.importers import UnknownFormat
     from toolkit.importers._common import ImportOptions
     from toolkit.ingest import import_traces
-    from toolkit.sources import InputError
+    from toolkit.ingest.sources import InputError
     from toolkit.store import DatasetError
 
     if not 0 <= max_bad_fraction <= 1:
@@ -252,7 +252,7 @@ def import_cmd(
     origin_us = _parse_clock_origin(clock_origin) if clock_origin is not None else None
     if min(max_line_mb, max_content_gb, max_ratio) <= 0:
         raise fail("--max-line-mb, --max-content-gb and --max-ratio are positive numbers", EXIT_USAGE)
-    from toolkit.sources import Limits
+    from toolkit.ingest.sources import Limits
     from toolkit.terminal import ImportProgress, progress_bar
 
     limits = Limits(max_line_bytes=int(max_line_mb * (1 << 20)), max_content_bytes=int(max_content_gb * (1 << 30)),
@@ -342,8 +342,8 @@ def formats_cmd(
     rows = []
     for name, imp in REGISTRY.items():
         rows.append({
-            "name": name, "vantage": imp.VANTAGE, "description": imp.DESCRIPTION, "files": imp.FILE_HINT,
-            "boundaries": dict(describe_boundaries(imp)), "cannot": imp.CANNOT,
+            "name": name, "vantage": imp.vantage, "description": imp.docs.description, "files": imp.docs.file_hint,
+            "boundaries": dict(describe_boundaries(imp)), "cannot": imp.docs.cannot,
         })
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -718,8 +718,8 @@ def replay_cmd(
     """
     from urllib.parse import urlsplit
 
+    from toolkit.ingest.sources import InputError
     from toolkit.replay import ReplayError, replay
-    from toolkit.sources import InputError
     from toolkit.store import DatasetError
     from toolkit.terminal import progress_bar
 
@@ -836,7 +836,7 @@ def demo_cmd(
     """Import the bundled sample_traces/ and print what they show: the one-minute tour."""
     from toolkit.demo import run_demo
     from toolkit.importers import UnknownFormat
-    from toolkit.sources import InputError
+    from toolkit.ingest.sources import InputError
     from toolkit.store import DatasetError
 
     try:
