@@ -301,3 +301,61 @@ def test_bench_mapping_smoke(tmp_path: Path) -> None:
     rows = json.loads(out.read_text())
     assert [(r["kind"], r["imported"], r["quarantined"]) for r in rows] == [("csv", 2000, 0), ("jsonl", 2000, 0)]
     assert [r["reader"] for r in rows] == ["fast", "fast"]  # DuckDB's parallel reader took both files
+
+
+# ---------------------------------------------------------------------------------------------
+# keys the built-in specs need (toolkit/importers/specs/mooncake.toml): a derived alias, the
+# missing-field text, a column read without its type check
+
+
+SPEC_KEYS = """[source]
+format = "jsonl"
+[constants]
+vantage = "server"
+[columns]
+input_tokens = { from = "n", check = false }
+output_tokens = "m"
+[boundaries]
+ts_arrival = { value = "t", missing = "t is absent" }
+ts_end = { value = "ts_arrival", derived = true }
+[units]
+t = "epoch_ms"
+"""
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_mapping_derived_alias_missing_text_and_unchecked_column(tmp_path: Path, fast: bool) -> None:
+    spec = tmp_path / "k.toml"
+    spec.write_text(SPEC_KEYS)
+    lines = ['{"t": 1000, "n": 5, "m": 2}', '{"t": 2000, "n": "five", "m": 2}', '{"n": 1, "m": 1}',
+             '{"t": 3000, "n": 1, "m": "two"}']
+    log = tmp_path / "a.jsonl"
+    # a blank line keeps the file off the fast reader (tests/test_fast_path.py's rule): both readers checked
+    log.write_text("\n".join(lines) + ("\n" if fast else "\n\n"))
+    _import([log], spec, tmp_path / "ds")
+    rows = _rows(tmp_path / "ds")
+    assert [(r["source_line"], r["input_tokens"], r["output_tokens"], r["derived"], r["ts_end"]) for r in rows] == [
+        (1, 5, 2, ["ts_end"], "1970-01-01 00:00:01.000000"), (2, None, 2, ["ts_end"], "1970-01-01 00:00:02.000000")]
+    assert _quarantine(tmp_path / "ds") == [(3, "missing-field", "t is absent"), (4, "bad-type", "m is not a number")]
+
+
+def test_mapping_alias_without_derived_is_read(tmp_path: Path) -> None:
+    spec = tmp_path / "k.toml"
+    spec.write_text(SPEC_KEYS.replace(', derived = true', '').replace('ts_arrival = { value = "t", missing = "t is absent" }',
+                                                                      'ts_arrival = "t"'))
+    log = tmp_path / "a.jsonl"
+    log.write_text('{"t": 1000, "n": 5, "m": 2}\n{"n": 1, "m": 1}\n')
+    _import([log], spec, tmp_path / "ds")
+    assert [r["derived"] for r in _rows(tmp_path / "ds")] == [[]]
+    assert _quarantine(tmp_path / "ds") == [(2, "missing-field", "ts_arrival is missing (t)")]
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (("derived = true", 'derived = "yes"'), ":10: [boundaries] ts_end: derived must be true or false"),
+    (('missing = "t is absent"', "missing = 1"), ":9: [boundaries] ts_arrival: missing must be a text"),
+    (("derived = true", "derivd = true"), ":10: [boundaries] ts_end: unknown key 'derivd' (known: value, when, derived, missing)"),
+    (("check = false", 'check = "no"'), ":6: [columns] input_tokens: check must be true or false"),
+    (("check = false", "chek = false"), ":6: [columns] input_tokens: unknown key 'chek' (known: from, check)"),
+])
+def test_mapping_spec_key_errors(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
+    assert expected in _err(tmp_path, SPEC_KEYS.replace(*change))

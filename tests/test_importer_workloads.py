@@ -107,3 +107,24 @@ def test_workload_bad_records(tmp_path: Path, path: str, expected: list[tuple]) 
     ds, res = _imp(tmp_path, CASES / path)  # sniffed from the header / first line
     assert (res["read"], res["quarantined"]) == (len(expected), len(expected))
     assert quarantine(ds) == expected
+
+
+def test_mooncake_is_its_spec_with_a_fast_reader() -> None:
+    """mooncake's rows come from specs/mooncake.toml (no hand-written SQL), and a plain file binds
+    to the compiler's fast reader with ids synthesized from the line (tests/test_conformance.py
+    checks that it gives the line reader's rows)."""
+    from toolkit.importers import REGISTRY, mooncake
+    from toolkit.importers.mapping import load
+    from toolkit.importers.spec import JsonValues
+    from toolkit.ingest.sources import Source
+
+    m = load(mooncake.SPEC, builtin=True)
+    assert (m.name, m.clock, m.unchecked) == ("mooncake", "relative", {"input_tokens", "output_tokens"})
+    assert (m.boundaries["ts_end"].derived, m.boundaries["ts_arrival"].missing) == (True, "timestamp is missing")
+    assert not hasattr(mooncake, "requests_sql")
+    p = S / "mooncake/golden_trace.jsonl"
+    bound = REGISTRY["mooncake"].for_file(Source(p.name, p, p.stat().st_size, None), ImportOptions())
+    assert bound.layout.fast is not None and isinstance(bound.layout.fast.reads, JsonValues)
+    assert dict(bound.layout.fast.reads.spec) == {"timestamp": "DOUBLE", "input_length": "BIGINT",
+                                                  "output_length": "BIGINT", "session_id": "VARCHAR"}
+    assert bound.layout.fast.line_id == "request_id"

@@ -74,6 +74,11 @@ class Boundary:
     name: str
     alts: list[Alt]
     when: tuple[str, str, Any] | None = None  # (column, SQL operator, literal)
+    # ``derived = true``: derived even when every way is an alias of a read boundary (a workload
+    # trace's ``ts_end = ts_arrival``: not observed, so listed in ``derived``)
+    derived: bool = False
+    # ``missing = "..."``: the missing-field detail when it is null (default: "<name> is missing (<ways>)")
+    missing: str | None = None
 
 
 @dataclass
@@ -85,6 +90,8 @@ class Mapping:
     delimiter: str | None
     tolerance_us: int
     columns: dict[str, list[str]] = field(default_factory=dict)
+    # columns whose value of another type is read as null, not quarantined (``check = false``)
+    unchecked: set[str] = field(default_factory=set)
     constants: dict[str, Any] = field(default_factory=dict)
     values: dict[str, tuple[str, dict[str, str], str | None]] = field(default_factory=dict)
     boundaries: dict[str, Boundary] = field(default_factory=dict)  # in dependency order
@@ -343,7 +350,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
                 base, flag = time_col(a.base), "false"
             expr = base + "".join(f" {sign} {dur_col(col)}" for sign, col in a.terms)
             vals.append(expr)
-            flags.append("true" if a.terms else flag)
+            flags.append("true" if a.terms or b.derived else flag)
         value = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
         flag = flags[0] if len(flags) == 1 else (
             "CASE " + " ".join(f"WHEN ({v}) IS NOT NULL THEN {f}" for v, f in zip(vals, flags, strict=True)) + " END")
@@ -397,7 +404,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         raws = [rd.use(s, typ) for s in srcs]
         vals = [f"TRY_CAST({r} AS {typ})" if typ != "VARCHAR" else f"CAST({r} AS VARCHAR)" for r in raws]
         expr = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
-        if typ != "VARCHAR":
+        if typ != "VARCHAR" and k not in m.unchecked:
             for s, v in zip(srcs, vals, strict=True):
                 checks.append(f"WHEN {v} IS NULL AND {rd.present(s)} THEN "
                               f"{{'code': 'bad-type', 'detail': {_s(f'{s} is not a number')}}}")
@@ -425,7 +432,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     missing = []
     for b in ("ts_arrival", "ts_end"):
         how = ", ".join(a.text for a in m.boundaries[b].alts)
-        missing.append(f"WHEN p_{b} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(f'{b} is missing ({how})')}}}")
+        detail = m.boundaries[b].missing or f"{b} is missing ({how})"
+        missing.append(f"WHEN p_{b} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}")
     if "request_id" in m.columns:
         missing.insert(0, "WHEN request_id IS NULL THEN {'code': 'missing-field', 'detail': "
                        + _s(f"request_id is missing ({', '.join(m.columns['request_id'])})") + "}")

@@ -204,6 +204,15 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
 
     for k, v in doc.get("columns", {}).items():
         our_column("columns", k)
+        if isinstance(v, dict):  # { from = "col", check = false }
+            for kk in v:
+                if kk not in ("from", "check"):
+                    raise t.error("columns", k, f"unknown key {kk!r} (known: from, check)")
+            if not isinstance(v.get("check", True), bool):
+                raise t.error("columns", k, "check must be true or false")
+            if not v.get("check", True):
+                m.unchecked.add(k)
+            v = v.get("from")
         m.columns[k] = _str_list(t, "columns", k, v, "a source column")
     for k, v in doc.get("constants", {}).items():
         our_column("constants", k)
@@ -250,13 +259,19 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                           "(every row needs ts_arrival and ts_end)")
     parsed: dict[str, Boundary] = {}
     for k, v in raw_b.items():
-        when = None
+        when, derived, missing = None, False, None
         if isinstance(v, dict):
             for kk in v:
-                if kk not in ("value", "when"):
-                    raise t.error("boundaries", k, f"unknown key {kk!r} (known: value, when)")
+                if kk not in ("value", "when", "derived", "missing"):
+                    raise t.error("boundaries", k, f"unknown key {kk!r} (known: value, when, derived, missing)")
             if "value" not in v:
                 raise t.error("boundaries", k, "an inline table needs value = \"...\"")
+            derived = v.get("derived", False)
+            if not isinstance(derived, bool):
+                raise t.error("boundaries", k, "derived must be true or false")
+            missing = v.get("missing")
+            if missing is not None and (not isinstance(missing, str) or not missing.strip()):
+                raise t.error("boundaries", k, "missing must be a text: the detail of the missing-field reason")
             if "when" in v:
                 w = v["when"]
                 mt = re.fullmatch(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*", w) if isinstance(w, str) else None
@@ -275,7 +290,7 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                     raise t.error("boundaries", k, f"{col} is a boundary: only the first term of "
                                   f"{text!r} may be a time; the others are durations")
             alts.append(Alt(text=text, base=base, base_is_boundary=is_b, terms=terms))
-        parsed[k] = Boundary(name=k, alts=alts, when=when)
+        parsed[k] = Boundary(name=k, alts=alts, when=when, derived=derived, missing=missing)
 
     # units of the columns the boundaries use
     for b in parsed.values():

@@ -1,0 +1,87 @@
+"""An importer ported to a spec (toolkit/importers/specs/) against its hand-written SQL: the same
+generated file imported by two source trees in the same run, each in a fresh process, alternating.
+
+    python bench/bench_spec_port.py --before /path/to/old/tree [--format mooncake] [--n 1000000] [--runs 3]
+
+Prints each run's CPU seconds (user + system, start-up included) and peak RSS, and the median CPU
+ratio after/before: on the shared 2-core machine CPU seconds are steadier than wall time.
+Files are written under the ignored bench/data/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "bench" / "data"
+
+
+def mooncake(path: Path, n: int, seed: int) -> None:
+    """Mooncake-format trace lines (docs/formats/workload-traces.md), increasing ms offsets."""
+    rng = random.Random(seed)
+    t = 0.0
+    with path.open("w") as fh:
+        for _ in range(n):
+            t += rng.expovariate(1 / 20)
+            fh.write(json.dumps({"timestamp": round(t, 3), "input_length": rng.randint(10, 8000),
+                                 "output_length": rng.randint(1, 1000),
+                                 "hash_ids": list(range(rng.randint(1, 6)))}) + "\n")
+
+
+GENERATORS = {"mooncake": mooncake}
+CHILD = """
+import sys
+from toolkit.ingest.plan import import_traces
+from toolkit.importers._common import ImportOptions
+r = import_traces([sys.argv[1]], sys.argv[2], fmt=sys.argv[3], options=ImportOptions())
+print(r.requests if hasattr(r, "requests") else r)
+"""
+
+
+def run(tree: Path, fmt: str, file: Path, out: Path) -> dict:
+    """One import by the source tree ``tree`` in a fresh process: its CPU seconds and peak RSS."""
+    shutil.rmtree(out, ignore_errors=True)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    log = out.with_suffix(".log")
+    with log.open("w") as fh:  # a file, not a pipe: wait4 below reaps the child before anyone reads
+        p = subprocess.Popen([sys.executable, "-c", CHILD, str(file), str(out), fmt], env=env, stdout=fh, stderr=fh)
+        _, status, usage = os.wait4(p.pid, 0)  # this child's own usage (RUSAGE_CHILDREN keeps the max RSS of all)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise SystemExit(f"{tree}: import failed: {log.read_text()[-500:]}")
+    return {"cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--before", type=Path, required=True, help="the source tree with the hand-written importer")
+    ap.add_argument("--format", default="mooncake", choices=sorted(GENERATORS))
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args(argv)
+    DATA.mkdir(parents=True, exist_ok=True)
+    file = DATA / f"port_{a.format}_{a.n}.jsonl"
+    if not file.exists():  # written aside and renamed: an interrupted run leaves no short file
+        GENERATORS[a.format](file.with_suffix(".part"), a.n, seed=1)
+        file.with_suffix(".part").rename(file)
+    res: dict[str, list[dict]] = {"before": [], "after": []}
+    for i in range(a.runs):
+        for label, tree in (("before", a.before), ("after", REPO)) if i % 2 == 0 else (("after", REPO), ("before", a.before)):
+            r = run(tree, a.format, file, DATA / f"port_{label}_ds")
+            res[label].append(r)
+            print(f"{a.format} {label} run {i + 1}: CPU {r['cpu_s']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+    b, f = (statistics.median(r["cpu_s"] for r in res[k]) for k in ("before", "after"))
+    print(f"{a.format}: {a.n:,} records, median CPU before {b:.2f} s, after {f:.2f} s, after/before {f / b:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
