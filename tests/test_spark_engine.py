@@ -81,6 +81,12 @@ RULE_RUNS = {
     "list_avg": "SELECT list_avg(l) AS m FROM (VALUES ([1e0, 2e0, NULL]), ([]), (NULL)) AS t(l)",
     "index": "SELECT l[1] AS a, l[-1] AS b, l[5] AS c FROM (VALUES ([1, 2, 3]), ([])) AS t(l)",
     "hash": "SELECT count(DISTINCT hash(a, b)) AS n FROM (VALUES (1, 'x'), (1, 'x'), (2, 'x')) AS t(a, b)",
+    # every value in [0, n), as DuckDB's unsigned hash gives: the sample filters keep ~k of n rows
+    "hash_mod": "SELECT min(h) >= 0 AND max(h) < 7 AS ok, count(DISTINCT h) > 1 AS varied "
+                "FROM (SELECT hash(i, 20261130) % 7 AS h FROM (VALUES " + ", ".join(f"({i})" for i in range(60))
+                + ") AS t(i))",
+    "strftime": "SELECT strftime(ts, '%Y-%m-%dT%H:%M:%S.%fZ') AS a, strftime(ts, '%j %%') AS b "
+                "FROM (VALUES (TIMESTAMP '2026-11-30 01:02:03.456789')) AS t(ts)",
     "make_timestamp": "SELECT make_timestamp(us) AS ts FROM (VALUES (1796000000123456)) AS t(us)",
     "struct_to_map": "SELECT CAST({'queue': q, 'prefill': q * 2} AS MAP(VARCHAR, DOUBLE)) AS m "
                      "FROM (VALUES (1.5e0)) AS t(q)",

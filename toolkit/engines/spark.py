@@ -171,8 +171,12 @@ class SparkViews:
     """A Spark session with the dataset's tables and all views of ``queries/`` registered."""
 
     def __init__(self, dataset: str | Path, params: dict[str, object] | None = None,
-                 master: str | None = None) -> None:
+                 master: str | None = None, isolated: bool = False) -> None:
         self.spark = session(master)
+        if isolated:  # temporary views of its own (same JVM and cluster): two datasets in one process
+            self.spark = self.spark.newSession()
+            for k, v in ALWAYS.items():
+                self.spark.conf.set(k, v)
         values = {**_defaults(), **(params or {})}
         self.values = values
         for name in queries.BASE_TABLES:

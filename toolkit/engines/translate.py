@@ -159,6 +159,45 @@ def _rule_hash(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
     return None
 
 
+def _rule_hash_mod(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+    """``hash(...) % n`` -> ``pmod(xxhash64(...), n)``: DuckDB's hash is unsigned, so ``hash % n`` lies
+    in [0, n) and ``hash(...) % n < k`` picks about k rows in n (the report's bootstrap sample and
+    chart share, toolkit/attribution.py). Spark's xxhash64 is signed: plain ``%`` is negative for half
+    the rows, and that filter would keep half of them, unbounded. ``pmod`` is in [0, n) again."""
+    if (isinstance(node, exp.Mod) and isinstance(node.this, exp.Anonymous)
+            and node.this.name.lower() == "hash"):
+        return _fn("pmod", _fn("xxhash64", *(e.copy() for e in node.this.expressions)), node.expression.copy())
+    return None
+
+
+STRFTIME_CODES = {"%Y": "yyyy", "%m": "MM", "%d": "dd", "%H": "HH", "%M": "mm", "%S": "ss", "%f": "SSSSSS",
+                  "%j": "DDD", "%%": "%"}
+"""DuckDB strftime codes and the Java pattern letters Spark's date_format gives the same text with."""
+
+
+def _rule_strftime(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+    """``strftime(ts, '%Y-%m-%dT%H:%M:%SZ')`` -> ``date_format(ts, "yyyy-MM-dd'T'HH:mm:ss'Z'")``: sqlglot
+    maps the codes but leaves literal letters (``T``, ``Z``) bare, which Spark reads as pattern letters
+    (``Z``: a zone offset) or refuses. Literal text with letters is quoted; a code without a listed
+    equivalent is refused."""
+    if not isinstance(node, exp.TimeToStr):
+        return None
+    fmt = node.args.get("format")
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string):
+        raise ctx.refuse(node, "a strftime format that is not a literal")
+    out = []
+    for part in re.split(r"(%.)", fmt.this):
+        if part.startswith("%"):
+            if part not in STRFTIME_CODES:
+                raise ctx.refuse(node, f"strftime code {part} has no listed Spark equivalent")
+            out.append(STRFTIME_CODES[part])
+        elif re.search(r"[A-Za-z']", part):
+            out.append("'" + part.replace("'", "''") + "'")
+        else:
+            out.append(part)
+    return _fn("date_format", node.this.copy(), exp.Literal.string("".join(out)))
+
+
 def _rule_make_timestamp(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
     """``make_timestamp(micros)`` -> ``CAST(timestamp_micros(micros) AS TIMESTAMP_NTZ)``: DuckDB gives a
     TIMESTAMP without zone, Spark's timestamp_micros one with the session zone (UTC here)."""
@@ -330,6 +369,8 @@ RULES: dict[str, Rule] = {
     "time_bucket": _rule_time_bucket,
     "list_avg": _rule_list_avg,
     "index": _rule_index,
+    "hash_mod": _rule_hash_mod,
+    "strftime": _rule_strftime,
     "hash": _rule_hash,
     "make_timestamp": _rule_make_timestamp,
     "struct_to_map": _rule_struct_to_map,
