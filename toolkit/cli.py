@@ -462,6 +462,20 @@ def _run_on_spark(dataset: Path, named: str | None, query: str | None, params: d
         raise
 
 
+def _on_spark(run):  # type: ignore[no-untyped-def]
+    """``report``/``compare --engine spark``: Spark's errors become one line (its first), exit 2."""
+    from toolkit.engines import spark
+
+    try:
+        return run()
+    except spark.EngineUnavailable as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except Exception as e:  # pyspark's AnalysisException and kin
+        if type(e).__module__.startswith(("pyspark", "py4j")):
+            raise fail(f"spark: {(str(e).strip().splitlines() or [type(e).__name__])[0]}", EXIT_USAGE) from None
+        raise
+
+
 def _list_queries(as_json: bool) -> None:
     """``sql --list``: the dataset's tables, then the views and named queries (helpers left out)."""
     from toolkit import queries, schema
@@ -502,6 +516,10 @@ def report_cmd(
     bucket_s: Annotated[float | None, typer.Option(help="Load bucket width in seconds (default: adapts to the data; "
                                                                 "widened if it would give over 100 000 buckets).")] = None,
     memory_limit: MemoryLimit = None,
+    engine: Annotated[str, typer.Option(help="duckdb, or spark: the same report computed on Apache Spark "
+                                             "(docs/spark-engine.md).")] = "duckdb",
+    master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
+                                                    "spark-defaults.conf, else local[*]).")] = None,
 ) -> None:
     """Which stage made latency worse: busy periods vs quiet time, two windows, or two datasets.
 
@@ -522,6 +540,8 @@ def report_cmd(
     if not threshold > 0:
         raise fail("--threshold is a relative change above 0, e.g. 0.10", EXIT_USAGE)
     _check_memory_limit(memory_limit)
+    if engine not in ("duckdb", "spark"):
+        raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
     quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
     from toolkit.report.build import build_report  # after the checks: a mistake costs no import time
     from toolkit.report.render import RENDERERS
@@ -537,11 +557,15 @@ def report_cmd(
                 if VERBOSITY["verbose"]:
                     typer.echo(f"stagelens: {time.perf_counter() - t0:6.2f} s  {msg}", err=True)
 
-            report = build_report(
-                dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
-                filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
-                tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=step, memory_limit=memory_limit,
-            )
+            def build():  # type: ignore[no-untyped-def]
+                return build_report(
+                    dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
+                    filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
+                    tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=step, memory_limit=memory_limit,
+                    engine=engine, master=master,
+                )
+
+            report = _on_spark(build) if engine == "spark" else build()
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
     except duckdb.OutOfMemoryException:
