@@ -87,10 +87,14 @@ RULE_RUNS = {
                 + ") AS t(i))",
     "strftime": "SELECT strftime(ts, '%Y-%m-%dT%H:%M:%S.%fZ') AS a, strftime(ts, '%j %%') AS b "
                 "FROM (VALUES (TIMESTAMP '2026-11-30 01:02:03.456789')) AS t(ts)",
+    # a sample of 40 of 60 rows, not the first 40 (Spark's TABLESAMPLE (40 ROWS)): rows past the 40th appear
+    "sample": "SELECT count(*) = 40 AS n, max(i) >= 40 AS spread FROM (SELECT i FROM (VALUES "
+              + ", ".join(f"({i})" for i in range(60)) + ") AS t(i)) USING SAMPLE reservoir(40 ROWS) REPEATABLE (7)",
     "make_timestamp": "SELECT make_timestamp(us) AS ts FROM (VALUES (1796000000123456)) AS t(us)",
     "struct_to_map": "SELECT CAST({'queue': q, 'prefill': q * 2} AS MAP(VARCHAR, DOUBLE)) AS m "
                      "FROM (VALUES (1.5e0)) AS t(q)",
-    "ordered_list": "SELECT list(v ORDER BY k) AS l FROM (VALUES (3, 'c'), (1, NULL), (2, 'b')) AS t(k, v)",
+    "ordered_list": "SELECT list(v ORDER BY k) AS l, list(DISTINCT w ORDER BY w) AS d "
+                    "FROM (VALUES (3, 'c', 'y'), (1, NULL, 'x'), (2, 'b', 'y')) AS t(k, v, w)",
     "regexp_replace": "SELECT regexp_replace(a, '-[0-9]+$', '') AS r FROM (VALUES ('cmpl-1-0-12')) AS t(a)",
     "union_by_name": "SELECT * FROM (SELECT 1 AS a, 'x' AS b) UNION ALL BY NAME SELECT * FROM (SELECT 'y' AS b, 2 AS a)",
     "nested_unnest": "SELECT k, CAST(unnest(l) AS DOUBLE) AS v FROM (VALUES (1, [1, 2]), (2, [])) AS t(k, l)",

@@ -30,6 +30,8 @@ GOLDEN = {
                  "SELECT * FROM t WHERE PMOD(XXHASH64(a, 7), 1000) < 40"),
     "strftime": ("SELECT strftime(ts, '%Y-%m-%dT%H:%M:%S.%fZ'), strftime(ts, '%j %%') FROM t",
                  r"SELECT DATE_FORMAT(ts, 'yyyy-MM-dd\'T\'HH:mm:ss.SSSSSS\'Z\''), DATE_FORMAT(ts, 'DDD %') FROM t"),
+    "sample": ("SELECT a FROM (SELECT a FROM t WHERE x) USING SAMPLE reservoir(100 ROWS) REPEATABLE (7)",
+               "SELECT a FROM (SELECT * FROM (SELECT a FROM t WHERE x) ORDER BY RAND(7) LIMIT 100) AS __sample"),
     "make_timestamp": ("SELECT make_timestamp(us) FROM t",
                        "SELECT CAST(TIMESTAMP_MICROS(us) AS TIMESTAMP_NTZ) FROM t"),
     "struct_to_map": ("SELECT CAST({'queue': q, 'prefill': p} AS MAP(VARCHAR, DOUBLE)) FROM t",

@@ -613,6 +613,10 @@ def compare_cmd(
     md: Annotated[Path | None, typer.Option(help="Write Markdown here.")] = None,
     html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page with the chart here.")] = None,
     memory_limit: MemoryLimit = None,
+    engine: Annotated[str, typer.Option(help="duckdb, or spark: the same comparison computed on Apache Spark "
+                                             "(docs/spark-engine.md).")] = "duckdb",
+    master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
+                                                    "spark-defaults.conf, else local[*]).")] = None,
 ) -> None:
     """Who begins sooner, who finishes sooner, and for which reply lengths.
 
@@ -632,8 +636,14 @@ def compare_cmd(
     from toolkit.store import DatasetError
 
     _check_memory_limit(memory_limit)
+    if engine not in ("duckdb", "spark"):
+        raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
     try:
-        result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit)
+        def run():  # type: ignore[no-untyped-def]
+            return compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit,
+                                    engine=engine, master=master)
+
+        result = _on_spark(run) if engine == "spark" else run()
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
     except FilterError as e:

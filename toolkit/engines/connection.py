@@ -40,6 +40,7 @@ _CREATE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+TABLE\s
 _DELETE = re.compile(r"^\s*DELETE\s+FROM\s+(\w+)\s+WHERE\s+(.*)$", re.I | re.S)
 _INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)\s+(.*)$", re.I | re.S)
 _DROP = re.compile(r"^\s*DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?(\w+)\s*;?\s*$", re.I | re.S)
+_SET_VARIABLE = re.compile(r"^\s*SET\s+VARIABLE\s+(\w+)\s*=\s*(.*)$", re.I | re.S)
 _MAIN = re.compile(r"\bmain\.(\w+)")  # DuckDB: the view a temp table of the same name shadows
 _CATALOG = re.compile(r"\bduckdb_tables\(\)", re.I)
 
@@ -125,7 +126,7 @@ class SparkConnection:
                               "every row")}
 
     # -- the DuckDB calls -------------------------------------------------------------------------
-    def execute(self, sql: str, params: dict[str, object] | None = None) -> SparkResult:
+    def execute(self, sql: str, params: dict[str, object] | list | None = None) -> SparkResult:
         sql = _MAIN.sub(r"\1", sql.strip().rstrip(";"))
         if m := _CREATE.match(sql):
             self.create_table(m.group(1), m.group(2), params)
@@ -143,16 +144,20 @@ class SparkConnection:
             self.spark.catalog.dropTempView(m.group(1))
             self.temp_tables.discard(m.group(1).lower())
             return SparkResult(pa.table({}))
+        if m := _SET_VARIABLE.match(sql):
+            value = self._df(f"SELECT {m.group(2)} AS v", params).collect()[0]["v"]
+            self.views.set_param(m.group(1), value, keep=self.temp_tables)
+            return SparkResult(pa.table({}))
         if re.match(r"^\s*(SET|PRAGMA|ATTACH|COPY|LOAD|INSTALL)\b", sql, re.I):
             raise Untranslatable("<report>", sql.split()[0].upper() + " " + " ".join(sql.split()[1:3]),
                                  "a DuckDB session statement; Spark's views take parameters when created")
         return SparkResult(self._df(sql, params).toArrow())
 
-    def sql(self, sql: str, params: dict[str, object] | None = None) -> SparkResult:
+    def sql(self, sql: str, params: dict[str, object] | list | None = None) -> SparkResult:
         return self.execute(sql, params)
 
     # -- the engine-neutral operations --------------------------------------------------------------
-    def create_table(self, name: str, query: str, params: dict[str, object] | None = None) -> None:
+    def create_table(self, name: str, query: str, params: dict[str, object] | list | None = None) -> None:
         """``CREATE OR REPLACE TEMP TABLE name AS query``: computed once (a local checkpoint)."""
         self._keep(name, self._df(query, params))
 
@@ -160,17 +165,24 @@ class SparkConnection:
         df.localCheckpoint(eager=True).createOrReplaceTempView(name)
         self.temp_tables.add(name.lower())
 
-    def _df(self, sql: str, params: dict[str, object] | None) -> DataFrame:
+    def _df(self, sql: str, params: dict[str, object] | list | None) -> DataFrame:
         if _CATALOG.search(sql):
             rows = ", ".join(f"('{t}', true)" for t in sorted(self.temp_tables)) or "(NULL, false)"
             sql = _CATALOG.sub(f"(SELECT * FROM (VALUES {rows}) AS c(table_name, temporary) "
                                "WHERE table_name IS NOT NULL)", sql)
         return self.spark.sql(to_spark(self.bind(sql, params or {}), "<report>", self.views.columns_of))
 
-    def bind(self, sql: str, params: dict[str, object]) -> str:
-        """``$name`` -> a literal: the statement's own parameters first, else the views' settings."""
+    def bind(self, sql: str, params: dict[str, object] | list | tuple) -> str:
+        """``$name`` -> a literal: the statement's own parameters first, else the views' settings; a
+        list of parameters fills the statement's ``?`` in order (outside string literals)."""
         from toolkit.engines.spark import _bind
 
+        if isinstance(params, list | tuple):
+            values = iter(params)
+            parts = re.split(r"('(?:[^']|'')*')", sql)
+            sql = "".join(p if p.startswith("'") else re.sub(r"\?", lambda _m: literal(next(values)), p)
+                          for p in parts)
+            params = {}
         given = {k: literal(v) for k, v in params.items()}
 
         def one(m: Any) -> str:

@@ -181,17 +181,35 @@ class SparkViews:
         self.values = values
         for name in queries.BASE_TABLES:
             _table(self.spark, dataset, name).createOrReplaceTempView(name)
+        self._create_views(None)
+
+    def _create_views(self, only: set[str] | None) -> None:
+        """Create the views of ``queries/`` (all, or those named in ``only``) in file order."""
         files = queries.list_queries()
         read_later = {r for q in files for r in q.requires}
         for q in files:
-            if q.is_view:
-                body = to_spark(_bind(q.body, values), q.path.name, self.columns_of)
+            if q.is_view and (only is None or q.name in only):
+                body = to_spark(_bind(q.body, self.values), q.path.name, self.columns_of)
                 df = self.spark.sql(self._register_ctes(q.name, body))
                 if q.name in read_later:
                     # a view other views read (several times, in load and metrics) becomes a leaf: a lazy
                     # local checkpoint, computed once at first use; inlined, its readers' plans repeat it
                     df = df.localCheckpoint(eager=False)
                 df.createOrReplaceTempView(q.name)
+
+    def set_param(self, name: str, value: object, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        """DuckDB's ``SET VARIABLE name = value`` for the views: Spark's views hold their parameters as
+        literals, so the views that read ``$name``, and those that read them (``requires:``), are made
+        again with the new value; ``keep`` (a caller's materialized tables) stay as they were, as a
+        DuckDB temp table does."""
+        if self.values.get(name) == value:
+            return
+        self.values[name] = value
+        stale: set[str] = set()
+        for q in queries.list_queries():  # file order: a view's requirements come before it
+            if q.is_view and (name in q.used_params or stale & set(q.requires)):
+                stale.add(q.name)
+        self._create_views(stale - keep)
 
     def _register_ctes(self, view: str, spark_sql: str) -> str:
         """Each top-level CTE of a view becomes a temporary view of its own (``__<view>__<cte>``); the

@@ -170,6 +170,30 @@ def _rule_hash_mod(node: exp.Expression, ctx: _Context) -> exp.Expression | None
     return None
 
 
+def _rule_sample(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+    """``FROM x USING SAMPLE reservoir(N ROWS) REPEATABLE (s)`` -> ``FROM (SELECT * FROM x ORDER BY
+    rand(s) LIMIT N)``: sqlglot writes ``TABLESAMPLE (N ROWS)``, which in Spark is the *first* N rows,
+    not a random sample. Both are uniform samples of N rows, seeded; the rows differ between engines
+    (``compare``'s curve sample, toolkit/compare.py). Other sample forms are refused."""
+    sample = node.args.get("sample") if isinstance(node, exp.Select) else None
+    if sample is None:
+        return None
+    method = str(sample.args.get("method") or "").upper()
+    size = sample.args.get("size")
+    if (method not in ("RESERVOIR", "") or not isinstance(size, exp.Literal) or sample.args.get("percent")
+            or node.args.get("joins") or node.args.get("from_") is None):
+        raise ctx.refuse(node, "a sample other than reservoir(N ROWS) over one FROM item")
+    seed = sample.args.get("seed")
+    source = node.args["from_"].this.copy()
+    picked = (exp.select("*").from_(source)
+              .order_by(_fn("rand", *([seed.copy()] if seed is not None else []))).limit(size.copy()))
+    out = node.copy()
+    out.set("sample", None)
+    out.set("from_", exp.From(this=exp.Subquery(this=picked, alias=exp.TableAlias(this=exp.to_identifier(
+        source.alias_or_name if isinstance(source, exp.Table) and source.alias else "__sample")))))
+    return out
+
+
 STRFTIME_CODES = {"%Y": "yyyy", "%m": "MM", "%d": "dd", "%H": "HH", "%M": "mm", "%S": "ss", "%f": "SSSSSS",
                   "%j": "DDD", "%%": "%"}
 """DuckDB strftime codes and the Java pattern letters Spark's date_format gives the same text with."""
@@ -234,9 +258,15 @@ def _rule_ordered_list(node: exp.Expression, ctx: _Context) -> exp.Expression | 
         keys = inner.expressions
         if any(k.args.get("desc") for k in keys):
             raise ctx.refuse(node, "list(... ORDER BY ... DESC): only ascending orders are translated")
-        value = inner.this
+        value, gather = inner.this, "collect_list"
+        if isinstance(value, exp.Distinct):  # list(DISTINCT x ORDER BY x): a set of the values, sorted
+            if len(value.expressions) != 1 or [k.this.sql() for k in keys] != [value.expressions[0].sql()]:
+                raise ctx.refuse(node, "list(DISTINCT x ORDER BY ...): only ordered by x itself is translated")
+            value, gather = value.expressions[0], "collect_set"
         fields = [exp.alias_(k.this.copy(), f"__k{i}") for i, k in enumerate(keys)]
-        packed = _fn("array_sort", _fn("collect_list", _fn("struct", *fields, exp.alias_(value.copy(), "__v"))))
+        packed = _fn("array_sort", _fn(gather, _fn("struct", *fields, exp.alias_(value.copy(), "__v"))))
+    elif isinstance(inner, exp.Distinct):
+        raise ctx.refuse(node, "list(DISTINCT x) without ORDER BY x: write list(DISTINCT x ORDER BY x)")
     else:
         packed = _fn("collect_list", _fn("struct", exp.alias_(inner.copy(), "__v")))
     return sqlglot.parse_one("transform(__p, __e -> __e.__v)", read="spark").transform(
@@ -370,6 +400,7 @@ RULES: dict[str, Rule] = {
     "list_avg": _rule_list_avg,
     "index": _rule_index,
     "hash_mod": _rule_hash_mod,
+    "sample": _rule_sample,
     "strftime": _rule_strftime,
     "hash": _rule_hash,
     "make_timestamp": _rule_make_timestamp,
