@@ -35,6 +35,7 @@ from toolkit.whatif.scenarios import requests_table  # noqa: E402
 from toolkit.whatif.simulate import Arrivals, simulate  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
+HOLDS = 1.0  # prefills are engine steps that hold the decode, as measured on vLLM (docs/whatif.md)
 T0_US = 1_795_996_800_000_000
 
 
@@ -45,7 +46,7 @@ def engine() -> Calibration:
     return Calibration(model="bench", replicas=4, requests=0,
                        prefill=fit("prefill_ms", 8.0, input_tokens=0.02, running=0.8),
                        decode=fit("tpot_ms", 10.0, running=0.6), max_num_seqs=16, limit_reached=True,
-                       preprocess_ms=np.array([1.0, 2.0, 3.5]), postprocess_ms=np.array([0.3, 0.8]))
+                       prefill_holds_decode=HOLDS, preprocess_ms=np.array([1.0, 2.0, 3.5]), postprocess_ms=np.array([0.3, 0.8]))
 
 
 def arrivals(scale: float) -> Arrivals:

@@ -60,6 +60,26 @@ def test_calibration_recovers_the_engine(known: tuple[Path, object]) -> None:
     assert sorted(set(cal.preprocess_ms.round(3).tolist())) == [2.0, 3.0, 4.0]
 
 
+@pytest.mark.parametrize("holds", [0.0, 1.0, 0.6])
+def test_calibration_recovers_how_much_a_prefill_holds_the_decode(tmp_path: Path, holds: float) -> None:
+    """A dataset made by an engine whose prefills hold the decode (1: vLLM as measured, engine
+    steps; 0.6: steps, the decode slowed; 0: beside it): the joint fit recovers the share and the
+    step model, whichever it is, and the as-observed replay stays faithful."""
+    true = {**TRUE, "holds": holds, "per_input": 0.5}
+    arr = bursty(seed=5)
+    ds, _res = generated_dataset(tmp_path, model(**true), arr)
+    cal = calibrate(load_inputs(queries.connect(ds), None, None), "m")
+    assert cal.prefill_holds_decode == pytest.approx(holds, abs=0.05)
+    assert cal.prefill_steps == (holds >= 0.5)
+    assert cal.prefill.coef["input_tokens"] == pytest.approx(0.5, rel=0.03)
+    assert cal.decode.coef["running"] == pytest.approx(1.2, rel=0.1)
+    assert cal.decode.intercept == pytest.approx(6.0, rel=0.1)
+    out = run(ds)
+    assert out["reliable"] and out["calibration"]["prefill_holds_decode"] == pytest.approx(holds, abs=0.05)
+    errs = out["scenarios"][0]["error_pct"]
+    assert all(abs(errs[m][p]) < 10 for m in ("ttft_ms", "e2e_ms") for p in ("p50", "p95")), errs
+
+
 def test_as_observed_replay_is_faithful(known: tuple[Path, object]) -> None:
     ds, _ = known
     out = run(ds, replicas=[1, 2], max_num_seqs=[4, 8])

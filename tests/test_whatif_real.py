@@ -1,9 +1,10 @@
 """The what-if model against a real engine: three captures of vLLM CPU (tests/data/whatif/, made by
-tests/integration/capture_whatif.py) of one arrival pattern: --max-num-seqs 4 as written, the same
-pattern 1.5x faster, and --max-num-seqs 8 as written.
+tests/integration/capture_whatif.py on a quiet machine) of one arrival pattern: --max-num-seqs 4 as
+written, the same pattern 1.5x faster, and --max-num-seqs 8 as written.
 
-Each capture is replayed as observed (calibrated on itself); then the model calibrated on the
-faster run predicts the two others from their own arrivals (``--arrivals``, with their limit). The
+Each capture is replayed as observed (calibrated on itself); then a model calibrated on one run
+predicts another from its own arrivals (``--arrivals``, with its limit), across load (1.5x) and
+across the limit (4 -> 8 and 8 -> 4). The
 errors asserted are the ones measured when the captures were made (README "What-if" table): the
 simulation is deterministic (seeded), so a change of the model that moves a prediction by more
 than ``SLACK`` points in either direction fails here and must update the README's table with it.
@@ -24,11 +25,13 @@ SLACK = 2.0  # percentage points
 
 # (calibrated on, predicted run) -> error % of (p50, p95) per metric, as measured
 MEASURED = {
-    ("mns4-base", "mns4-base"): {"ttft_ms": (52.6, -12.5), "queue_ms": (65.3, -9.5), "e2e_ms": (42.6, -22.0)},
-    ("mns4-fast", "mns4-fast"): {"ttft_ms": (-15.7, -24.2), "queue_ms": (-16.6, -24.9), "e2e_ms": (-30.0, -24.7)},
-    ("mns8-base", "mns8-base"): {"ttft_ms": (-37.6, -36.3), "queue_ms": (-43.4, -38.3), "e2e_ms": (-37.1, -27.5)},
-    ("mns4-fast", "mns4-base"): {"ttft_ms": (24.3, -20.1), "queue_ms": (42.1, -17.6), "e2e_ms": (21.1, -27.8)},
-    ("mns4-fast", "mns8-base"): {"ttft_ms": (-64.2, -46.8), "queue_ms": (-66.8, -47.0), "e2e_ms": (-36.9, -36.9)},
+    ("mns4-base", "mns4-base"): {"ttft_ms": (2.4, 0.3), "queue_ms": (1.8, 2.7), "e2e_ms": (-5.5, -0.5)},
+    ("mns4-fast", "mns4-fast"): {"ttft_ms": (6.9, 0.5), "queue_ms": (7.0, 2.9), "e2e_ms": (2.1, -1.1)},
+    ("mns8-base", "mns8-base"): {"ttft_ms": (5.9, -0.9), "queue_ms": (1.3, 2.5), "e2e_ms": (1.1, 5.1)},
+    ("mns4-fast", "mns4-base"): {"ttft_ms": (1.9, 0.1), "queue_ms": (1.4, 2.5), "e2e_ms": (-5.8, -0.9)},
+    ("mns4-fast", "mns8-base"): {"ttft_ms": (16.0, 5.1), "queue_ms": (12.6, 9.7), "e2e_ms": (5.6, 7.6)},
+    ("mns4-base", "mns8-base"): {"ttft_ms": (16.7, 5.7), "queue_ms": (13.2, 10.3), "e2e_ms": (6.0, 8.0)},
+    ("mns8-base", "mns4-base"): {"ttft_ms": (-5.3, -7.0), "queue_ms": (-4.8, -5.2), "e2e_ms": (-9.9, -8.1)},
 }
 
 
@@ -57,8 +60,9 @@ def test_prediction_errors_stay_within_measured_bounds(datasets: dict[str, Path]
     for metric, (p50, p95) in MEASURED[(cal_on, target)].items():
         got = sc["error_pct"][metric]
         assert abs(got["p50"] - p50) <= SLACK and abs(got["p95"] - p95) <= SLACK, (metric, got)
-    # measured: every capture's as-observed replay misses some judged statistic by more than 25 %
-    # (e2e p50 -30 % at best, on mns4-fast), so every scenario is flagged, never presented as an answer
-    assert out["reliable"] is False and out["unreliable_because"]
-    assert all(s["reliable"] is False for s in out["scenarios"])
-    assert out["sentence"].startswith("The model does not reproduce the window")
+    # measured: within 25 % on every judged statistic, so every scenario is an answer; the fit sees
+    # that a prefill step holds the decode (vLLM CPU: 98-99 %) and replays prefills as engine steps
+    assert out["reliable"] is True and not out["unreliable_because"]
+    assert all(s["reliable"] is True for s in out["scenarios"])
+    assert all(abs(v) <= 25 for m in ("ttft_ms", "queue_ms", "e2e_ms") for v in sc["error_pct"][m].values())
+    assert out["calibration"]["prefill_holds_decode"] > 0.9 and out["calibration"]["prefill_steps"]

@@ -70,6 +70,34 @@ def test_prefill_uses_tokens_and_batch() -> None:
     assert ms(res.e_us, res.a_us)[0] == 21.0
 
 
+def test_prefill_step_holds_the_decode() -> None:
+    """holds = 1 (vLLM as measured): request A decodes 10 steps of 10 ms from its first token at
+    10 ms; B arrives at 50 ms and its 30 ms prefill step (10 + 0.2 x 100 tokens) holds A's decode:
+    A's last token moves from 110 to 140 ms, B's first token is at 80 ms. holds = 0: A is not held
+    (last token 110 ms), B's first token is at 80 ms all the same."""
+    arr = arrivals([0.0, 50.0], input_tokens=np.array([0, 100]), output_tokens=np.array([11, 1]))
+    for holds, a_last in ((1.0, 140.0), (0.0, 110.0), (0.5, 125.0)):
+        cal = model(prefill=10.0, per_input=0.2, step=10.0, holds=holds)
+        res = simulate(arr, cal, replicas=1, max_num_seqs=4, seed=0)
+        t0 = res.a_us[0]
+        assert ms(res.f_us, t0).tolist() == [10.0, 80.0], holds
+        assert ms(res.l_us, t0)[0] == a_last, holds
+
+
+def test_prefill_steps_batch_what_was_admitted_during_a_step() -> None:
+    """Engine steps (holds >= 0.5): A's prefill step runs 0-30 ms (10 + 0.2 x 100); B and C arrive
+    at 5 and 10 ms and wait for the next step, which prefills both together: 10 + 0.2 x (100 + 100)
+    = 50 ms, 30 -> 80 ms, so both first tokens are at 80 ms and both are scheduled at 30 ms. Beside
+    the decode (holds 0), each prefills on its own from its arrival: first tokens at 30, 35, 40 ms."""
+    arr = arrivals([0.0, 5.0, 10.0], input_tokens=100, output_tokens=1)
+    steps = simulate(arr, model(prefill=10.0, per_input=0.2, holds=1.0), replicas=1, max_num_seqs=4, seed=0)
+    t0 = steps.a_us[0]
+    assert ms(steps.s_us, t0).tolist() == [0.0, 30.0, 30.0]
+    assert ms(steps.f_us, t0).tolist() == [30.0, 80.0, 80.0]
+    beside = simulate(arr, model(prefill=10.0, per_input=0.2, holds=0.0), replicas=1, max_num_seqs=4, seed=0)
+    assert ms(beside.f_us, t0).tolist() == [30.0, 35.0, 40.0]
+
+
 def test_least_loaded_dispatch() -> None:
     """Two replicas, limit 1: two simultaneous requests both start at once; a third waits for the first free."""
     arr = arrivals([0.0, 0.0, 0.0])

@@ -21,14 +21,16 @@ def fit(target: str, intercept: float, **coef: float) -> Fit:
 
 def model(prefill: float = 0.0, per_input: float = 0.0, per_running: float = 0.0, step: float = 10.0,
           step_per_running: float = 0.0, pre: list[float] | None = None, post: list[float] | None = None,
-          limit: int = 4) -> Calibration:
+          limit: int = 4, holds: float = 0.0) -> Calibration:
     """A calibration written by hand: prefill = prefill + per_input x tokens + per_running x batch,
-    step = step + step_per_running x batch; pre/postprocess drawn from the given values (0 without)."""
+    step = step + step_per_running x batch; pre/postprocess drawn from the given values (0 without);
+    ``holds``: the share of a prefill the decodes wait through (0: beside the decode; from 0.5:
+    prefills are engine steps)."""
     return Calibration(
         model="m", replicas=1, requests=0,
         prefill=fit("prefill_ms", prefill, input_tokens=per_input, running=per_running),
         decode=fit("tpot_ms", step, running=step_per_running), max_num_seqs=limit, limit_reached=True,
-        preprocess_ms=np.array(pre or [], dtype=float), postprocess_ms=np.array(post or [], dtype=float))
+        prefill_holds_decode=holds, preprocess_ms=np.array(pre or [], dtype=float), postprocess_ms=np.array(post or [], dtype=float))
 
 
 def arrivals(offsets_ms: list[float] | np.ndarray, input_tokens: int | np.ndarray = 10,

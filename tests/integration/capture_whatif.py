@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -51,14 +52,26 @@ def pattern(path: Path, burst_rate: float, quiet_rate: float, seed: int = 11) ->
                            OUTPUT_LENGTHS)
 
 
+def _is_pattern_request(span: dict) -> bool:
+    """A request of the replayed pattern, not of the capture's tooling: the capacity probe's warm-up
+    requests (``warmup-N``, one repeated prompt the engine serves from its prefix cache) and
+    ``stagelens replay``'s three one-token tokenizer probes (``...-probeN``) are left out, so the
+    captured window is the pattern alone (prefix-cache hits have no cached-token count in vLLM's
+    spans, and a model calibrated on them would charge full prefills for them)."""
+    rid = next((a["value"].get("stringValue", "") for a in span.get("attributes", [])
+                if a.get("key") == "gen_ai.request.id"), "")
+    return "warmup-" not in rid and not re.search(r"-probe\d+$", rid)
+
+
 def only_request_spans(src: Path, dst: Path) -> int:
-    """The llm_request spans of the receiver's file, gzip-compressed (start-up spans dropped)."""
+    """The pattern's llm_request spans of the receiver's file, gzip-compressed (start-up spans and
+    the tooling's requests dropped)."""
     n, lines = 0, []
     for line in src.read_text().splitlines():
         doc = json.loads(line)
         for rs in doc.get("resourceSpans", []):
             for ss in rs.get("scopeSpans", []):
-                ss["spans"] = [s for s in ss.get("spans", []) if s.get("name") == "llm_request"]
+                ss["spans"] = [s for s in ss.get("spans", []) if s.get("name") == "llm_request" and _is_pattern_request(s)]
                 n += len(ss["spans"])
             rs["scopeSpans"] = [ss for ss in rs.get("scopeSpans", []) if ss["spans"]]
         doc["resourceSpans"] = [rs for rs in doc.get("resourceSpans", []) if rs["scopeSpans"]]

@@ -2,12 +2,21 @@
 
 The model (what ``simulate`` replays):
 
-* prefill: ``prefill_ms = a + b * input_tokens + c * running`` where ``running`` is the number of
-  sequences the replica runs once the request is admitted (itself included): a prefill shares its
-  engine step with the decodes already running, so the step is longer when the batch is fuller;
-* decode: one step per output token, ``step_ms = d + e * running``; a request's TPOT is the mean
-  step time over its decode, so the fit is TPOT against the time-weighted mean of sequences running
-  while it decoded (``whatif_inputs.running_during_decode``);
+* prefill: a prefill step takes ``a + b * input_tokens + c * running`` (the tokens of every
+  request it prefills together, ``running`` the sequences of the batch, whose decodes share the
+  step). It is fitted on the requests prefilled alone (``whatif_inputs.prefill_overlap_ms = 0``):
+  a request prefilled in one step with others reports that step's time for their tokens too;
+* decode: one step per output token, ``step_ms = d + e * running``, and ``prefill_holds_decode``
+  (β, 0 to 1): the share of a prefill's time the decoding sequences of its replica wait through.
+  Both are fitted together: ``TPOT = d + e * running + β * prefill_stall_per_token``, with
+  ``running`` the time-weighted mean of sequences running while the request decoded and the stall
+  term how long prefill steps ran during its decode, per token (``whatif_inputs``). Measured on
+  vLLM, β ≈ 0.95 (a step that prefills takes as long as its prefill: docs/whatif.md); an engine
+  whose prefills run beside the decode gives β ≈ 0. A TPOT fitted without the stall term charges
+  the stalls twice when the simulation also replays the prefills;
+* prefill batching follows β: with β ≥ 0.5 (``PREFILL_STEPS``) prefills are engine steps, one at a
+  time, each prefilling every request admitted before it starts; below, each request's prefill runs
+  on its own from its admission;
 * the concurrency limit: the median batch a queued request was admitted into (a waiting request
   is admitted when a slot frees, so that batch is the limit, e.g. vLLM's ``--max-num-seqs``); with
   no request queued, the most sequences seen running at once, a lower bound (``limit_reached``);
@@ -102,12 +111,18 @@ class Calibration:
     decode: Fit
     max_num_seqs: int
     limit_reached: bool
+    prefill_holds_decode: float
     preprocess_ms: np.ndarray = field(repr=False)
     postprocess_ms: np.ndarray = field(repr=False)
     notes: list[str] = field(default_factory=list)
 
     def prefill_ms(self, input_tokens: np.ndarray | float, running: np.ndarray | float) -> np.ndarray:
         return np.maximum(self.prefill.predict(input_tokens=input_tokens, running=running), 0.0)
+
+    @property
+    def prefill_steps(self) -> bool:
+        """Prefills replayed as engine steps (batched, one at a time) rather than each on its own."""
+        return self.prefill_holds_decode >= PREFILL_STEPS
 
     def step_ms(self, running: np.ndarray | float) -> np.ndarray:
         return np.maximum(self.decode.predict(running=running), 1e-3)
@@ -120,9 +135,14 @@ class Calibration:
 
         return {
             "model": self.model, "replicas": self.replicas, "requests": self.requests,
-            "prefill": {"formula": "prefill_ms = intercept + input_tokens * b + running * c", **self.prefill.to_json()},
-            "decode_step": {"formula": "step_ms = intercept + running * e (fitted to TPOT against the mean "
-                                       "sequences running during the decode)", **self.decode.to_json()},
+            "prefill": {"formula": "prefill step ms = intercept + input_tokens * b + running * c (input_tokens of "
+                                   "every request the step prefills; fitted on requests prefilled alone)",
+                        **self.prefill.to_json()},
+            "decode_step": {"formula": "step_ms = intercept + running * e (fitted with prefill_holds_decode: TPOT = "
+                                       "step_ms + prefill_holds_decode * prefill stall per token)",
+                            **self.decode.to_json()},
+            "prefill_holds_decode": _r(self.prefill_holds_decode, 4),
+            "prefill_steps": self.prefill_steps,
             "max_num_seqs": self.max_num_seqs, "limit_reached": self.limit_reached,
             "preprocess_ms": dist(self.preprocess_ms), "postprocess_ms": dist(self.postprocess_ms),
             "notes": self.notes,
@@ -131,7 +151,11 @@ class Calibration:
 
 INPUT_COLUMNS = ("model, replica, epoch_us(ts_arrival) AS a_us, input_tokens, output_tokens, preprocess_ms, "
                  "queue_ms, prefill_ms, decode_ms, postprocess_ms, ttft_ms, tpot_ms, e2e_ms, "
-                 "running_at_schedule, running_during_decode")
+                 "running_at_schedule, running_during_decode, prefill_overlap_ms, prefill_stall_per_token_ms")
+PREFILL_ALONE_MIN = 3
+"""Fewer requests prefilled alone than this: the prefill is fitted on every request (noted)."""
+PREFILL_STEPS = 0.5
+"""``prefill_holds_decode`` from which prefills are replayed as engine steps (batched, one at a time)."""
 
 
 def window_condition(window: tuple[datetime, datetime] | None, column: str = "ts_arrival") -> tuple[str, list]:
@@ -199,20 +223,33 @@ def calibrate(inputs: dict[str, np.ndarray], model: str | None = None) -> Calibr
         raise CalibrationError("cannot calibrate prefill: no server record of the window has its input tokens", 4)
     if ok.sum() < n:
         notes.append(f"{n - int(ok.sum())} requests without input tokens were left out of the prefill fit")
+    alone = ok & (np.nan_to_num(_floats(inputs["prefill_overlap_ms"]), nan=1.0) == 0)
+    if alone.sum() >= PREFILL_ALONE_MIN:
+        ok = alone
+    else:
+        notes.append(f"only {int(alone.sum())} requests were prefilled alone: the prefill is fitted on every request, "
+                     "so steps shared by several prefills count for each of them")
     prefill = fit_linear("prefill_ms", pre[ok], {"input_tokens": inp[ok], "running": run_s[ok]})
     tpot, run_d = _floats(inputs["tpot_ms"]), _floats(inputs["running_during_decode"])
+    stall = np.nan_to_num(_floats(inputs["prefill_stall_per_token_ms"]))
     okd = np.isfinite(tpot) & np.isfinite(run_d)
     if not okd.any():
         raise CalibrationError("cannot calibrate decode: no server record of the window generated more than one "
                                "token", 4)
-    decode = fit_linear("tpot_ms", tpot[okd], {"running": run_d[okd]})
+    both = fit_linear("tpot_ms", tpot[okd], {"running": run_d[okd], "prefill_stall_per_token": stall[okd]})
+    holds = both.coef["prefill_stall_per_token"]
+    if holds > 1:  # a decode cannot wait longer than the prefills it waited through: refit with β = 1
+        holds = 1.0
+        both = fit_linear("tpot_ms", tpot[okd] - stall[okd], {"running": run_d[okd]})
+    decode = Fit("decode_step_ms", both.intercept, {"running": both.coef["running"]}, both.n, both.r2, both.rmse_ms,
+                 both.abs_residual_p50_ms, both.abs_residual_p95_ms)
     no_last = int(np.sum(~np.isfinite(_floats(inputs["decode_ms"]))))
     if no_last:
         notes.append(f"{no_last} requests record no last token: their decode is taken to run to the end "
                      "(postprocess included), as stages' TPOT basis decode+postprocess")
     queue = _floats(inputs["queue_ms"])
     # waiting for a slot, not for the scheduler's next step: longer than two decode steps
-    wait = max(QUEUED_MS, 2 * float(np.median(tpot[okd])))
+    wait = max(QUEUED_MS, 2 * float(np.median(tpot[np.isfinite(tpot)]))) if np.isfinite(tpot).any() else QUEUED_MS
     queued = (np.nan_to_num(queue) > wait) & np.isfinite(run_s)
     # a few long waits (a scheduler hiccup, a stall) with free slots do not make a limit
     limit_reached = bool(queued.sum() >= max(1, QUEUED_SHARE * n))
@@ -231,7 +268,7 @@ def calibrate(inputs: dict[str, np.ndarray], model: str | None = None) -> Calibr
         model = inputs["model"].tolist()[0]  # load_inputs keeps one model
     return Calibration(
         model=model, replicas=max(1, replicas), requests=n, prefill=prefill, decode=decode,
-        max_num_seqs=max(1, limit), limit_reached=limit_reached,
+        max_num_seqs=max(1, limit), limit_reached=limit_reached, prefill_holds_decode=float(holds),
         preprocess_ms=_finite(inputs["preprocess_ms"]), postprocess_ms=_finite(inputs["postprocess_ms"]),
         notes=notes,
     )

@@ -56,10 +56,13 @@ def calibration_lines(cal: dict) -> list[str]:
 
     return [
         f"calibration: {cal['requests']} requests, {cal['replicas']} replica(s), model {cal['model'] or '(unnamed)'}",
-        f"  prefill_ms = {p['intercept_ms']:.2f} + {p['coef_ms']['input_tokens']:.4f} x input_tokens + "
+        f"  prefill step_ms = {p['intercept_ms']:.2f} + {p['coef_ms']['input_tokens']:.4f} x input_tokens + "
         f"{p['coef_ms']['running']:.2f} x running   (R² {r2(p['r2'])}, |residual| p95 {fmt_ms(p['abs_residual_ms']['p95'])})",
         f"  decode step_ms = {d['intercept_ms']:.2f} + {d['coef_ms']['running']:.3f} x running   "
         f"(R² {r2(d['r2'])}, |residual| p95 {fmt_ms(d['abs_residual_ms']['p95'])})",
+        f"  prefill holds the decode {100 * cal['prefill_holds_decode']:.0f} % of its time"
+        + (" (prefills replayed as engine steps, one at a time)" if cal["prefill_steps"]
+           else " (prefills replayed beside the decode)"),
         f"  concurrency limit {cal['max_num_seqs']}" + ("" if cal["limit_reached"] else " (not reached: a lower bound)"),
         *(f"  note: {n}" for n in cal["notes"]),
     ]

@@ -1,15 +1,21 @@
 """A deterministic discrete-event simulation of continuous batching, and the seeded arrival resampling.
 
 Each replica admits queued requests first come, first served while fewer than ``max_num_seqs``
-sequences run. An admitted request prefills (``Calibration.prefill_ms`` of its input tokens and the
-batch it joins), then decodes its other output tokens one engine step each, every running sequence
-advancing one token per step of ``Calibration.step_ms(running)``. A request frees its slot at its
-last token; postprocess follows outside the batch. Arrivals go, after their preprocess, to the
-replica with the fewest requests (running + waiting), the lowest index on a tie.
+sequences hold its slots. How an admitted request is prefilled follows the calibration: on an
+engine whose prefill steps hold the decode (``Calibration.prefill_steps``, as vLLM and SGLang
+measured: docs/whatif.md) prefills are engine steps, one at a time, each prefilling every request
+admitted before it starts, for ``Calibration.prefill`` of their input tokens and the batch; a
+request admitted during a step waits for the next one, and its first token is at the end of its
+step. Otherwise each request's prefill runs on its own from its admission. While a prefill runs,
+the decoding sequences advance at ``1 - prefill_holds_decode`` of their speed; otherwise one token
+per step of ``Calibration.step_ms(running)``. A request frees its slot at its last token;
+postprocess follows outside the batch. Arrivals go, after their preprocess, to the replica with the
+fewest requests (running + waiting), the lowest index on a tie.
 
 Why it is fast without being approximate about the step model: between two events (an arrival, an
 admission, a first or a last token) the batch is constant, so every decoding sequence advances at
-the same rate, one token per ``step_ms(running)``. A per-replica "decode clock" ``v`` (tokens each
+the same rate (one token per ``step_ms(running)``, slower while a prefill runs). A per-replica
+"decode clock" ``v`` (tokens each
 running sequence has decoded since the replica started) therefore finishes a request when ``v``
 reaches its start value plus its tokens: a heap on that target gives the next last token without
 touching the other sequences. Events are O(requests), not O(tokens): a 100 k-request hour is
@@ -99,66 +105,84 @@ class Result:
 
 
 class _Replica:
-    """One engine: a FCFS waiting queue, the running batch, and its decode clock."""
+    """One engine: a FCFS waiting queue, the requests holding its slots, the prefills in progress,
+    and its decode clock."""
 
-    __slots__ = ("now", "v", "running", "waiting", "prefilling", "decoding", "limit", "steps", "per_running",
-                 "base_prefill", "out", "s", "f", "last")
+    __slots__ = ("now", "v", "running", "waiting", "pending", "prefilling", "decoding", "limit", "steps",
+                 "per_running", "intercept", "token_cost", "out", "s", "f", "last", "in_steps", "pf_rate")
 
-    def __init__(self, limit: int, cal: Calibration, base_prefill: list[float], out: list[int],
+    def __init__(self, limit: int, cal: Calibration, token_cost: list[float], out: list[int],
                  s: list[float], f: list[float], last: list[float]) -> None:
         self.now = 0.0
         self.v = 0.0
-        self.running = 0
+        self.running = 0  # slots held: admitted, prefilling or decoding
         self.waiting: deque[int] = deque()
-        self.prefilling: list[tuple[float, int]] = []  # (first-token time, request)
+        self.pending: list[int] = []  # admitted while a prefill step ran: prefilled by the next one
+        self.prefilling: list[tuple[float, int]] = []  # (first-token time, request); one step's requests
         self.decoding: list[tuple[float, int]] = []  # (decode-clock target, request)
-        self.limit, self.base_prefill, self.out = limit, base_prefill, out
+        self.limit, self.token_cost, self.out = limit, token_cost, out
         self.s, self.f, self.last = s, f, last
         # step time by batch size, computed once (a numpy call per event would dominate the run)
         self.steps = [float(x) for x in cal.step_ms(np.arange(limit + 1))]
         self.per_running = cal.prefill.coef.get("running", 0.0)
+        self.intercept = cal.prefill.intercept
+        self.in_steps = cal.prefill_steps
+        self.pf_rate = 1.0 - cal.prefill_holds_decode  # decode speed while a prefill runs
 
     def enqueue(self, i: int) -> None:
         self.waiting.append(i)
         self._admit()
 
     def _admit(self) -> None:
-        coef = self.per_running
+        """Admit waiting requests into free slots and start their prefills: each on its own, or, when
+        prefills are engine steps, all of them in one step once no step is running."""
         while self.waiting and self.running < self.limit:
             i = self.waiting.popleft()
             self.running += 1
-            self.s[i] = self.now
-            pf = max(self.base_prefill[i] + coef * self.running, 0.0)
-            heapq.heappush(self.prefilling, (self.now + pf, i))
+            if not self.in_steps:
+                self.s[i] = self.now
+                cost = self.intercept + self.token_cost[i] + self.per_running * self.running
+                heapq.heappush(self.prefilling, (self.now + max(cost, 0.0), i))
+            else:
+                self.pending.append(i)
+        if self.pending and not self.prefilling:
+            batch, self.pending = self.pending, []
+            cost = self.intercept + self.per_running * self.running
+            for i in batch:
+                self.s[i] = self.now  # scheduled: its prefill step starts
+                cost += self.token_cost[i]
+            end = self.now + max(cost, 0.0)
+            for i in batch:
+                heapq.heappush(self.prefilling, (end, i))
+
+    def _rate(self) -> float:
+        """Decode tokens per ms of every decoding sequence now."""
+        r = 1.0 / self.steps[self.running]
+        return r * self.pf_rate if self.prefilling else r
 
     def next_event(self) -> float:
         """Time of this replica's next first or last token (inf when idle)."""
         t_pf = self.prefilling[0][0] if self.prefilling else math.inf
         if not self.decoding:
             return t_pf
-        t_dc = self.now + (self.decoding[0][0] - self.v) * self.steps[self.running]
+        r = self._rate()
+        t_dc = self.now + (self.decoding[0][0] - self.v) / r if r > 0 else math.inf
         return t_pf if t_pf <= t_dc else t_dc
 
     def advance_to(self, t: float) -> None:
         """Process every event of this replica up to time ``t`` (inclusive), then set the clock to ``t``."""
-        prefilling, decoding, steps, heappop = self.prefilling, self.decoding, self.steps, heapq.heappop
-        inf = math.inf
+        prefilling, decoding, heappop, inf = self.prefilling, self.decoding, heapq.heappop, math.inf
         while True:
             t_pf = prefilling[0][0] if prefilling else inf
-            if decoding:
-                step = steps[self.running]
-                t_dc = self.now + (decoding[0][0] - self.v) * step
-            else:
-                step, t_dc = 0.0, inf
+            r = self._rate() if decoding else 0.0
+            t_dc = self.now + (decoding[0][0] - self.v) / r if r > 0 else inf
             te = t_pf if t_pf <= t_dc else t_dc
             if te > t or te == inf:  # (both infinite: the replica is drained)
                 if t != inf:
-                    if decoding:
-                        self.v += (t - self.now) / step
+                    self.v += (t - self.now) * r
                     self.now = t
                 return
-            if decoding:
-                self.v += (te - self.now) / step
+            self.v += (te - self.now) * r
             self.now = te
             if t_pf <= t_dc:
                 i = heappop(prefilling)[1]
@@ -166,13 +190,14 @@ class _Replica:
                 rest = self.out[i] - 1
                 if rest > 0:
                     heapq.heappush(decoding, (self.v + rest, i))
+                    if not prefilling:
+                        self._admit()
                     continue
             else:
                 i = heappop(decoding)[1]
             self.last[i] = te
             self.running -= 1
-            if self.waiting:
-                self._admit()
+            self._admit()
 
 
 def simulate(arr: Arrivals, cal: Calibration, replicas: int, max_num_seqs: int, seed: int) -> Result:
@@ -187,10 +212,10 @@ def simulate(arr: Arrivals, cal: Calibration, replicas: int, max_num_seqs: int, 
     inp = np.nan_to_num(arr.input_tokens.astype(float))
     out = np.maximum(np.nan_to_num(arr.output_tokens.astype(float)), 1).astype(np.int64)
     out_list = out.tolist()
-    base_prefill = (cal.prefill.intercept + cal.prefill.coef.get("input_tokens", 0.0) * inp).tolist()
+    token_cost = (cal.prefill.coef.get("input_tokens", 0.0) * inp).tolist()
     # plain lists inside the event loop: indexing a numpy array from Python is several times slower
     s, f, last = [0.0] * n, [0.0] * n, [0.0] * n
-    reps = [_Replica(max_num_seqs, cal, base_prefill, out_list, s, f, last) for _ in range(replicas)]
+    reps = [_Replica(max_num_seqs, cal, token_cost, out_list, s, f, last) for _ in range(replicas)]
     rep_of = [0] * n
     order = np.argsort(q_ms, kind="stable")
     q_list = q_ms[order].tolist()
