@@ -42,6 +42,7 @@ _INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)\s+(.*)$", re.I | re.S)
 _DROP = re.compile(r"^\s*DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?(\w+)\s*;?\s*$", re.I | re.S)
 _SET_VARIABLE = re.compile(r"^\s*SET\s+VARIABLE\s+(\w+)\s*=\s*(.*)$", re.I | re.S)
 _MAIN = re.compile(r"\bmain\.(\w+)")  # DuckDB: the view a temp table of the same name shadows
+_PLACEHOLDER = re.compile(r"\?|" + queries.PARAM_RE.pattern)
 _CATALOG = re.compile(r"\bduckdb_tables\(\)", re.I)
 
 
@@ -174,23 +175,21 @@ class SparkConnection:
 
     def bind(self, sql: str, params: dict[str, object] | list | tuple) -> str:
         """``$name`` -> a literal: the statement's own parameters first, else the views' settings; a
-        list of parameters fills the statement's ``?`` in order (outside string literals)."""
+        list of parameters fills the statement's ``?`` in order. Only outside string literals: a value
+        (a filter's text) is never read again as SQL or as a parameter."""
         from toolkit.engines.spark import _bind
 
-        if isinstance(params, list | tuple):
-            values = iter(params)
-            parts = re.split(r"('(?:[^']|'')*')", sql)
-            sql = "".join(p if p.startswith("'") else re.sub(r"\?", lambda _m: literal(next(values)), p)
-                          for p in parts)
-            params = {}
-        given = {k: literal(v) for k, v in params.items()}
+        values = iter(params) if isinstance(params, list | tuple) else iter(())
+        given = {k: literal(v) for k, v in params.items()} if isinstance(params, dict) else {}
 
         def one(m: Any) -> str:
+            if m.group(0) == "?":
+                return literal(next(values))
             name = m.group(1)
             return given[name] if name in given else _bind(m.group(0), self.views.values)
 
-        return queries.PARAM_RE.sub(one, sql)
-
+        parts = re.split(r"('(?:[^']|'')*')", sql)
+        return "".join(p if p.startswith("'") else _PLACEHOLDER.sub(one, p) for p in parts)
 
 def connect(dataset: object, params: dict[str, object] | None = None, master: str | None = None) -> SparkConnection:
     """A ``SparkConnection`` over ``dataset``'s tables and views, in a Spark session of its own (its
