@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DATA = HERE / "data"
 T0 = 1_795_996_800  # 2026-11-30T00:00:00Z
-TARGETS = {"otlp": 300_000, "litellm": 500_000}
+TARGETS = {"otlp": 300_000, "litellm": 500_000, "litellm-spendlogs": 500_000}
 RSS_LIMIT_MB = 1000.0
 CHUNK = 20_000  # traces (otlp) or records (litellm) formatted per '%'
 
@@ -209,7 +209,52 @@ def generate_litellm(path: Path, n: int, seed: int = 0) -> int:
     return n
 
 
-GENERATORS = {"otlp": generate_otlp, "litellm": generate_litellm}
+# LiteLLM_SpendLogs as ``\\copy "LiteLLM_SpendLogs" TO ... CSV HEADER`` writes it: the header and row
+# shape of sample_traces/litellm/golden_spend_logs.csv (32 columns, JSON columns quoted), ~0.9 kB a row
+_SPEND_HEADER = (
+    "request_id,call_type,api_key,spend,total_tokens,prompt_tokens,completion_tokens,startTime,endTime,"
+    "request_duration_ms,completionStartTime,model,model_id,model_group,custom_llm_provider,api_base,user,metadata,"
+    "cache_hit,cache_key,request_tags,team_id,organization_id,end_user,requester_ip_address,messages,response,"
+    "session_id,status,mcp_namespaced_tool_name,agent_id,proxy_server_request\n")
+_SPEND = (
+    'chatcmpl-%016x,acompletion,88dc28d0f030c55e,0.0,%d,%d,%d,%s.%03d,%s.%03d,%d,%s.%03d,hosted_vllm/tiny-llama,'
+    '528f917c,tiny-llama,hosted_vllm,http://127.0.0.1:18200/v1,,"{""user_api_key_alias"": ""retail-assistant-prod"", '
+    '""status"": ""success"", ""litellm_overhead_time_ms"": 6.2, ""additional_usage_values"": '
+    '{""prompt_tokens_details"": {""cached_tokens"": %d}}}",False,,"[""User-Agent: OpenAI""]",team-retail,,,'
+    '10.2.14.7,"[{""role"": ""user"", ""content"": ""Where is my refund for order ORD-%06d?""}]",'
+    '"{""choices"": [{""message"": {""content"": ""It was sent on Monday."", ""role"": ""assistant""}, '
+    '""finish_reason"": ""stop""}]}",sess-%08d,success,,,"{""messages"": [{""role"": ""user"", '
+    '""content"": ""Where is my refund?""}], ""stream"": true}"\n')
+
+
+def _ms_text(ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Epoch ms as the table's timestamp(3) text: 'YYYY-MM-DD HH:MM:SS' and the milliseconds."""
+    sec = np.datetime_as_string((ms // 1000).astype("datetime64[s]"))
+    return np.char.replace(sec, "T", " "), ms % 1000
+
+
+def _spendlogs_chunk(rng: np.random.Generator, k: int, first: int) -> str:
+    idx = first + np.arange(k)
+    start = (T0 * 1000 + idx * 10).astype(np.int64)  # ms
+    ttft = rng.integers(5, 60, k)
+    dur = ttft + rng.integers(50, 900, k)
+    i, o = rng.integers(50, 400, k), rng.integers(8, 96, k)
+    (s, sm), (e, em), (c, cm) = _ms_text(start), _ms_text(start + dur), _ms_text(start + ttft)
+    cols = [_u64(rng, k), i + o, i, o, s, sm, e, em, dur, c, cm, i // 2, idx % 1_000_000, idx // 2]
+    return _fill(_SPEND, cols)
+
+
+def generate_spendlogs(path: Path, n: int, seed: int = 0) -> int:
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        f.write(_SPEND_HEADER)
+        for first in range(0, n, CHUNK):
+            f.write(_spendlogs_chunk(rng, min(CHUNK, n - first), first))
+    return n
+
+
+GENERATORS = {"otlp": generate_otlp, "litellm": generate_litellm, "litellm-spendlogs": generate_spendlogs}
+SUFFIX = {"litellm-spendlogs": ".csv"}
 
 
 # ---------------------------------------------------------------------------------------------- runs
@@ -267,7 +312,19 @@ def _litellm_reference(file: str) -> str:
         FROM read_json('{file}', format = 'newline_delimited', records = 'true', columns = {{{cols}}})"""
 
 
-REFERENCES = {"otlp": _otlp_reference, "litellm": _litellm_reference}
+def _spendlogs_reference(file: str) -> str:
+    """The columns the importer reads (toolkit/importers/litellm.py, _spendlogs_prefix), typed."""
+    return f"""
+        SELECT request_id, CAST("startTime" AS TIMESTAMP) AS t_start, CAST("endTime" AS TIMESTAMP) AS t_end,
+            TRY_CAST("completionStartTime" AS TIMESTAMP) AS t_cst, CAST(prompt_tokens AS BIGINT) AS prompt_tokens,
+            CAST(completion_tokens AS BIGINT) AS completion_tokens, model, model_group, team_id, session_id, status,
+            TRY_CAST(json_extract_string(metadata, '$.additional_usage_values.prompt_tokens_details.cached_tokens')
+                     AS BIGINT) AS cached,
+            json_extract_string(metadata, '$.error_information.error_class') AS error_class, mcp_namespaced_tool_name
+        FROM read_csv('{file}', header = true, all_varchar = true, max_line_size = 67108864)"""
+
+
+REFERENCES = {"otlp": _otlp_reference, "litellm": _litellm_reference, "litellm-spendlogs": _spendlogs_reference}
 
 
 def _child(mode: str, fmt: str, file: str, out: str, result: str) -> int:
@@ -327,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     load = os.getloadavg()[0]
     for fmt in args.formats.split(","):
-        path = DATA / f"agents-{fmt}-{n}.jsonl"
+        path = DATA / f"agents-{fmt}-{n}{SUFFIX.get(fmt, '.jsonl')}"
         if not (args.keep_data and path.exists()):
             t = time.perf_counter()
             GENERATORS[fmt](path, n)
@@ -344,10 +401,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(r)
         if not args.keep_data:
             path.unlink()
-    print(f"\n{'format':8} {'records':>10} {'MB':>7} {'seconds':>8} {'rows/s':>10} {'target':>9} "
+    print(f"\n{'format':17} {'records':>10} {'MB':>7} {'seconds':>8} {'rows/s':>10} {'target':>9} "
           f"{'CPU s':>7} {'peak RSS MB':>12}  ok   {'ref s':>6} {'ref rows/s':>10} {'ref CPU s':>9} {'ratio':>6}")
     for r in rows:
-        print(f"{r['format']:8} {r['imported']:>10,} {r['mb']:>7.0f} {r['seconds']:>8.2f} {r['rows_per_s']:>10,.0f} "
+        print(f"{r['format']:17} {r['imported']:>10,} {r['mb']:>7.0f} {r['seconds']:>8.2f} {r['rows_per_s']:>10,.0f} "
               f"{r['target']:>9,} {r['cpu_s']:>7.1f} {r['peak_rss_mb']:>12.0f}  {'yes' if r['ok'] else 'NO'}"
               f"{r['rss_note']}" + (f"  {r['ref_seconds']:>6.2f} {r['ref_rows_per_s']:>10,.0f} "
                                     f"{r['ref_cpu_s']:>9.1f} {r['ratio']:>5.2f}x" if "ratio" in r else ""))

@@ -90,10 +90,7 @@ def test_bom_reads_as_without(tmp_path, fmt, baseline):
     assert rc == 0 and s is not None and _counts(s) == _counts(baseline[fmt]), err
 
 
-@pytest.mark.parametrize("fmt", [pytest.param(f, marks=pytest.mark.xfail(
-    strict=True, reason="known gap: DuckDB's read_csv of the spend-logs CSV refuses the whole file on one "
-    "line of invalid UTF-8 (exit 4, one line); per-row quarantine of that CSV is not done yet"))
-    if f == "litellm-spendlogs" else f for f in SAMPLES])
+@pytest.mark.parametrize("fmt", list(SAMPLES))
 def test_wrong_shape(tmp_path, fmt, baseline):
     """A document that is a string; a line format: a garbage line appended to good ones."""
     f = tmp_path / SAMPLES[fmt].name

@@ -107,7 +107,8 @@ def _bench_module(name: str):
     return module
 
 
-@pytest.mark.parametrize(("fmt", "n", "rows"), [("otlp", 500, 500), ("litellm", 300, 300)])
+@pytest.mark.parametrize(("fmt", "n", "rows"), [("otlp", 500, 500), ("litellm", 300, 300),
+                                                 ("litellm-spendlogs", 300, 300)])
 def test_agent_references_read_every_record(tmp_path: Path, fmt: str, n: int, rows: int) -> None:
     """bench_agents.py's DuckDB reference reads every span (otlp) or payload (litellm) into typed
     columns: the floor it reports is of the same work, not of an empty read."""
@@ -116,7 +117,7 @@ def test_agent_references_read_every_record(tmp_path: Path, fmt: str, n: int, ro
     mod = _bench_module("bench_agents")
     f = tmp_path / f"{fmt}.jsonl"
     mod.GENERATORS[fmt](f, n)
-    start = {"otlp": "ts_start", "litellm": "t_start"}[fmt]
+    start = {"otlp": "ts_start", "litellm": "t_start", "litellm-spendlogs": "t_start"}[fmt]
     with duckdb.connect() as con:  # not the module's default connection: other tests share it
         got = con.execute(f"SELECT count(*), count({start}) FROM ({mod.REFERENCES[fmt](str(f))})").fetchall()[0]
     assert got == (rows, rows)

@@ -1,4 +1,4 @@
-"""``stagelens collect``: the OTLP/HTTP receiver (toolkit/collect.py).
+"""``stagelens collect``: the OTLP/HTTP receiver (toolkit/collect/).
 
 Bodies are built from the real vLLM span of docs/real-captures.md (conftest ``kit.span``), sent as
 protobuf, JSON and gzip; output must be the Collector's file-exporter JSON, byte for byte where

@@ -1,4 +1,4 @@
-"""``stagelens collect`` keeps what it acknowledged (toolkit/collect.py: AppendFile, DatasetSink).
+"""``stagelens collect`` keeps what it acknowledged (toolkit/collect/: AppendFile, DatasetSink).
 
 A 200 is sent only once the line is synced to the spool or ``--out``; a 503 only when nothing of it
 is there; spool files left by a killed collect are imported at the next start and deleted once

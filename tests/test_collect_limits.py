@@ -1,4 +1,4 @@
-"""``stagelens collect`` cannot be knocked over (toolkit/collect.py: Limits, decode_body, _Server).
+"""``stagelens collect`` cannot be knocked over (toolkit/collect/: Limits, decode_body, _Server).
 
 Bodies over a bound get 413 while they are decoded (a gzip bomb is never inflated whole); slow
 clients are cut after ``read_timeout_s`` and never hold more than ``max_connections`` threads; many

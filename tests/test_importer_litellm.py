@@ -215,6 +215,14 @@ def test_bench_generator_is_clean(tmp_path: Path) -> None:
     assert mod.generate_litellm(f, 300) == 300
     _, res = _import(tmp_path, f, fmt="litellm")
     assert (res["read"], res["imported"], res["quarantined"]) == (300, 300, 0)
+    # and its SpendLogs CSV: detected, clean, with the cached tokens from metadata
+    csv = tmp_path / "spend.csv"
+    assert mod.generate_spendlogs(csv, 300) == 300
+    ds, res = _import(tmp_path / "csv", csv)
+    assert (res["read"], res["imported"], res["quarantined"]) == (300, 300, 0)
+    assert res["files"][0]["format"] == "litellm-spendlogs"
+    assert queries.run_sql(ds, "SELECT count(*) AS n FROM requests WHERE cached_input_tokens > 0 "
+                               "AND ts_first_token > ts_arrival AND ts_end > ts_first_token").to_pylist() == [{"n": 300}]
 
 
 @pytest.mark.xfail(reason="known limitation: counted uses the trace rule (queries/10_bounds.sql); the per-call rule through _links was 10x slower at 10 M rows, so a gateway row whose call has no server span, in a trace with server spans, is not counted", strict=True)
@@ -283,3 +291,54 @@ def test_error_type_keeps_class_names_only(tmp_path: Path) -> None:
     got = queries.run_sql(tmp_path / "ds", "SELECT DISTINCT error_type FROM requests WHERE error_type IS NOT NULL "
                                            "ORDER BY 1").column("error_type").to_pylist()
     assert got == ["ClientDisconnected", "NotFoundError", "other"]
+
+
+@pytest.mark.parametrize("compress", ["plain", "gz", "bom"])
+def test_spendlogs_csv_invalid_utf8_lines_are_quarantined_one_by_one(tmp_path: Path, compress: str,
+                                                                    monkeypatch) -> None:
+    """Before: exit 4 (DuckDB's read_csv refused the whole file for one invalid UTF-8 line). Now each
+    such line is one 'unparseable' record at its own line, every other row imports with its own
+    line number, and no copy of the content stays in $TMPDIR (importers/_utf8.py)."""
+    import gzip
+
+    lines = SPEND_CSV.read_bytes().rstrip(b"\n").split(b"\n")
+    assert len(lines) == 6  # the header and five spend logs (lines 2-6)
+    lines[2] = lines[2].replace(b"call_mcp_tool", b"call_\xff\xfe_tool")  # line 3: the MCP tool row
+    lines[4] = b"\x00\xff{garbage"  # line 5: not even a row of the header's width
+    data = b"\n".join(lines) + b"\n"
+    data = gzip.compress(data) if compress == "gz" else b"\xef\xbb\xbf" + data if compress == "bom" else data
+    f = tmp_path / ("spend.csv.gz" if compress == "gz" else "spend.csv")
+    f.write_bytes(data)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spool))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    ds, res = _import(tmp_path, f, fmt="litellm-spendlogs")
+    assert (res["read"], res["imported"], res["quarantined"], res["duplicates"]) == (5, 3, 2, 0)
+    assert res["by_reason"] == {"unparseable": 2}
+    q = queries.run_sql(ds, "SELECT source_file, source_line, reason_code, reason_detail FROM quarantine "
+                            "ORDER BY source_line").to_pylist()
+    assert [(r["source_line"], r["reason_code"], r["reason_detail"]) for r in q] == [
+        (3, "unparseable", "line is not valid UTF-8"), (5, "unparseable", "line is not valid UTF-8")]
+    assert {r["source_file"] for r in q} == {str(f)}
+    # the rows around them keep their own line numbers (2, 4, 6), not shifted
+    assert [(r[0], r[-1]) for r in _spend_rows(ds)] == [
+        ("chatcmpl-retail-0001", 2), ("chatcmpl-retail-0004", 4), ("84637c04-438d-423a-9a20-37c6e8d9bd41", 6)]
+    assert list(spool.iterdir()) == []  # the copy had no name
+    # the same file again: all duplicates, nothing new (its identity is its own content, not the copy's)
+    again = import_traces([str(f)], ds, fmt="litellm-spendlogs").to_json()
+    assert again["imported"] == 0 and again["files"][0]["status"] == "already-imported"
+
+
+def test_spendlogs_csv_header_of_invalid_utf8_is_one_input_error(tmp_path: Path) -> None:
+    """A header that is not UTF-8 names no column: one line, exit 4, not every row quarantined as
+    'request_id is missing' (what replacing it like a data line gave)."""
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+
+    f = tmp_path / "spend.csv"
+    f.write_bytes(SPEND_CSV.read_bytes().replace(b"call_type", b"call_\xfftype", 1))
+    r = CliRunner().invoke(app, ["import", str(f), "--out", str(tmp_path / "ds"), "--format", "litellm-spendlogs"])
+    assert r.exit_code == 4 and r.stderr.strip().splitlines() == [
+        f"stagelens: {f}: the CSV header (line 1) is not valid UTF-8; nothing was imported"], r.stderr

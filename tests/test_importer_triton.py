@@ -129,6 +129,38 @@ def test_bad_trace_quarantined_and_counts_reconcile(tmp_path: Path) -> None:
         assert b"PROMPT-MARKER" not in p.read_bytes()
 
 
+@pytest.mark.parametrize("origin", [None, ORIGIN_US])
+@pytest.mark.parametrize(("ns", "child"), [(9_223_372_036_854_775_000, False), (9_223_372_036_854_775_807, True),
+                                           (-5, False)])
+def test_out_of_range_ns_quarantines_that_request_only(tmp_path: Path, origin, ns: int, child: bool) -> None:
+    """Before: a REQUEST_END near int64's maximum made ``ns + 500`` overflow and refused the whole
+    document (exit 4, "not a complete triton document"). Now that request alone is quarantined,
+    at its trace id; the file's three good requests import as without it. ``child``: the reading
+    is in an ensemble child's fragment, which quarantines its root."""
+    import json
+
+    doc = json.loads(HTTP.read_text()) + json.loads(GRPC.read_text())
+    base = 1_843_600_000_000_000
+    doc += [{"id": 90, "model_name": "ensemble", "model_version": 1, "request_id": "far-90"},
+            {"id": 90, "timestamps": [{"name": "HTTP_RECV_START", "ns": base}]},
+            {"id": 90, "timestamps": [{"name": "QUEUE_START", "ns": base + 10}]},
+            {"id": 90, "timestamps": [{"name": "REQUEST_END", "ns": base + 900 if child else ns}]}]
+    if child:
+        doc += [{"id": 91, "model_name": "tensorrt_llm", "model_version": 1, "parent_id": 90},
+                {"id": 91, "timestamps": [{"name": "COMPUTE_START", "ns": base + 20}]},
+                {"id": 91, "timestamps": [{"name": "COMPUTE_END", "ns": ns}]}]
+    f = tmp_path / "trace.json"
+    f.write_text(json.dumps(doc))
+    res = import_traces([str(f)], tmp_path / "ds", fmt="triton",
+                        options=ImportOptions(clock_origin_us=origin)).to_json()
+    assert (res["read"], res["imported"], res["quarantined"], res["duplicates"]) == (4, 3, 1, 0)
+    q = sql(tmp_path / "ds", "quarantine", "SELECT source_line, reason_code, reason_detail FROM quarantine")
+    assert [(r["source_line"], r["reason_code"], r["reason_detail"]) for r in q] == [
+        (90, "bad-type", "a timestamp ns is negative or past 2200 (as Unix ns)")]
+    got = rows(tmp_path / "ds")  # trace 4 has no client id: its id is synthesized from the content
+    assert len(got) == 3 and {"chat-1", "req-42"} <= set(got) and "far-90" not in got
+
+
 def test_truncated_document_is_an_input_error(tmp_path: Path) -> None:
     from toolkit.sources import InputError
 

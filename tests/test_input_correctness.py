@@ -362,47 +362,70 @@ def test_killed_stdin_import_leaves_no_spool(kit, tmp_path):
 
 # -- real formats (17.7): shapes recorded in docs/formats-aiperf-llmperf.md ---------------------
 
-def _aiperf_dev_line(i: int) -> dict:
-    """A record of AIPerf's development line: metadata.timestamp_ns, no request_start_ns."""
+def _aiperf_dev_line(i: int, error: dict | None = None) -> dict:
+    """A record of AIPerf's development line exactly as its exporter wrote it (ai-dynamo/aiperf,
+    branch ajc/full-metrics, aiperf/common/models/record_models.py ``MetricRecordInfo`` dumped by
+    aiperf/post_processors/record_export_results_processor.py; docs/formats-aiperf-llmperf.md):
+    ``metadata`` in the model's field order with ``timestamp_ns`` (time.time_ns() at the send),
+    ``credit_phase`` and the ``error`` inside it, no ``request_start_ns`` / ``request_end_ns`` and
+    no top-level ``error``; ``metrics`` in display units (ms, tokens) under the tag ``ttft``."""
     start = 1_767_268_800_000_000_000 + i * 1_000_000_000
-    return {"metadata": {"session_num": i, "x_request_id": f"dev-{i}", "timestamp_ns": start,
-                         "request_end_ns": start + 300_000_000, "worker_id": "worker_1",
-                         "record_processor_id": "rp_1", "benchmark_phase": "profiling"},
-            "metrics": {"time_to_first_token": {"value": 120.0, "unit": "ms"},
-                        "request_latency": {"value": 290.0, "unit": "ms"}},
-            "error": None}
+    return {"metadata": {"x_request_id": f"dev-{i}", "x_correlation_id": f"corr-{i}", "conversation_id": f"conv-{i}",
+                         "turn_index": 0, "timestamp_ns": start, "worker_id": "worker_1",
+                         "record_processor_id": "record_processor_1", "credit_phase": "profiling", "error": error},
+            "metrics": {"ttft": {"value": 120.0, "unit": "ms"}, "request_latency": {"value": 290.0, "unit": "ms"},
+                        "input_sequence_length": {"value": 550, "unit": "tokens"},
+                        "output_sequence_length": {"value": 32, "unit": "tokens"}}}
 
 
 @pytest.mark.parametrize("fmt", ["auto", "aiperf"])
 def test_aiperf_development_line_timestamp_ns_is_imported(kit, tmp_path, fmt):
-    """Before: not detected under auto; 100 % quarantined (missing request_start_ns) under --format aiperf."""
-    f = kit.write(tmp_path / "profile_export.jsonl", [_aiperf_dev_line(i) for i in range(3)])
+    """Before: not detected under auto; 100 % quarantined (missing request_start_ns) under --format
+    aiperf; and a failure (its error inside metadata) was imported as ok."""
+    err = {"code": 500, "type": "InternalServerError", "message": "upstream said no"}
+    f = kit.write(tmp_path / "profile_export.jsonl", [_aiperf_dev_line(i, err if i == 2 else None) for i in range(3)])
     s = kit.run([f], tmp_path / "ds", fmt=fmt)
     assert (s["read"], s["imported"], s["quarantined"]) == (3, 3, 0)
-    r = kit.rows(tmp_path / "ds", "requests")[1]
+    got = kit.rows(tmp_path / "ds", "requests")
     a = 1_767_268_801_000_000
-    assert (r["request_id"], r["ts_arrival"], r["ts_first_token"], r["ts_last_token"], r["ts_end"]) == (
-        "dev-1", a, a + 120_000, a + 290_000, a + 300_000)
+    r = got[1]
+    # no request_end_ns in this line: the end is start + request_latency (derived), as the last token
+    assert (r["request_id"], r["session_id"], r["ts_arrival"], r["ts_first_token"], r["ts_last_token"],
+            r["ts_end"]) == ("dev-1", "conv-1", a, a + 120_000, a + 290_000, a + 290_000)
+    assert (r["input_tokens"], r["output_tokens"], sorted(r["derived"])) == (
+        550, 32, ["ts_end", "ts_first_token", "ts_last_token"])
+    assert [(x["status"], x["error_type"]) for x in got] == [
+        ("ok", None), ("ok", None), ("error", "InternalServerError")]
+    assert "upstream said no" not in json.dumps(got, default=str)
+
+
+def _llmperf_row(code, msg: str, ttft: float, e2e: float, n_in: int, n_out: int) -> dict:
+    """One element of ``*_individual_responses.json`` with the keys, in the order, of the public
+    leaderboard's raw files (ray-project/llmperf-leaderboard, raw_data/individual/bedrock_70b.json;
+    names from ray-project/llmperf src/llmperf/common_metrics.py): docs/formats-aiperf-llmperf.md."""
+    return {"error_code": code, "error_msg": msg, "inter_token_latency_s": e2e / max(n_out, 1), "ttft_s": ttft,
+            "end_to_end_latency_s": e2e, "request_output_throughput_token_per_s": n_out / e2e if e2e else 0,
+            "number_total_tokens": n_in + n_out, "number_output_tokens": n_out, "number_input_tokens": n_in}
 
 
 def test_llmperf_own_error_code_keeps_its_ttft(kit, tmp_path):
-    """Before: error_code -100 ("Output too few tokens") dropped the measured ttft_s; error_type 'http--100'."""
-    rows = [{"error_code": None, "error_msg": "", "ttft_s": 0.4, "end_to_end_latency_s": 2.0,
-             "number_input_tokens": 10, "number_output_tokens": 5},
-            {"error_code": -100, "error_msg": "Output too few tokens", "ttft_s": 0.5, "end_to_end_latency_s": 1.0,
-             "number_input_tokens": 10, "number_output_tokens": 1},
-            {"error_code": 503, "error_msg": "", "ttft_s": 0, "end_to_end_latency_s": 0.1,
-             "number_input_tokens": 10, "number_output_tokens": 0}]
+    """Before: error_code -100 ("Output too few tokens N", on complete streams in the leaderboard's
+    Bedrock files) dropped the measured ttft_s; error_type 'http--100'. -1: llmperf's clients' code
+    for a request that raised before any status (no TTFT measured)."""
+    rows = [_llmperf_row(None, "", 0.4, 2.0, 550, 150),
+            _llmperf_row(-100, "Output too few tokens 102", 0.5, 1.0, 550, 102),
+            _llmperf_row(503, "", 0, 0.1, 550, 0),
+            _llmperf_row(-1, "", 0, 0.2, 550, 0)]
     f = tmp_path / "x_individual_responses.json"
     f.write_text(json.dumps(rows, indent=4))
     s = kit.run([f], tmp_path / "ds", fmt="llmperf", options=ingest.ImportOptions(**ORIGIN))
-    assert s["imported"] == 3
+    assert s["imported"] == 4
     got = kit.rows(tmp_path / "ds", "requests")
     a = ORIGIN["clock_origin_us"] + 2_000_000
     assert [(r["status"], r["error_type"]) for r in got] == [("ok", None), ("error", "llmperf-100"),
-                                                               ("error", "http-503")]
+                                                               ("error", "http-503"), ("error", "llmperf-1")]
     assert (got[1]["ts_arrival"], got[1]["ts_first_token"], got[1]["ts_end"]) == (a, a + 500_000, a + 1_000_000)
-    assert got[2]["ts_first_token"] is None
+    assert got[2]["ts_first_token"] is None and got[3]["ts_first_token"] is None
     assert "Output too few" not in json.dumps(got, default=str)
 
 

@@ -1,6 +1,6 @@
 """kill -9 at each publish step of an import: readers see the dataset before or after, never half.
 
-docs/dataset.md (atomic imports). ``STAGELENS_TEST_CRASH_AT=<step>`` makes ``toolkit/store.py`` kill its
+docs/dataset.md (atomic imports). ``STAGELENS_TEST_CRASH_AT=<step>`` makes ``toolkit/store/`` kill its
 own process with SIGKILL at that step (``_crash_point``); the import runs in a subprocess as a user
 runs it (``python -m toolkit.cli import``). Readers are checked twice: while another process holds
 the lock (a reader cannot recover then: it must read the manifest as it stands), and after, when the

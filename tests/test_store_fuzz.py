@@ -1,6 +1,6 @@
 """Hypothesis fuzz of the dataset opener: random damage to the manifest, a journal and the layout gives
 one ``DatasetError`` line naming a file of the dataset, or a correct read; never another exception,
-and never a write outside the dataset (docs/dataset.md; the rules are in toolkit/store.py)."""
+and never a write outside the dataset (docs/dataset.md; the rules are in toolkit/store/)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ what real AIPerf 0.13.0 wrote against vLLM (docs/real-captures.md):
 * ``profile_export.jsonl`` (``--export-level records``): one object per request, ``metadata``
   (``request_start_ns``, ``request_end_ns``, ``request_ack_ns``: wall-clock ``time.time_ns()``;
   exports of the development line have ``timestamp_ns`` instead of ``request_start_ns``, the
-  same wall-clock send time: docs/formats-aiperf-llmperf.md),
+  same wall-clock send time, no ``request_end_ns``, and the error inside ``metadata``:
+  docs/formats-aiperf-llmperf.md),
   ``metrics`` (``{tag: {value, unit}}``, times computed from ``perf_counter_ns`` and written in
   display units, ms) and ``error`` (null or ``{code, type, message}``; the message is never read).
   Metric tags since 2025-10: ``time_to_first_token``, ``request_latency``, ``inter_chunk_latency``
@@ -53,7 +54,7 @@ _SPEC = json.dumps({
     "metadata": {
         "x_request_id": "VARCHAR", "x_correlation_id": "VARCHAR", "conversation_id": "VARCHAR",
         "request_start_ns": "BIGINT", "timestamp_ns": "BIGINT", "request_end_ns": "BIGINT", "was_cancelled": "BOOLEAN",
-        "benchmark_phase": "VARCHAR",
+        "benchmark_phase": "VARCHAR", "error": {"code": "BIGINT", "type": "VARCHAR"},
     },
     "metrics": {**{m: _METRIC for m in _METRICS}, "inter_chunk_latency": {"value": "DOUBLE[]", "unit": "VARCHAR"}},
     "error": {"code": "BIGINT", "type": "VARCHAR"},
@@ -111,6 +112,8 @@ WITH p AS (
         -- the development line (before request_start_ns) wrote the same time.time_ns() as timestamp_ns
         coalesce(j['metadata']['request_start_ns'], j['metadata']['timestamp_ns']) // 1000 AS a,
         j['metadata']['request_end_ns'] // 1000 AS e_read,
+        -- the development line wrote the error inside metadata (no top-level error)
+        coalesce(j['error'], j['metadata']['error']) AS err,
         coalesce({_ms_to_us('time_to_first_token')}, {_ms_to_us('ttft')}) AS ttft,
         {_ms_to_us('request_latency')} AS lat
     FROM p
@@ -153,10 +156,10 @@ SELECT ln, row_kind,
     TRY_CAST(coalesce(j['metrics']['usage_completion_tokens']['value'],
                       j['metrics']['output_sequence_length']['value']) AS BIGINT) AS output_tokens,
     CASE WHEN j['metadata']['was_cancelled'] THEN 'aborted'
-         WHEN j['error'] IS NOT NULL AND (j['error']['code'] IS NOT NULL OR j['error']['type'] IS NOT NULL)
-              THEN CASE WHEN j['error']['code'] IN (408, 504) THEN 'timeout' ELSE 'error' END
+         WHEN err IS NOT NULL AND (err['code'] IS NOT NULL OR err['type'] IS NOT NULL)
+              THEN CASE WHEN err['code'] IN (408, 504) THEN 'timeout' ELSE 'error' END
          ELSE 'ok' END AS status,
-    CASE WHEN j['error'] IS NOT NULL THEN coalesce({error_label("j['error']['type']")}, 'http-' || j['error']['code'])
+    CASE WHEN err IS NOT NULL THEN coalesce({error_label("err['type']")}, 'http-' || err['code'])
          END AS error_type,
     CASE WHEN raw AND len(j['responses']) = 0 THEN NULL
          WHEN raw THEN CAST([(j['responses'][i + 1]['perf_ns'] - j['responses'][i]['perf_ns']) / 1e6

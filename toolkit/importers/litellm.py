@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import types
 
+from toolkit.importers import _utf8
 from toolkit.importers._common import error_label, us
 
 NAME = "litellm"
@@ -309,7 +310,8 @@ s AS (
 def _spendlogs_requests_sql(kind: str) -> str:
     return _spendlogs_prefix(kind) + """
 SELECT ln, 'record' AS row_kind,
-    CASE WHEN nullif(rid, '') IS NULL THEN {'code': 'missing-field', 'detail': 'request_id is missing'}
+    CASE WHEN rid = @MARK@ THEN {'code': 'unparseable', 'detail': 'line is not valid UTF-8'}
+         WHEN nullif(rid, '') IS NULL THEN {'code': 'missing-field', 'detail': 'request_id is missing'}
          WHEN start_raw IS NULL THEN {'code': 'missing-field', 'detail': 'startTime is missing'}
          WHEN t_start IS NULL THEN {'code': 'bad-type', 'detail': 'startTime is not a timestamp'}
          WHEN end_raw IS NULL THEN {'code': 'missing-field', 'detail': 'endTime is missing'}
@@ -339,7 +341,8 @@ SELECT ln, 'record' AS row_kind,
     @ERROR_TYPE@ AS error_type,
     [] AS derived, 'wall' AS clock
 FROM c WHERE tool_name IS NULL
-""".replace("@ERROR_TYPE@", error_label("json_extract_string(metadata, '$.error_information.error_class')"))
+""".replace("@ERROR_TYPE@", error_label("json_extract_string(metadata, '$.error_information.error_class')")) \
+    .replace("@MARK@", "'" + _utf8.MARK.replace(chr(1), "' || chr(1) || '") + "'")
 
 
 def _spendlogs_spans_sql(kind: str) -> str:
@@ -378,6 +381,8 @@ def _spendlogs_importer(kind: str) -> types.ModuleType:
     else:  # the column names sit in the footer: recognised when the whole file fits in the sniffed head
         m.sniff = lambda head: head.startswith(b"PAR1") and head.endswith(b"PAR1") and \
             b"completionStartTime" in head and b"request_id" in head
+    if kind == "csv":  # a line of invalid UTF-8 is quarantined, not the file (importers/_utf8.py)
+        m.configure = lambda src, options: (_utf8.quarantine_invalid_lines(src), m)[1]
     m.requests_sql = lambda: _spendlogs_requests_sql(kind)
     m.spans_sql = lambda: _spendlogs_spans_sql(kind)
     return m

@@ -6,8 +6,10 @@ tool-call-only answer has none), ``end_to_end_latency_s``, ``inter_token_latency
 by the number of chunks, TTFT included: not a gap, not imported), ``number_input_tokens`` /
 ``number_output_tokens`` (re-counted with a Llama tokenizer, not the server's usage),
 ``error_code`` and ``error_msg`` (the message is never read). ``error_code`` is an HTTP status
-(``http-<code>``) or one of llmperf's own negative codes (``llmperf-100``: output too few tokens):
-a measured ``ttft_s`` is kept either way.
+(``http-<code>``) or a negative code (``llmperf-<n>``): llmperf's clients write -1 when the request
+raised before any status, and the public leaderboard's Bedrock files carry -100 "Output too few
+tokens N" on complete streams (docs/formats-aiperf-llmperf.md): a measured ``ttft_s`` is kept
+either way.
 
 There are **no timestamps and no request ids**: when requests arrived, and so load, concurrency
 and busy periods, cannot be known. The import refuses the file unless the user asks for
@@ -94,8 +96,8 @@ SELECT ln, 'record' AS row_kind,
     getvariable('service') AS service,
     getvariable('model') AS model,
     a AS ts_arrival,
-    -- a measured TTFT stands whatever the error: llmperf's own codes (negative, e.g. -100 "Output
-    -- too few tokens") come after a complete stream (docs/formats-aiperf-llmperf.md)
+    -- a measured TTFT stands whatever the error: a negative code (-100 "Output too few tokens" in
+    -- the leaderboard's files) comes after a complete stream (docs/formats-aiperf-llmperf.md)
     CASE WHEN ttft > 0 AND ttft <= e2e THEN a + ttft END AS ts_first_token,
     a + e2e AS ts_end,
     input_tokens, output_tokens,

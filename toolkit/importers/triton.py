@@ -54,6 +54,9 @@ _MIN = {"recv": "HTTP_RECV_START", "wait_end": "GRPC_WAITREAD_END", "req_start":
         "queue": "QUEUE_START", "compute": "COMPUTE_START", "irc_first": "INFER_RESPONSE_COMPLETE"}
 _MAX = {"compute_end": "COMPUTE_END", "irc_last": "INFER_RESPONSE_COMPLETE", "req_end": "REQUEST_END",
         "http_send_end": "HTTP_SEND_END", "grpc_send_end": "GRPC_SEND_END"}
+# 2200-01-01 as Unix ns: the latest steady-clock reading taken as a time (as tgi.py bounds its
+# timestamps to 1970..2200); far below int64's maximum, so ns + 500 and the anchor never overflow
+_NS_MAX = 7_258_118_400_000_000_000
 _COUNT = {"n_irc": "INFER_RESPONSE_COMPLETE", "n_grpc_send": "GRPC_SEND_END", "n_http_send": "HTTP_SEND_END"}
 
 
@@ -83,19 +86,24 @@ WITH x AS (
                    compression = getvariable('source_compression'), columns = {_COLUMNS})
 ), y AS (
     SELECT id, model_name, request_id, parent_id, bad_fragment, t['name'] AS name,
-        TRY_CAST(t['ns'] AS BIGINT) AS ns, t['ns'] IS NOT NULL AND ns IS NULL AS bad_ns
+        TRY_CAST(t['ns'] AS BIGINT) AS ns0,
+        -- a steady-clock reading past 2200 (as Unix ns) or negative is no time: held as NULL so that
+        -- nothing overflows (ns + 500 near the int64 maximum did, refusing the file), and its
+        -- request quarantined alone
+        CASE WHEN ns0 BETWEEN 0 AND {_NS_MAX} THEN ns0 END AS ns,
+        t['ns'] IS NOT NULL AND ns0 IS NULL AS bad_ns, ns0 IS NOT NULL AND ns IS NULL AS far_ns
     FROM x
 ), g AS (
     SELECT id, any_value(model_name) AS model_name, any_value(request_id) AS client_id,
         any_value(parent_id) AS parent_id, count(*) AS n_fragments,
         {aggs},
-        bool_or(bad_ns OR bad_fragment) AS bad
+        bool_or(bad_ns OR bad_fragment) AS bad, bool_or(far_ns) AS far
     FROM y GROUP BY id
 ), meta AS (
     SELECT * FROM g WHERE id IS NOT NULL
 ), kids AS (
     -- ensemble / BLS children (few) with their root, up to three levels; only they need the joins
-    SELECT m.id, m.queue, m.compute, m.compute_end, m.bad,
+    SELECT m.id, m.queue, m.compute, m.compute_end, m.bad, m.far,
         coalesce(m3.id, m2.id, m.id) AS root,
         m2.id IS NULL OR (m2.parent_id IS NOT NULL AND m3.id IS NULL) AS orphan
     FROM (SELECT * FROM meta WHERE parent_id IS NOT NULL) m
@@ -107,16 +115,17 @@ WITH x AS (
     SELECT root,
         arg_max(queue, compute_end - compute) AS m_queue,
         arg_max(compute, compute_end - compute) AS m_compute,
-        bool_or(bad) AS tree_bad
-    FROM (SELECT root, queue, compute, compute_end, bad FROM kids WHERE NOT orphan
+        bool_or(bad) AS tree_bad, bool_or(far) AS tree_far
+    FROM (SELECT root, queue, compute, compute_end, bad, far FROM kids WHERE NOT orphan
           UNION ALL
-          SELECT id, queue, compute, compute_end, bad FROM meta
+          SELECT id, queue, compute, compute_end, bad, far FROM meta
           WHERE parent_id IS NULL AND id IN (SELECT root FROM kids WHERE NOT orphan))
     GROUP BY root
 ), r AS (
     -- top-level traces; one without children is its own main model (arg_max over one row)
     SELECT t.*, false AS orphan,
         CASE WHEN m.root IS NOT NULL THEN m.tree_bad ELSE t.bad END AS tree_bad,
+        CASE WHEN m.root IS NOT NULL THEN m.tree_far ELSE t.far END AS tree_far,
         coalesce(t.recv, t.wait_end, t.req_start) AS a_ns,
         coalesce(m.m_queue, t.queue) AS q_ns,
         CASE WHEN m.root IS NOT NULL THEN m.m_compute WHEN t.compute_end - t.compute IS NOT NULL THEN t.compute END AS s_ns,
@@ -129,6 +138,7 @@ WITH x AS (
 )
 SELECT coalesce(TRY_CAST(id AS BIGINT), 0) AS ln, CASE WHEN orphan THEN 'skip' ELSE 'record' END AS row_kind,
     CASE WHEN tree_bad THEN {{'code': 'bad-type', 'detail': 'timestamps (or a fragment) is not a list of {{name, ns}} with integer ns'}}
+         WHEN tree_far THEN {{'code': 'bad-type', 'detail': 'a timestamp ns is negative or past 2200 (as Unix ns)'}}
          WHEN req_end IS NULL THEN {{'code': 'missing-field', 'detail': 'REQUEST_END is missing'}}
          WHEN a_ns IS NULL THEN {{'code': 'missing-field', 'detail': 'HTTP_RECV_START, GRPC_WAITREAD_END and REQUEST_START are missing'}}
     END AS _r,

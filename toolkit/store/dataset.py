@@ -1,0 +1,176 @@
+"""A dataset directory opened for reading: its layout and manifest checked, and the Parquet
+files the manifest publishes (readers read only those).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolkit import schema
+
+if TYPE_CHECKING:  # imported where a table is written: reading a dataset's views needs no pyarrow (fast start)
+    import pyarrow as pa
+from toolkit.store._files import LOCK, MANIFEST, STAGING, Notify, _kind, _stderr, _write_durably, is_part_path
+from toolkit.store.journal import _Journal
+from toolkit.store.lock import _Locking
+from toolkit.store.manifest import DatasetDamaged, DatasetError, _bad_manifest, check_manifest
+
+
+def _type_kind(t: pa.DataType) -> str:
+    import pyarrow as pa  # here, not at the top: opening a dataset to list its views needs no pyarrow
+
+    kinds = ((pa.types.is_string, "string"), (pa.types.is_large_string, "string"), (pa.types.is_integer, "number"),
+             (pa.types.is_floating, "number"), (pa.types.is_decimal, "number"), (pa.types.is_boolean, "bool"),
+             (pa.types.is_timestamp, "timestamp"), (pa.types.is_list, "list"), (pa.types.is_large_list, "list"))
+    return next((kind for test, kind in kinds if test(t)), str(t))
+
+
+@dataclass
+class Dataset(_Locking, _Journal):
+    root: Path
+
+    @classmethod
+    def open(cls, root: str | Path, create: bool = False, notify: Notify | None = None) -> Dataset:
+        """The dataset at ``root``, its layout and manifest checked. A reader (``create=False``) that
+        finds an interrupted import and the lock free finishes or undoes it first, so it reads what
+        the import left committed; with the lock held it reads the manifest as it stands."""
+        r = Path(root)
+        if not r.exists():
+            if not create:
+                raise DatasetError(f"{root}: no such dataset (run `stagelens import ... --out {root}` first)")
+            r.mkdir(parents=True)
+        elif not r.is_dir():
+            raise DatasetError(f"{root}: not a directory")
+        elif not create and not os.path.lexists(r / MANIFEST):
+            raise DatasetError(f"{root}: not a stagelens dataset (no {MANIFEST})")
+        ds = cls(r)
+        ds.check_layout()
+        if not create:
+            ds._recover_if_free(notify or _stderr)
+        ds.manifest()
+        return ds
+
+    def check_layout(self) -> None:
+        """The dataset's own entries are what stagelens makes: regular files and directories, no links."""
+        for name, want in ((MANIFEST, stat.S_ISREG), (LOCK, stat.S_ISREG), (STAGING, stat.S_ISDIR),
+                           *((t, stat.S_ISDIR) for t in schema.TABLES)):
+            p = self.root / name
+            try:
+                mode = os.lstat(p).st_mode
+            except FileNotFoundError:
+                continue
+            if not want(mode) or stat.S_ISLNK(mode):
+                wanted = "regular file" if want is stat.S_ISREG else "directory"
+                hint = " (remove it if no import is running)" if name in (LOCK, STAGING) else ""
+                raise DatasetDamaged(f"{p}: a {_kind(mode)}, not the {wanted} a dataset keeps there{hint}")
+
+    # -- manifest -------------------------------------------------------------------------
+    def manifest(self) -> dict:
+        """The manifest, checked (``check_manifest``); an empty one before the first import."""
+        p = self.root / MANIFEST
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return {"schema_version": schema.version(), "imports": []}
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise DatasetDamaged(f"{p}: a symbolic link; a dataset's manifest is a file inside it") from None
+            raise DatasetDamaged(f"{p}: cannot be read ({e.strerror})") from None
+        with os.fdopen(fd, "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise DatasetDamaged(f"{p}: a {_kind(mode)}, not a manifest file")
+            raw = fh.read()
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise _bad_manifest(p, f"corrupt or truncated JSON: {e.msg} at line {e.lineno}") from None
+        except UnicodeDecodeError:
+            raise _bad_manifest(p, "not UTF-8 text") from None
+        return check_manifest(data, p)
+
+    def _write_manifest(self, manifest: dict) -> None:
+        _write_durably(self.root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=False))
+
+    def imported_file(self, digest: str, fmt: str) -> dict | None:
+        """The manifest entry of an earlier import of the same bytes in the same format."""
+        for imp in self.manifest()["imports"]:
+            for f in imp["files"]:
+                if f.get("digest") == digest and f["format"] == fmt:
+                    return {"import_id": imp["import_id"], "time": imp.get("time"), "path": f["path"]}
+        return None
+
+    # -- what readers read --------------------------------------------------------------------
+    def published(self) -> dict[str, list[str]]:
+        """Every table's Parquet files as one reading of the manifest publishes them (absolute
+        paths, each checked by ``_check_part``): the files its imports list. A manifest that records
+        no import (a dataset written by other tools: Spark, a test's fixtures) publishes what its
+        ``date=YYYY-MM-DD`` partitions hold. Files on disk that the manifest does not list (an import
+        being published, or one a crash interrupted) are not read."""
+        imports = self.manifest()["imports"]
+        if imports:
+            rels = [rel for imp in imports for rel in imp["outputs"]]
+        else:
+            rels = [f"{t}/{d.name}/{f.name}" for t in schema.TABLES if (self.root / t).is_dir()
+                    for d in sorted((self.root / t).iterdir()) if d.name.startswith("date=")
+                    for f in sorted(d.glob("*.parquet"))]
+            rels = [rel for rel in rels if is_part_path(rel)]  # date=notadate, date=.. are not partitions
+        out: dict[str, list[str]] = {t: [] for t in schema.TABLES}
+        for rel in rels:
+            table = rel.split("/", 1)[0]
+            out[table].append(self._check_part(rel))
+        return out
+
+    def table_files(self, table: str) -> list[str]:
+        """``published()[table]``; read all tables from one ``published()`` to see one manifest."""
+        return self.published()[table]
+
+    def table_glob(self, table: str) -> str | None:
+        """A glob over the table's partitions, for engines outside stagelens. It may match files an
+        interrupted import left unpublished: stagelens's own readers use ``published``."""
+        return str(self.root / table / "date=*" / "*.parquet") if self.published()[table] else None
+
+    def _check_part(self, rel: str) -> str:
+        """The absolute path of table file ``rel`` once it is checked to be inside its table
+        directory (no link out), a regular file, and Parquet with the table's columns."""
+        table = rel.split("/", 1)[0]
+        p = self.root / rel
+        base = os.path.realpath(self.root / table)
+        if not os.path.realpath(p).startswith(base + os.sep):
+            raise DatasetDamaged(f"{p}: outside the dataset's {table}/ directory (a symbolic link); not read")
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            raise DatasetDamaged(f"{p}: listed in {MANIFEST} but missing; the dataset was changed outside "
+                                 "stagelens") from None
+        except OSError as e:  # a partition that is a file or a FIFO, a loop of links
+            raise DatasetDamaged(f"{p}: cannot be read ({e.strerror})") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise DatasetDamaged(f"{p}: a {_kind(st.st_mode)}, not a Parquet file")
+        with open(p, "rb") as fh:
+            head = fh.read(4)
+            fh.seek(max(st.st_size - 4, 0))
+            tail = fh.read(4)
+        if st.st_size < 12 or head != b"PAR1" or tail != b"PAR1":
+            raise DatasetDamaged(f"{p}: not a Parquet file ({'empty' if st.st_size == 0 else 'truncated or garbage'})")
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            got = pq.read_schema(p)
+        except (pa.ArrowException, OSError):
+            raise DatasetDamaged(f"{p}: not a readable Parquet file (corrupt footer)") from None
+        want = schema.table(table)
+        missing = [c.name for c in want.columns if c.required and c.name not in got.names]
+        wrong = [f.name for f in want.arrow_schema() if f.name in got.names
+                 and _type_kind(got.field(f.name).type) != _type_kind(f.type)]
+        if missing or wrong:
+            what = f"lacks {', '.join(missing)}" if missing else f"has {', '.join(wrong)} of another type"
+            raise DatasetDamaged(f"{p}: not a stagelens {table} file (it {what})")
+        return str(p)
