@@ -43,7 +43,7 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def views(samples: Path, tmp_path_factory: pytest.TempPathFactory) -> engine.SparkViews:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ.setdefault("SPARK_CONF_DIR", str(tmp_path_factory.mktemp("spark-conf")))  # no stray defaults
-    v = engine.SparkViews(samples, master="local[2]")
+    v = engine.SparkViews.cached(samples, master="local[2]")  # the CLI tests below reuse these views
     conf = v.spark.sparkContext.getConf()
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1" and conf.get("spark.driver.host") == "127.0.0.1"
     return v
