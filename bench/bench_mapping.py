@@ -89,12 +89,13 @@ def generate(n: int, kind: str, path: Path) -> None:
 def _child(mode: str, kind: str, file: str, out: str, mapping: str, result: str) -> int:
     sys.path.insert(0, str(ROOT))
     if mode == "import":
-        from toolkit import ingest
         from toolkit.importers._common import ImportOptions
         from toolkit.ingest import import_traces
 
         path = ["line reader"]  # which reader imported the file: the fast one, or the line reader (and why)
-        fast = ingest._import_fast
+        from toolkit.ingest.readers import fast as fast_reader
+
+        fast = fast_reader.import_fast
 
         def spy(*a, **kw):  # type: ignore[no-untyped-def]
             try:
@@ -105,7 +106,7 @@ def _child(mode: str, kind: str, file: str, out: str, mapping: str, result: str)
             path[0] = "fast" if r is not None else "line reader (fast reader: line count)"
             return r
 
-        ingest._import_fast = spy
+        fast_reader.import_fast = spy
         t0 = time.perf_counter()
         res = import_traces([file], out, fmt="mapping", options=ImportOptions(mapping=mapping)).to_json()
         secs = time.perf_counter() - t0

@@ -149,7 +149,26 @@ ref_load AS (
            above AND count(*) OVER (PARTITION BY above, island) >= 2 AS busy
     FROM isl)
 """
-_REF_METRICS = _REF_LOAD + """,
+# metrics needs only each bucket's busy flag, not the peak: the direct query takes the time-weighted mean
+# from per-bucket event sums (no sweep, no sort) and the threshold and runs as load defines them
+_REF_BUSY = """
+c AS (SELECT a_us, e_us FROM _bounds WHERE in_load),
+b AS (SELECT min(a_us) // 60000000 AS lo, greatest(min(a_us), max(e_us) - 1) // 60000000 AS hi FROM c),
+ev AS (SELECT a_us AS t, 1 AS d FROM c UNION ALL SELECT e_us, -1 FROM c),
+per AS (SELECT t // 60000000 AS i, sum(d) AS net, sum(d * ((t // 60000000 + 1) * 60000000 - t)) AS inner_us
+        FROM ev GROUP BY 1),
+m AS (
+    SELECT g.i, (coalesce(sum(per.net) OVER (ORDER BY g.i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+                 * 60000000 + coalesce(per.inner_us, 0)) / 60000000 AS mean_in_flight
+    FROM (SELECT unnest(generate_series(lo, hi)) AS i FROM b) AS g LEFT JOIN per ON per.i = g.i),
+thr AS (SELECT greatest(2.0 * q, q + 3.0 * sqrt(q)) AS busy_threshold
+        FROM (SELECT quantile_cont(mean_in_flight, 0.5) FILTER (WHERE mean_in_flight > 0) AS q FROM m) AS x),
+isl AS (SELECT m.i, m.i - row_number() OVER (ORDER BY m.i) AS island FROM m CROSS JOIN thr
+        WHERE m.mean_in_flight >= thr.busy_threshold),
+ref_load AS (SELECT i AS bucket_index, true AS busy FROM isl
+             QUALIFY count(*) OVER (PARTITION BY island) >= 2)
+"""
+_REF_METRICS = _REF_BUSY + """,
 r AS (
     SELECT model, CASE WHEN in_load THEN CASE WHEN a_us // 60000000 IN (SELECT bucket_index FROM ref_load WHERE busy)
                   THEN 'busy' ELSE 'quiet' END END AS period,

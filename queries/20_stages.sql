@@ -31,6 +31,7 @@
 --   e2e_ms: ms; end - arrival
 --   input_tokens: tokens; prompt tokens
 --   output_tokens: tokens; generated tokens
+--   decode_tokens: tokens; output_tokens - 1, at least 0: the tokens after the first, decode's work; the divisor of tpot_ms and the token count of decode's time per token in attribution (0 when output_tokens is null)
 --   itl_ms: list of ms; gaps between streamed chunks, where recorded
 --   derived: list of names; boundaries computed rather than read
 --   counted: bool; this row is the record its call is counted by in turns, load and metrics (see _bounds)
@@ -69,11 +70,12 @@ SELECT
     map_keys(stage_ms) AS stage_names,
     map_values(stage_ms) AS stage_values_ms,
     (f_us - a_us) / 1e3 AS ttft_ms,
-    CASE WHEN output_tokens > 1 THEN (coalesce(l_us, e_us) - f_us) / 1e3 / nullif(output_tokens - 1, 0) END AS tpot_ms,
+    CASE WHEN decode_tokens > 0 THEN (coalesce(l_us, e_us) - f_us) / 1e3 / nullif(decode_tokens, 0) END AS tpot_ms,
     CASE WHEN f_us IS NULL THEN NULL WHEN l_us IS NOT NULL THEN 'decode' ELSE 'decode+postprocess' END AS tpot_basis,
     (e_us - a_us) / 1e3 AS e2e_ms,
     input_tokens,
     output_tokens,
+    decode_tokens,
     itl_ms,
     derived,
     counted,
@@ -81,6 +83,8 @@ SELECT
 FROM (
     SELECT
         *,
+        -- defined once: TPOT divides by it, attribution weighs decode's time per token by it
+        greatest(output_tokens - 1, 0) AS decode_tokens,
         CASE
             WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN CAST({
                 'preprocess': (q_us - a_us) / 1e3, 'queue': (s_us - q_us) / 1e3,

@@ -2,7 +2,7 @@
 -- kind: view
 -- description: Helper: per bucket arrivals, completions, time-weighted mean in-flight and the busy flag, from per-bucket event sums (no sort).
 -- percentiles: exact (one median over buckets, for the busy threshold)
--- requires: _bounds
+-- requires: _load_calls
 -- params:
 --   $bucket_s DOUBLE = 0  bucket width in seconds; 0 = auto: 60 s, or for data spanning under an hour the largest of 30, 15, 10, 5, 2, 1 s that still gives >= 60 buckets (1 s at least); either way widened to whole seconds if it would give more than 100 000 buckets
 --   $busy_factor DOUBLE = 2.0  a bucket is busy when its mean in-flight is at least this many times the median bucket's
@@ -28,7 +28,7 @@
 -- Busy rule: see load. Runs of above-threshold buckets are found by gaps-and-islands on
 -- bucket_index (index minus row number is constant along a run).
 WITH calls AS (
-    SELECT a_us, e_us FROM _bounds WHERE in_load
+    SELECT a_us, e_us FROM _load_calls
 ),
 -- the bucket width and range: _bucket's rule, over the calls already read here (reading _bucket
 -- would scan every request once more); tests/test_queries_load.py checks both agree

@@ -2,7 +2,7 @@
 -- kind: view
 -- description: Per time bucket: arrivals/s, time-weighted mean and peak in-flight requests (event sweep), completions, Little's-law ratio, and whether the bucket is busy.
 -- percentiles: none here; the busy threshold uses an exact median over buckets (in _bucket_load)
--- requires: _bounds, _bucket_load
+-- requires: _load_calls, _bucket_load
 -- params:
 --   $busy_factor DOUBLE = 2.0  a bucket is busy when its mean in-flight is at least this many times the median bucket's
 --   $busy_z DOUBLE = 3.0  and at least this many Poisson standard deviations (sqrt of the median) above the median, so noise in small buckets is not busy
@@ -46,7 +46,7 @@ WITH bl AS (
     FROM _bucket_load
 ),
 calls AS (
-    SELECT a_us, e_us FROM _bounds WHERE in_load
+    SELECT a_us, e_us FROM _load_calls
 ),
 events AS (
     SELECT a_us AS t, 1 AS d FROM calls

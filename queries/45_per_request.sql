@@ -34,6 +34,7 @@
 --   e2e_ms: ms; end - arrival
 --   input_tokens: tokens; prompt tokens
 --   output_tokens: tokens; generated tokens
+--   decode_tokens: tokens; output_tokens - 1, at least 0: the tokens after the first, decode's work; the divisor of tpot_ms and the token count of decode's time per token in attribution (0 when output_tokens is null)
 --   itl_ms: list of ms; gaps between streamed chunks, where recorded
 --   derived: list of names; boundaries computed rather than read
 --   counted: bool; this row is the record its call is counted by in turns, load and metrics (see _bounds)

@@ -2,7 +2,7 @@
 -- kind: view
 -- description: Count, mean, p50, p90, p95, p99 of TTFT, TPOT, e2e, ITL (pooled, per-request mean, token-weighted) and turn time, per group.
 -- percentiles: exact (quantile_cont, linear interpolation); a Spark port may make the pooled ITL approximate
--- requires: stages, _bounds, _bucket_load, spans
+-- requires: per_request, spans
 -- params:
 --   $group_by VARCHAR = 'model,period'  comma-separated dimensions to group by, any of: model, service, replica, tenant, vantage, source_format, period (busy or quiet); others are null
 -- columns:
@@ -12,7 +12,7 @@
 --   tenant: name; null unless grouped by tenant
 --   vantage: name; null unless grouped by vantage
 --   source_format: name; null unless grouped by source_format
---   period: name; busy or quiet (the request's arrival bucket in load), null unless grouped by period
+--   period: name; busy or quiet (per_request.period; a turn takes its first call's), null unless grouped by period
 --   metric: name; ttft_ms, tpot_ms, e2e_ms, itl_ms, itl_request_mean_ms, itl_token_weighted_ms, turn_ms
 --   definition: text; the boundaries / aggregation behind the metric
 --   count: observations; requests (gaps for itl_ms and itl_token_weighted_ms, traces for turn_ms)
@@ -34,8 +34,8 @@
 -- to quantile_cont over the expanded list, without materializing it.
 -- turn_ms rows are grouped by period only (a turn has no single model); other dimensions null.
 -- turn_ms is the turn's extent, computed here from counted calls and spans like turns.turn_ms
--- (without the per-instant split, which metrics does not need). Busy/quiet comes from
--- _bucket_load (same rule and buckets as load).
+-- (without the per-instant split, which metrics does not need). Busy/quiet is per_request.period
+-- (the rule lives there, once); a turn's is the period of its first call (its earliest arrival).
 WITH dims AS (
     -- the grouping switches, decided once: a list_contains per row and dimension costs about 0.5 s at 10 M rows
     SELECT
@@ -48,17 +48,6 @@ WITH dims AS (
         list_contains(d, 'period') AS by_period
     FROM (SELECT list_transform(string_split($group_by, ','), lambda x: trim(x)) AS d) AS g
 ),
--- _bucket_load read once (a view named twice is computed twice): its busy flags and the bucket
--- width (so _bucket, which _bucket_load reads, is not scanned a second time here)
-bl AS (
-    SELECT bucket_index, bucket_us, busy FROM _bucket_load
-),
-bk AS (
-    SELECT coalesce((SELECT max(bucket_us) FROM bl), 60000000) AS bucket_us
-),
-busy_buckets AS (
-    SELECT bucket_index FROM bl WHERE busy
-),
 base AS (
     SELECT
         CASE WHEN dims.by_model THEN s.model END AS model,
@@ -67,19 +56,15 @@ base AS (
         CASE WHEN dims.by_tenant THEN s.tenant END AS tenant,
         CASE WHEN dims.by_vantage THEN s.vantage END AS vantage,
         CASE WHEN dims.by_source_format THEN s.source_format END AS source_format,
-        CASE WHEN dims.by_period AND s.in_load
-            THEN CASE WHEN epoch_us(s.ts_arrival) // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets)
-                      THEN 'busy' ELSE 'quiet' END
-            END AS period,
+        CASE WHEN dims.by_period THEN s.period END AS period,
         s.vantage AS row_vantage,
-        -- the metrics themselves are stages' columns (one definition of TTFT, TPOT and e2e)
+        -- the metrics themselves are per_request's columns (one definition of TTFT, TPOT and e2e)
         s.ttft_ms,
         s.tpot_ms,
         CASE WHEN s.tpot_ms IS NOT NULL THEN s.tpot_basis = 'decode+postprocess' END AS tpot_to_end,
         s.e2e_ms
-    FROM stages AS s
+    FROM per_request AS s
     CROSS JOIN dims
-    CROSS JOIN bk
     WHERE s.counted
 ),
 -- the rows with chunk gaps, kept apart so the list column is not carried through base
@@ -91,15 +76,12 @@ itl_base AS (
         CASE WHEN dims.by_tenant THEN s.tenant END AS tenant,
         CASE WHEN dims.by_vantage THEN s.vantage END AS vantage,
         CASE WHEN dims.by_source_format THEN s.source_format END AS source_format,
-        CASE WHEN dims.by_period AND s.in_load
-            THEN CASE WHEN s.a_us // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets) THEN 'busy' ELSE 'quiet' END
-            END AS period,
+        CASE WHEN dims.by_period THEN s.period END AS period,
         s.itl_ms,
         array_length(s.itl_ms) AS n_gaps,
         CAST(list_avg(s.itl_ms) AS DOUBLE) AS request_mean
-    FROM _bounds AS s
+    FROM per_request AS s
     CROSS JOIN dims
-    CROSS JOIN bk
     WHERE s.counted AND array_length(s.itl_ms) > 0
 ),
 per_group AS (
@@ -177,22 +159,22 @@ itl_req AS (
     GROUP BY model, service, replica, tenant, vantage, source_format, period
 ),
 turn_extent AS (
-    SELECT trace_id, min(t0) AS t0, max(t1) AS t1 FROM (
-        SELECT trace_id, a_us AS t0, e_us AS t1 FROM _bounds WHERE counted AND trace_id IS NOT NULL
+    -- a turn's period is its first call's (arg_min skips the spans, which have none)
+    SELECT trace_id, min(t0) AS t0, max(t1) AS t1, arg_min(period, t0) AS period FROM (
+        SELECT trace_id, epoch_us(ts_arrival) AS t0, epoch_us(ts_end) AS t1, period
+        FROM per_request WHERE counted AND trace_id IS NOT NULL
         UNION ALL
-        SELECT trace_id, epoch_us(ts_start) AS t0, epoch_us(ts_end) AS t1 FROM spans WHERE trace_id IS NOT NULL
+        SELECT trace_id, epoch_us(ts_start) AS t0, epoch_us(ts_end) AS t1, CAST(NULL AS VARCHAR) AS period
+        FROM spans WHERE trace_id IS NOT NULL
     ) AS iv
     GROUP BY trace_id
 ),
 turn_rows AS (
     SELECT
-        CASE WHEN dims.by_period
-            THEN CASE WHEN t.t0 // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets) THEN 'busy' ELSE 'quiet' END
-            END AS period,
+        CASE WHEN dims.by_period THEN t.period END AS period,
         (t.t1 - t.t0) / 1e3 AS turn_ms
     FROM turn_extent AS t
     CROSS JOIN dims
-    CROSS JOIN bk
 ),
 turn_group AS (
     SELECT period, count(turn_ms) AS n, avg(turn_ms) AS m, quantile_cont(turn_ms, [0.5, 0.9, 0.95, 0.99]) AS q

@@ -132,3 +132,24 @@ def one_error_line(res, code: int, *needles: str, stdout_empty: bool = False) ->
     if stdout_empty:
         assert res.stdout == ""
     return lines[0]
+
+
+def both_readers(kit: Any, paths: list[Path], tmp: Path, fmt: str, monkeypatch: Any,
+                 **kw: Any) -> list[tuple[dict, dict]]:
+    """Import ``paths`` with the fast reader on, then off (``toolkit/ingest/dispatch.py``'s ``FAST``);
+    return (summary, rows of each table) of each, comparable: digests, dataset path, import id and
+    quarantine times left out (tests/test_fast_path.py, tests/test_conformance.py)."""
+    from toolkit.ingest import dispatch
+
+    out = []
+    for fast in (True, False):
+        monkeypatch.setattr(dispatch, "FAST", fast)
+        ds = tmp / f"ds-{fast}"
+        s = kit.run(paths, ds, fmt=fmt, **kw)
+        for f in s["files"]:
+            f.pop("digest")
+        tables = {t: kit.rows(ds, t) for t in ("requests", "spans", "quarantine")}
+        for r in tables["quarantine"]:
+            r.pop("imported_at")
+        out.append((s | {"dataset": None, "import_id": None}, tables))
+    return out

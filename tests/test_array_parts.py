@@ -1,4 +1,4 @@
-"""A JSON array read in parallel parts (toolkit/array_parts.py) reads exactly what the whole file reads.
+"""A JSON array read in parallel parts (toolkit/ingest/readers/array_parts.py) reads exactly what the whole file reads.
 
 The sample Triton files are far below ``MIN_BYTES``; these tests lower it so they are cut, and
 give the import connection enough threads for several parts whatever the machine.
@@ -16,10 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import query_table
-from toolkit import array_parts, ingest
 from toolkit.importers import triton
-from toolkit.ingest import import_traces
-from toolkit.sources import InputError, expand
+from toolkit.ingest import duck, import_traces
+from toolkit.ingest.readers import array_parts
+from toolkit.ingest.readers import fast as fast_reader
+from toolkit.ingest.sources import InputError, expand
 
 ROOT = Path(__file__).resolve().parent.parent
 TRITON = [ROOT / "sample_traces/triton/golden_http_trace.json", ROOT / "sample_traces/triton/golden_grpc_stream_trace.json",
@@ -30,8 +31,8 @@ TRITON = [ROOT / "sample_traces/triton/golden_http_trace.json", ROOT / "sample_t
 def cut_small(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Cut any document, on a connection of 3 threads; records how many parts each import read."""
     monkeypatch.setattr(array_parts, "MIN_BYTES", 0)
-    real_connect, real_parts = ingest.connect, array_parts.parts
-    monkeypatch.setattr(ingest, "connect", lambda threads=None: real_connect(3))
+    real_connect, real_parts = duck.connect, array_parts.parts
+    monkeypatch.setattr(duck, "connect", lambda threads=None: real_connect(3))
     used: list[int] = []
 
     def spy(con, src, n, element):  # type: ignore[no-untyped-def]
@@ -152,17 +153,17 @@ def test_parts_that_outgrow_the_buffer_pool_fall_back_to_the_whole_file(tmp_path
     """Each part's reader holds its own buffers: 8 parts of a 1 GB Triton file ran out of the 300 MB
     pool. Simulated here (the samples are small): the read in parts fails with DuckDB's
     OutOfMemoryException, and the whole file is read instead, with the same result."""
-    real = ingest._import_fast
+    real = fast_reader.import_fast
 
     def oom_in_parts(*args, paths=None, **kwargs):  # type: ignore[no-untyped-def]
         if paths:
             raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data")
         return real(*args, paths=paths, **kwargs)
 
-    monkeypatch.setattr(ingest, "_import_fast", oom_in_parts)
+    monkeypatch.setattr(fast_reader, "import_fast", oom_in_parts)
     res = import_traces([str(TRITON[2])], tmp_path / "ds", fmt="triton").to_json()
     assert cut_small == [3]
-    monkeypatch.setattr(ingest, "_import_fast", real)
+    monkeypatch.setattr(fast_reader, "import_fast", real)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(array_parts, "MIN_BYTES", 1 << 40)
         ref = import_traces([str(TRITON[2])], tmp_path / "ref", fmt="triton").to_json()

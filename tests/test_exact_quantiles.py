@@ -1,4 +1,4 @@
-"""Exact percentiles in bounded memory (toolkit/attribution.py: exact_quantiles, quantile_cont_of).
+"""Exact percentiles in bounded memory (toolkit/report/quantiles.py: exact_quantiles, quantile_cont_of).
 
 At 30 M requests the report died in DuckDB's quantile_cont, which holds every value of a group in
 memory (issue 22). Large groups now take bracket selection; its results must be quantile_cont's,
@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from tests.helpers import make_dataset_from_arrow
 from toolkit import attribution, queries
-from toolkit.attribution import METRICS, exact_quantiles, family_stats_by, quantile_cont_of
+from toolkit.attribution import METRICS, family_stats_by
+from toolkit.report import quantiles
+from toolkit.report.quantiles import exact_quantiles, quantile_cont_of
 
 QS = [0.95, 0.5, 0.9, 0.95, 0.99]
 
@@ -56,8 +58,8 @@ def test_bracket_selection_equals_quantile_cont(monkeypatch: pytest.MonkeyPatch,
         groups.append([data.draw(st.lists(st.one_of(st.none(), st.integers(-5, 5).map(float),
                                                     st.floats(-1e6, 1e6, allow_nan=False)),
                                           min_size=n, max_size=n)) for _ in range(2)])
-    monkeypatch.setattr(attribution, "PILOT_ROWS", pilot)  # pilots of a few rows: brackets that miss
-    monkeypatch.setattr(attribution, "BRACKET_Z", z)
+    monkeypatch.setattr(quantiles, "PILOT_ROWS", pilot)  # pilots of a few rows: brackets that miss
+    monkeypatch.setattr(quantiles, "BRACKET_Z", z)
     con = duckdb.connect()
     sizes, counts = _table(con, groups)
     got = exact_quantiles(con, "SELECT _g, m0, m1 FROM t", {}, 2, QS, sizes, counts)
@@ -103,5 +105,5 @@ def test_family_stats_take_the_bounded_path_with_the_same_numbers(monkeypatch: p
     want = stats()
     assert {g for g, _ in want} == {"b", "c"} and all(v[2] > 0 for v in want.values())
     monkeypatch.setattr(attribution, "EXACT_IN_MEMORY_ROWS", 0)
-    monkeypatch.setattr(attribution, "PILOT_ROWS", 500)
+    monkeypatch.setattr(quantiles, "PILOT_ROWS", 500)
     assert stats() == want

@@ -1,4 +1,4 @@
-"""The DuckDB-native reader (``ingest._import_fast``) against the line reader, file for file.
+"""The DuckDB-native reader (``toolkit/ingest/readers/fast.py``) against the line reader, file for file.
 
 A plain JSON-lines file of an importer with ``FAST_SPEC`` or ``FAST_COLUMNS`` is read by DuckDB's ``read_json`` in one
 parallel pass; anything it cannot number exactly or parse is rolled back and read line by line.
@@ -17,12 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkit import ingest
+from tests.helpers import both_readers
 from toolkit.importers import REGISTRY
+from toolkit.importers._common import ImportOptions
+from toolkit.ingest import dispatch
+from toolkit.ingest.readers import fast as fast_reader
 
 REPO = Path(__file__).resolve().parent.parent
-FAST_FORMATS = sorted(name for name, imp in REGISTRY.items()
-                      if any(hasattr(imp, a) for a in ("FAST_SPEC", "FAST_COLUMNS", "fast_records")))
+FAST_FORMATS = sorted(name for name, imp in REGISTRY.items() if imp.layout.fast is not None)
 # where each fast format's real-shaped inputs live (sample_traces/ and tests/cases/ folders)
 FOLDERS = {"sglang": ["sglang"], "vllm-otlp": ["vllm", "otlp"], "otlp": ["otlp"], "litellm": ["litellm"],
            "tgi": ["tgi"], "langfuse": ["langfuse"], "trtllm": ["trtllm"], "aiperf": ["aiperf"],
@@ -45,18 +47,8 @@ CASES = [(fmt, p) for fmt in FAST_FORMATS for p in _inputs(fmt)]
 
 def _both_ways(kit, paths: list[Path], tmp: Path, fmt: str, monkeypatch) -> tuple[dict, dict]:
     """Import with the fast reader on and off; return (summary, rows) of each, comparable."""
-    out = []
-    for fast in (True, False):
-        monkeypatch.setattr(ingest, "FAST", fast)
-        ds = tmp / f"ds-{fast}"
-        s = kit.run(paths, ds, fmt=fmt)
-        for f in s["files"]:
-            f.pop("digest")
-        tables = {t: kit.rows(ds, t) for t in ("requests", "spans", "quarantine")}
-        for r in tables["quarantine"]:
-            r.pop("imported_at")
-        out.append((s | {"dataset": None, "import_id": None}, tables))
-    return out[0], out[1]
+    fast, slow = both_readers(kit, paths, tmp, fmt, monkeypatch)
+    return fast, slow
 
 
 def test_some_formats_have_the_fast_reader():
@@ -73,7 +65,7 @@ def test_fast_reader_matches_line_reader(kit, tmp_path, monkeypatch, fmt, path):
 def _spy(monkeypatch) -> list:
     """Record what each fast attempt returned (None: rolled back) or raised."""
     calls: list = []
-    real = ingest._import_fast
+    real = fast_reader.import_fast
 
     def spy(*a, **kw):
         try:
@@ -84,7 +76,7 @@ def _spy(monkeypatch) -> list:
         calls.append("rolled back" if r is None else "fast")
         return r
 
-    monkeypatch.setattr(ingest, "_import_fast", spy)
+    monkeypatch.setattr(fast_reader, "import_fast", spy)
     return calls
 
 
@@ -103,7 +95,7 @@ def test_clean_file_is_read_fast_and_numbered_exactly(kit, tmp_path, monkeypatch
                                      "null", "empty object"])
 def test_trouble_late_in_a_file_rolls_back_to_the_line_reader(kit, tmp_path, monkeypatch, trouble):
     """Output already written for the file's early rows is rolled back, seen ids too."""
-    monkeypatch.setattr(ingest, "GATHER_ROWS", 1)  # write every DuckDB batch as it comes
+    monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1)  # write every DuckDB batch as it comes
     calls = _spy(monkeypatch)
     lines = [json.dumps(kit.sglang(f"r{i}", kit.T0_US + i * 1000)) for i in range(6000)]
     lines += [json.dumps(kit.sglang("r1", kit.T0_US)), json.dumps(kit.sglang("late", kit.T0_US))]  # r1: a duplicate
@@ -127,7 +119,7 @@ def test_trouble_late_in_a_file_rolls_back_to_the_line_reader(kit, tmp_path, mon
 
 
 def test_duplicates_across_files_and_batches(kit, tmp_path, monkeypatch):
-    monkeypatch.setattr(ingest, "GATHER_ROWS", 1)
+    monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1)
     a = kit.write(tmp_path / "a.jsonl", [kit.sglang(f"r{i % 3000}", kit.T0_US + i) for i in range(5000)])
     b = kit.write(tmp_path / "b.jsonl", [kit.sglang(f"r{i}", kit.T0_US + i) for i in range(2990, 3010)])
     fast, slow = _both_ways(kit, [a, b], tmp_path, "sglang", monkeypatch)
@@ -193,9 +185,9 @@ def _mapping_both_ways(kit, paths: list[Path], mapping: Path, tmp: Path, monkeyp
     """``_both_ways`` for the mapping importer (which needs ``options``)."""
     out = []
     for fast in (True, False):
-        monkeypatch.setattr(ingest, "FAST", fast)
+        monkeypatch.setattr(dispatch, "FAST", fast)
         ds = tmp / f"ds-{fast}"
-        s = kit.run(paths, ds, fmt="mapping", options=ingest.ImportOptions(mapping=str(mapping)))
+        s = kit.run(paths, ds, fmt="mapping", options=ImportOptions(mapping=str(mapping)))
         for f in s["files"]:
             f.pop("digest")
         tables = {t: kit.rows(ds, t) for t in ("requests", "quarantine")}
@@ -262,7 +254,7 @@ CSV_TROUBLE = {  # the trouble line (inserted late in a file), and whether the f
 @pytest.mark.parametrize("crlf", [False, True], ids=["lf", "crlf"])
 @pytest.mark.parametrize("trouble", list(CSV_TROUBLE))
 def test_mapping_csv_trouble_late_in_a_file(kit, tmp_path, monkeypatch, trouble, crlf):
-    monkeypatch.setattr(ingest, "GATHER_ROWS", 1)  # write every DuckDB batch as it comes
+    monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1)  # write every DuckDB batch as it comes
     calls = _spy(monkeypatch)
     bad, stays_fast = CSV_TROUBLE[trouble]
     lines = _gw_csv([_gw_row(i) for i in range(6000)] + [_gw_row(1)])  # gw-1 again: a duplicate
@@ -295,7 +287,7 @@ JSONL_TROUBLE = {
 
 @pytest.mark.parametrize("trouble", list(JSONL_TROUBLE))
 def test_mapping_jsonl_trouble_late_in_a_file(kit, tmp_path, monkeypatch, trouble):
-    monkeypatch.setattr(ingest, "GATHER_ROWS", 1)
+    monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1)
     calls = _spy(monkeypatch)
     bad, stays_fast = JSONL_TROUBLE[trouble]
     lines = [json.dumps(_gw_row(i)) for i in [*range(6000), 1]]
@@ -313,7 +305,7 @@ def test_mapping_jsonl_trouble_late_in_a_file(kit, tmp_path, monkeypatch, troubl
 @pytest.mark.parametrize("kind", ["csv", "jsonl"])
 def test_mapping_synthesized_ids_are_numbered_by_the_fast_reader(kit, tmp_path, monkeypatch, kind):
     """Without a request_id column the id is <file hash>-<line> (FAST_LINE_ID): the same both ways."""
-    monkeypatch.setattr(ingest, "GATHER_ROWS", 1)
+    monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1)
     calls = _spy(monkeypatch)
     rows = [_gw_row(i % 3000) for i in range(5000)]  # the same content again: new ids, not duplicates
     rows[4000]["ttft_ms"] = -1  # one quarantined row
@@ -418,7 +410,7 @@ TGI_TROUBLE = {
 @pytest.mark.parametrize("trouble", sorted(TGI_TROUBLE))
 def test_tgi_awkward_files_import_the_same_both_ways(kit, tmp_path, monkeypatch, trouble):
     layout, odd, stays_fast = TGI_TROUBLE[trouble]
-    monkeypatch.setattr(ingest, "GATHER_ROWS", 1000)  # several batches: numbering across them
+    monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1000)  # several batches: numbering across them
     calls = _spy(monkeypatch)
     make = (lambda i: _tgi_text(i, colour=i % 5 == 0, unit=("ms", "µs", "us", "ns", "s")[i % 5])) \
         if layout == "text" else (lambda i: _tgi_json(i, queue_time=("2ms", "2µs", "2us", "2ns", "0.002s")[i % 5]))
@@ -441,10 +433,10 @@ def test_tgi_reimport_of_a_grown_log_counts_its_old_lines_as_duplicates(kit, tmp
     calls = _spy(monkeypatch)
     f = tmp_path / "router.log"
     f.write_text("\n".join(_tgi_text(i) for i in range(3000)) + "\n")
-    monkeypatch.setattr(ingest, "FAST", False)
+    monkeypatch.setattr(dispatch, "FAST", False)
     kit.run([f], tmp_path / "ds", fmt="tgi")
     f.write_text("\n".join(_tgi_text(i) for i in range(3500)) + "\n")
-    monkeypatch.setattr(ingest, "FAST", True)
+    monkeypatch.setattr(dispatch, "FAST", True)
     s = kit.run([f], tmp_path / "ds", fmt="tgi")
     assert calls == ["fast"] and s["imported"] == 500 and s["duplicates"] == 3000
     got = kit.rows(tmp_path / "ds", "requests")

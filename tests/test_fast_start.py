@@ -45,5 +45,21 @@ def test_a_small_query_sets_up_only_the_views_it_reads(tmp_path) -> None:  # typ
     views = "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1"
     assert queries.connect(ds, sql="SELECT 1").sql(views).fetchall() == [("quarantine",), ("requests",), ("spans",)]
     some = {v for (v,) in queries.connect(ds, sql="SELECT * FROM busy_periods").sql(views).fetchall()}
-    assert some == {"quarantine", "requests", "spans", "_bounds", "_bucket_load", "load", "busy_periods"}
+    assert some == {"quarantine", "requests", "spans", "_bounds", "_load_calls", "_bucket_load", "load", "busy_periods"}
     assert len(queries.connect(ds).sql(views).fetchall()) == 3 + sum(q.is_view for q in queries.list_queries())
+
+
+@pytest.mark.parametrize("fmt", ["table", "line", "json", "markdown"])
+def test_a_small_sql_imports_no_arrow(tmp_path, fmt: str) -> None:  # type: ignore[no-untyped-def]
+    """`stagelens sql DS "SELECT 1"` (issue 22: < 0.4 CPU s) formats DuckDB's rows itself: pyarrow
+    (with NumPy), polars and altair stay unimported, and the dataset's views are set up from the
+    Parquet footers DuckDB reads (toolkit/store.py), not pyarrow's."""
+    from helpers import make_dataset, ms
+
+    ds = make_dataset(tmp_path, [{"request_id": "a", "ts_arrival": ms(0), "ts_end": ms(10)}])
+    argv = ["sql", str(ds), "SELECT 1 AS one, [1.5, 2.5] AS xs, TIMESTAMP '2026-01-01' AS t", "--format", fmt]
+    res = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), json.dumps(argv)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stderr.strip().splitlines()[-1]) == ["duckdb"]
+    assert "2026-01-01" in res.stdout and "1.5" in res.stdout

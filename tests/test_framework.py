@@ -8,47 +8,42 @@ and write both tables.
 from __future__ import annotations
 
 import json
-import types
 from pathlib import Path
 
 import pytest
 
 from toolkit import queries
 from toolkit.importers import REGISTRY
+from toolkit.importers.spec import Docs, Importer, Layout
 from toolkit.ingest import import_traces
 
 
-def _fake_importer() -> types.ModuleType:
-    m = types.ModuleType("fake_doc")
-    m.NAME = "fake-doc"
-    m.VANTAGE = "server"
-    m.IDENTITY = "request_id"
-    m.READS = "document"
-    m.BOUNDARIES = {}
-    m.sniff = lambda head: False
+def _fake_importer() -> Importer:
     src = ("read_json(getvariable('source_path'), format = 'array', compression = getvariable('source_compression'), "
            "columns = {'id': 'VARCHAR', 'start': 'BIGINT', 'end': 'BIGINT', 'tool_start': 'BIGINT', 'tool_end': 'BIGINT'})")
-    m.requests_sql = lambda: f"""
+    requests = f"""
         SELECT row_number() OVER () AS ln, 'record' AS row_kind, NULL AS reason_code, NULL AS reason_detail,
                id AS request_id, 't-' || id AS trace_id, 'server' AS vantage, start AS ts_arrival, "end" AS ts_end,
                [] AS derived, 'wall' AS clock
         FROM {src}"""
-    m.spans_sql = lambda: f"""
+    spans = f"""
         SELECT row_number() OVER () AS ln, 'record' AS row_kind, NULL AS reason_code, NULL AS reason_detail,
                't-' || id AS trace_id, 'tool-' || id AS span_id, 'tool' AS kind, 'lookup_order' AS name,
                tool_start AS ts_start, tool_end AS ts_end
         FROM {src}"""
-    return m
+    return Importer("fake-doc", "server", "request_id", Docs("a test's document", "doc.json", {}, ""),
+                    sniff=lambda head: False,
+                    layout=Layout(requests=lambda: requests, spans=lambda: spans, reads="document"))
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+def fake(monkeypatch: pytest.MonkeyPatch) -> Importer:
     imp = _fake_importer()
-    monkeypatch.setitem(REGISTRY, imp.NAME, imp)
+    monkeypatch.setitem(REGISTRY, imp.name, imp)
     return imp
 
 
-def test_document_importer_writes_requests_and_spans(fake: types.ModuleType, tmp_path: Path) -> None:
+def test_document_importer_writes_requests_and_spans(fake: Importer, tmp_path: Path) -> None:
     t = 1_795_996_800_000_000
     doc = [
         {"id": "a", "start": t, "end": t + 2_000_000, "tool_start": t + 500_000, "tool_end": t + 900_000},

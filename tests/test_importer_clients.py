@@ -132,7 +132,7 @@ def test_aiperf_raw_export(tmp_path: Path) -> None:
 def test_aiperf_sniffed(name: str) -> None:
     from toolkit.importers import detect
 
-    assert detect((S / "aiperf" / name).read_bytes()[:65536]).NAME == "aiperf"
+    assert detect((S / "aiperf" / name).read_bytes()[:65536]).name == "aiperf"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ def test_llmperf_synthesized_arrivals(tmp_path: Path) -> None:
     ("llmperf", CASES / "llmperf/individual_responses.json"),
 ])
 def test_truncated_document_is_one_clear_error(tmp_path: Path, fmt: str, path: Path) -> None:
-    from toolkit.sources import InputError
+    from toolkit.ingest.sources import InputError
 
     cut = tmp_path / f"cut-{path.name}"
     cut.write_bytes(path.read_bytes()[:300])

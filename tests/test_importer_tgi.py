@@ -165,7 +165,7 @@ def test_bad_lines_quarantined_and_counts_reconcile(tmp_path: Path) -> None:
 
 def test_sniffer() -> None:
     assert tgi.sniff(TEXT.read_bytes()[:4096]) and tgi.sniff(JSON.read_bytes()[:4096])
-    assert detect(TEXT.read_bytes()[:4096]) is tgi
+    assert detect(TEXT.read_bytes()[:4096]) is tgi.IMPORTER
     assert not tgi.sniff(b'{"request_received_ts": 1.0}\n')
 
 

@@ -162,7 +162,7 @@ def test_out_of_range_ns_quarantines_that_request_only(tmp_path: Path, origin, n
 
 
 def test_truncated_document_is_an_input_error(tmp_path: Path) -> None:
-    from toolkit.sources import InputError
+    from toolkit.ingest.sources import InputError
 
     f = tmp_path / "trace.json"
     f.write_bytes(HTTP.read_bytes()[:300])
@@ -171,14 +171,15 @@ def test_truncated_document_is_an_input_error(tmp_path: Path) -> None:
 
 
 def test_sniffer() -> None:
-    assert detect(HTTP.read_bytes()) is triton and detect(GRPC.read_bytes()) is triton
+    assert detect(HTTP.read_bytes()) is triton.IMPORTER and detect(GRPC.read_bytes()) is triton.IMPORTER
     assert not triton.sniff(b'[{"request_id": 1, "perf_metrics": {}}]')
 
 
 def test_triton_query_runs_in_its_smaller_buffer_pool_and_the_next_file_in_the_default(kit, tmp_path, monkeypatch):
     """Triton's GROUP BY over every fragment asks for a 300 MB pool (MEMORY_LIMIT); the next file of
     the same import, on the same connection, gets the default back."""
-    from toolkit import ingest
+    from toolkit.ingest import dispatch
+    from toolkit.ingest.readers import document
 
     seen: list[tuple[str, str]] = []
 
@@ -188,8 +189,8 @@ def test_triton_query_runs_in_its_smaller_buffer_pool_and_the_next_file_in_the_d
             return real(con, *args, **kwargs)
         return spy
 
-    monkeypatch.setattr(ingest, "_import_document", spying(ingest._import_document))
-    monkeypatch.setattr(ingest, "_try_fast", spying(ingest._try_fast))
+    monkeypatch.setattr(document, "import_document", spying(document.import_document))
+    monkeypatch.setattr(dispatch, "try_fast", spying(dispatch.try_fast))
     sglang = kit.write(tmp_path / "after.jsonl", [kit.sglang("r1", kit.T0_US)])
     import_traces([str(HTTP), str(sglang)], tmp_path / "ds")
     assert seen == [(str(HTTP), "286.1 MiB"), (str(sglang), "572.2 MiB")]  # DuckDB's spelling of 300 / 600 MB

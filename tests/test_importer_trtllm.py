@@ -145,7 +145,7 @@ def test_bad_records_quarantined_and_counts_reconcile(tmp_path: Path) -> None:
 
 
 def test_sniffer() -> None:
-    assert detect(PERF.read_bytes()) is trtllm and detect(BENCH.read_bytes()) is trtllm
+    assert detect(PERF.read_bytes()) is trtllm.IMPORTER and detect(BENCH.read_bytes()) is trtllm.IMPORTER
     assert not trtllm.sniff(b'{"request_received_ts": 1.0}')
 
 

@@ -39,7 +39,7 @@ def _imp(tmp_path: Path, f: Path, **kw) -> tuple[Path, dict]:  # type: ignore[no
     ("burstgpt/golden_BurstGPT_3.csv", "burstgpt"),
 ])
 def test_workload_traces_sniffed(path: str, name: str) -> None:
-    assert detect((S / path).read_bytes()).NAME == name
+    assert detect((S / path).read_bytes()).name == name
 
 
 def test_mooncake(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ Issue 17 items 1, 4, 5, 6 and issue 18 items 3, 4, 8; docs/dataset.md (identity 
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -22,10 +23,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from toolkit import ingest, sources
 from toolkit.cli import app
-from toolkit.importers import sglang
-from toolkit.sources import Limits
+from toolkit.importers import REGISTRY, sglang
+from toolkit.importers._common import ImportOptions
+from toolkit.ingest import dispatch, streams
+from toolkit.ingest.sources import Limits
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 ORIGIN = {"clock_origin_us": 1_735_689_600_000_000}
@@ -51,8 +53,8 @@ def test_same_name_in_two_directories_are_two_files(kit, tmp_path):
     fa = kit.write(tmp_path / "a" / "trace.jsonl", _mooncake(40, 1))
     fb = kit.write(tmp_path / "b" / "trace.jsonl", _mooncake(40, 2))
     ds = tmp_path / "ds"
-    s1 = kit.run([fa], ds, fmt="mooncake", options=ingest.ImportOptions(**ORIGIN))
-    s2 = kit.run([fb], ds, fmt="mooncake", options=ingest.ImportOptions(**ORIGIN))
+    s1 = kit.run([fa], ds, fmt="mooncake", options=ImportOptions(**ORIGIN))
+    s2 = kit.run([fb], ds, fmt="mooncake", options=ImportOptions(**ORIGIN))
     assert (s1["imported"], s2["imported"], s2["duplicates"]) == (40, 40, 0)
     ids = [r["request_id"] for r in kit.rows(ds, "requests")]
     assert len(set(ids)) == 80
@@ -76,11 +78,11 @@ def test_one_log_as_plain_gz_and_zst_is_one_file(kit, tmp_path, fmt):
     data = "".join(json.dumps(i) + "\n" for i in items).encode()
     files = _plain_gz_zst(tmp_path, data, "t.jsonl")
     ds = tmp_path / "ds"
-    s = kit.run(files, ds, fmt=fmt, options=ingest.ImportOptions(**ORIGIN))
+    s = kit.run(files, ds, fmt=fmt, options=ImportOptions(**ORIGIN))
     assert [f["status"] for f in s["files"]] == ["imported", "already-imported", "already-imported"]
     assert (s["read"], s["imported"], s["duplicates"]) == (30, 30, 0)
     assert len(kit.rows(ds, "requests")) == 30
-    again = kit.run(files[::-1], ds, fmt=fmt, options=ingest.ImportOptions(**ORIGIN))  # zst first this time
+    again = kit.run(files[::-1], ds, fmt=fmt, options=ImportOptions(**ORIGIN))  # zst first this time
     assert [f["status"] for f in again["files"]] == ["already-imported"] * 3
     digest = f"xxh3_128:{xxhash.xxh3_128(data).hexdigest()}"
     manifest = json.loads((ds / "manifest.json").read_text())
@@ -93,17 +95,17 @@ def test_dataset_of_the_previous_version_keeps_working(kit, tmp_path):
     data = "".join(json.dumps(i) + "\n" for i in _mooncake(20, 4)).encode()
     plain, gz, _ = _plain_gz_zst(tmp_path, data, "old.jsonl")
     ds = tmp_path / "ds"
-    kit.run([gz], ds, fmt="mooncake", options=ingest.ImportOptions(**ORIGIN))
+    kit.run([gz], ds, fmt="mooncake", options=ImportOptions(**ORIGIN))
     manifest = json.loads((ds / "manifest.json").read_text())
     entry = manifest["imports"][0]["files"][0]
     entry["digest"] = f"xxh3_128:{xxhash.xxh3_128(gz.read_bytes()).hexdigest()}"  # as the old version wrote it
     del entry["digest_of"]
     (ds / "manifest.json").write_text(json.dumps(manifest))
-    s = kit.run([gz], ds, fmt="mooncake", options=ingest.ImportOptions(**ORIGIN))
+    s = kit.run([gz], ds, fmt="mooncake", options=ImportOptions(**ORIGIN))
     assert [f["status"] for f in s["files"]] == ["already-imported"] and s["imported"] == 0
     assert len(kit.rows(ds, "requests")) == 20
     # a plain file's digest is what the old version recorded: the digest of its bytes
-    kit.run([plain], tmp_path / "ds2", fmt="mooncake", options=ingest.ImportOptions(**ORIGIN))
+    kit.run([plain], tmp_path / "ds2", fmt="mooncake", options=ImportOptions(**ORIGIN))
     f2 = json.loads((tmp_path / "ds2" / "manifest.json").read_text())["imports"][0]["files"][0]
     assert f2["digest"] == f"xxh3_128:{xxhash.xxh3_128(plain.read_bytes()).hexdigest()}"
 
@@ -163,10 +165,11 @@ def test_langfuse_usage_details_string_quarantines_that_record_only(kit, tmp_pat
 
 def test_a_line_that_makes_duckdb_raise_is_quarantined_not_the_file(kit, tmp_path, monkeypatch):
     """The safety net for any line importer: a batch that raises is halved down to its bad lines."""
-    orig = sglang.requests_sql
-    monkeypatch.setattr(sglang, "requests_sql", lambda fast=False: (
-        f"SELECT * FROM ({orig()}) WHERE CASE WHEN ln IN (2, 7) THEN CAST(error('boom') AS BOOLEAN) ELSE true END"))
-    monkeypatch.setattr(ingest, "FAST", False)
+    raising = dataclasses.replace(sglang.IMPORTER.layout, requests=lambda: (
+        f"SELECT * FROM ({sglang.requests_sql()}) WHERE CASE WHEN ln IN (2, 7) THEN CAST(error('boom') AS BOOLEAN) "
+        "ELSE true END"))
+    monkeypatch.setitem(REGISTRY, "sglang", sglang.IMPORTER.with_layout(raising))
+    monkeypatch.setattr(dispatch, "FAST", False)
     f = kit.write(tmp_path / "m.jsonl", [kit.sglang(f"r{i}", a_us=kit.T0_US + i) for i in range(10)])
     s = kit.run([f], tmp_path / "ds", fmt="sglang")
     assert (s["read"], s["imported"], s["quarantined"]) == (10, 8, 2)
@@ -207,7 +210,7 @@ def test_document_with_a_bom_imports_as_without(kit, tmp_path, fmt):
     data = (SAMPLES / DOCUMENTS[fmt]).read_bytes()
     f = tmp_path / "bom.json"
     f.write_bytes(b"\xef\xbb\xbf" + data)
-    opts = ingest.ImportOptions(**ORIGIN) if fmt == "triton" else None
+    opts = ImportOptions(**ORIGIN) if fmt == "triton" else None
     want = kit.run([SAMPLES / DOCUMENTS[fmt]], tmp_path / "ref", fmt=fmt, options=opts)
     got = kit.run([f], tmp_path / "ds", options=opts)  # sniffed through the BOM too
     assert (got["read"], got["imported"], got["quarantined"]) == (want["read"], want["imported"], want["quarantined"])
@@ -418,7 +421,7 @@ def test_llmperf_own_error_code_keeps_its_ttft(kit, tmp_path):
             _llmperf_row(-1, "", 0, 0.2, 550, 0)]
     f = tmp_path / "x_individual_responses.json"
     f.write_text(json.dumps(rows, indent=4))
-    s = kit.run([f], tmp_path / "ds", fmt="llmperf", options=ingest.ImportOptions(**ORIGIN))
+    s = kit.run([f], tmp_path / "ds", fmt="llmperf", options=ImportOptions(**ORIGIN))
     assert s["imported"] == 4
     got = kit.rows(tmp_path / "ds", "requests")
     a = ORIGIN["clock_origin_us"] + 2_000_000
@@ -453,7 +456,7 @@ class _Chunks(io.RawIOBase):
        sizes=st.lists(st.integers(1, 50), min_size=1, max_size=5), want=st.integers(1, 64))
 def test_line_safe_reader_splits_like_split(lines, last_newline, max_line, sizes, want):
     data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
-    reader = sources._LineSafeReader(_Chunks(data, sizes), max_line=max_line, strip_bom=False)
+    reader = streams._LineSafeReader(_Chunks(data, sizes), max_line=max_line, strip_bom=False)
     out, pieces = b"", []
     while piece := reader.read(want):
         pieces.append(piece)
@@ -462,7 +465,7 @@ def test_line_safe_reader_splits_like_split(lines, last_newline, max_line, sizes
     expect = data.split(b"\n")
     if data.endswith(b"\n"):
         expect = expect[:-1]
-    expect = [x if len(x) <= max_line else sources.TOO_LARGE.encode() for x in expect]
+    expect = [x if len(x) <= max_line else streams.TOO_LARGE.encode() for x in expect]
     got = out.split(b"\n")
     if out.endswith(b"\n"):
         got = got[:-1]

@@ -1,6 +1,6 @@
 """A read that runs out of DuckDB's buffer pool is read again with half the threads, not a crash.
 
-Each of DuckDB's reader threads holds its own buffers while the pool is bounded (ingest.MEMORY_LIMIT,
+Each of DuckDB's reader threads holds its own buffers while the pool is bounded (toolkit/ingest/duck.py's MEMORY_LIMIT,
 for peak RSS under 1 GB): on 16 threads the 1 M-line sglang and TGI benchmark files ran out of the
 600 MB pool, on 8 the OTLP one. Here a small pool on 8 threads does the same to a small file.
 """
@@ -14,8 +14,9 @@ from types import SimpleNamespace
 import pytest
 
 from tests.helpers import query_table
-from toolkit import ingest
-from toolkit.ingest import FastReaderGaveUp, ReaderOutOfMemory, _stream, import_traces
+from toolkit.ingest import FastReaderGaveUp, ReaderOutOfMemory, dispatch, duck, import_traces
+from toolkit.ingest.readers import fast as fast_reader
+from toolkit.ingest.readers.fast import stream as _stream
 
 
 def _rows(ds: Path) -> list[dict]:
@@ -29,16 +30,16 @@ def test_out_of_memory_reads_again_with_fewer_threads(kit: SimpleNamespace, tmp_
     second = kit.write(tmp_path / "b.jsonl", [kit.sglang(f"b{i}", kit.T0_US + i * 1000) for i in range(10)])
     want = import_traces([str(first), str(second)], tmp_path / "ref", fmt="sglang").to_json()
 
-    real_connect, real_fast = ingest.connect, ingest._try_fast
+    real_connect, real_fast = duck.connect, dispatch.try_fast
     threads_at_start: list[int] = []
 
     def spy(con, writer, seen, src, *args, **kwargs):  # type: ignore[no-untyped-def]
-        threads_at_start.append(ingest._threads(con))
+        threads_at_start.append(duck.current_threads(con))
         return real_fast(con, writer, seen, src, *args, **kwargs)
 
-    monkeypatch.setattr(ingest, "MEMORY_LIMIT", "24MB")  # 8 reader threads do not fit
-    monkeypatch.setattr(ingest, "connect", lambda threads=None: real_connect(8))
-    monkeypatch.setattr(ingest, "_try_fast", spy)
+    monkeypatch.setattr(duck, "MEMORY_LIMIT", "24MB")  # 8 reader threads do not fit
+    monkeypatch.setattr(duck, "connect", lambda threads=None: real_connect(8))
+    monkeypatch.setattr(dispatch, "try_fast", spy)
     with caplog.at_level(logging.INFO, logger="stagelens"):
         got = import_traces([str(first), str(second)], tmp_path / "ds", fmt="sglang").to_json()
     assert "DuckDB's buffer pool ran out with 8 threads; reading again with 4" in caplog.text
@@ -69,15 +70,15 @@ def test_one_thread_out_of_memory_takes_the_line_reader(kit: SimpleNamespace, tm
                                                         caplog: pytest.LogCaptureFixture) -> None:
     f = kit.write(tmp_path / "a.jsonl", [kit.sglang(f"a{i}", kit.T0_US + i * 1000) for i in range(50)])
     want = import_traces([str(f)], tmp_path / "ref", fmt="sglang").to_json()
-    real_fast = ingest._import_fast
+    real_fast = fast_reader.import_fast
 
     def always_out_of_memory(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise ReaderOutOfMemory
 
-    monkeypatch.setattr(ingest, "_import_fast", always_out_of_memory)
+    monkeypatch.setattr(fast_reader, "import_fast", always_out_of_memory)
     with caplog.at_level(logging.INFO, logger="stagelens"):
         got = import_traces([str(f)], tmp_path / "ds", fmt="sglang").to_json()
-    monkeypatch.setattr(ingest, "_import_fast", real_fast)
+    monkeypatch.setattr(fast_reader, "import_fast", real_fast)
     assert "fast reader gave up (out of memory with one thread); reading it line by line" in caplog.text
     assert got["by_format"] == want["by_format"]
     assert _rows(tmp_path / "ds") == _rows(tmp_path / "ref")

@@ -19,9 +19,10 @@ import pytest
 from toolkit import attribution, queries
 from toolkit.demo import DEMO_SERVICE, SAMPLES
 from toolkit.ingest import import_traces
+from toolkit.ingest.sources import is_data_file
+from toolkit.report import quantiles
 from toolkit.report.build import build_report
 from toolkit.report.render import render_json
-from toolkit.sources import is_data_file
 
 LOAD_BEFORE = """
 WITH bl AS (
@@ -105,7 +106,7 @@ def test_report_json_is_the_same_before_and_after(samples: Path, monkeypatch: py
         before = report_json(samples, filters=filters)
     with monkeypatch.context() as m:
         m.setattr(attribution, "EXACT_IN_MEMORY_ROWS", 0)  # every group takes the bounded path
-        m.setattr(attribution, "PILOT_ROWS", 11)  # and brackets from a pilot of a few rows
+        m.setattr(quantiles, "PILOT_ROWS", 11)  # and brackets from a pilot of a few rows
         after = report_json(samples, filters=filters)
     assert after["attribution"], "the samples hold a comparison"
     assert after == before

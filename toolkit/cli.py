@@ -11,6 +11,7 @@ import json
 import math
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Annotated
 
@@ -30,25 +31,35 @@ EXIT_CODES: dict[int, str] = {
 }
 """One table for every command (README "Exit codes" = ``stagelens --help`` = this)."""
 
-_METAVARS = {str: "TEXT", Path: "PATH", float: "FLOAT", int: "INTEGER"}
+_METAVARS = {"str": "TEXT", "text": "TEXT", "path": "PATH", "posixpath": "PATH", "float": "FLOAT", "int": "INTEGER",
+             "integer": "INTEGER"}
+
+
+def _argument_metavar(self, ctx, *, usage: bool = False) -> str:  # type: ignore[no-untyped-def]
+    """An argument by its name in capitals, as Click writes it (``{PATHS}...``, ``[SQL]``)."""
+    var = (self.name or "").upper()
+    if usage:
+        var = f"{{{var}}}" if self.required else f"[{var}]"
+    return var + ("..." if self.nargs != 1 else "")
 
 
 class _ClickStyleGroup(typer.core.TyperGroup):
     """Click's usual metavars (TEXT, PATH, FLOAT, INTEGER; an argument by its name) in every
-    command's help instead of Typer's ``<str>``/``<list[str]>``: what users of other Click tools read."""
+    command's help instead of Typer's ``<str>``/``<path>``: what users of other Click tools read."""
 
     def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
         cmd = super().get_command(ctx, cmd_name)
         for p in getattr(cmd, "params", []):
             if p.metavar is not None or getattr(p, "is_flag", False):
                 continue
-            annotation = getattr(getattr(p, "type_descriptor", None), "annotation", str)
-            inner = getattr(annotation, "__args__", (annotation,))[0]  # list[str] -> str
             if p.param_type_name == "argument":
-                p.metavar = (p.name or "").upper()
-                p.display_type_rich = lambda ctx: None  # Typer adds "<list[str]>" after an argument's name
+                p.make_metavar = types.MethodType(_argument_metavar, p)
             else:
-                p.metavar = _METAVARS.get(inner, "TEXT")
+                kind = getattr(getattr(p, "type", None), "name", None)
+                if kind is None:  # Typer 0.29 keeps the annotation instead of a Click type
+                    annotation = getattr(getattr(p, "type_descriptor", None), "annotation", str)
+                    kind = getattr(getattr(annotation, "__args__", (annotation,))[0], "__name__", "str")
+                p.metavar = _METAVARS.get(kind.lower(), "TEXT")
         return cmd
 
 
@@ -214,7 +225,7 @@ def import_cmd(
     from toolkit.importers import UnknownFormat
     from toolkit.importers._common import ImportOptions
     from toolkit.ingest import import_traces
-    from toolkit.sources import InputError
+    from toolkit.ingest.sources import InputError
     from toolkit.store import DatasetError
 
     if not 0 <= max_bad_fraction <= 1:
@@ -241,7 +252,7 @@ def import_cmd(
     origin_us = _parse_clock_origin(clock_origin) if clock_origin is not None else None
     if min(max_line_mb, max_content_gb, max_ratio) <= 0:
         raise fail("--max-line-mb, --max-content-gb and --max-ratio are positive numbers", EXIT_USAGE)
-    from toolkit.sources import Limits
+    from toolkit.ingest.sources import Limits
     from toolkit.terminal import ImportProgress, progress_bar
 
     limits = Limits(max_line_bytes=int(max_line_mb * (1 << 20)), max_content_bytes=int(max_content_gb * (1 << 30)),
@@ -331,8 +342,8 @@ def formats_cmd(
     rows = []
     for name, imp in REGISTRY.items():
         rows.append({
-            "name": name, "vantage": imp.VANTAGE, "description": imp.DESCRIPTION, "files": imp.FILE_HINT,
-            "boundaries": dict(describe_boundaries(imp)), "cannot": imp.CANNOT,
+            "name": name, "vantage": imp.vantage, "description": imp.docs.description, "files": imp.docs.file_hint,
+            "boundaries": dict(describe_boundaries(imp)), "cannot": imp.docs.cannot,
         })
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -421,10 +432,10 @@ def sql_cmd(
             return
         if named:
             tbl = (_run_on_spark(dataset, named, None, params, master) if engine == "spark"
-                   else queries.run_query(dataset, named, params, memory_limit))
+                   else queries.run_query(dataset, named, params, memory_limit, relation=True))
         elif query and query.strip():
             tbl = (_run_on_spark(dataset, None, query, params, master) if engine == "spark"
-                   else queries.run_sql(dataset, query, params, memory_limit))
+                   else queries.run_sql(dataset, query, params, memory_limit, relation=True))
         else:
             raise fail("give a SQL string, - (stdin), --file FILE or --query NAME", EXIT_USAGE)
     except DatasetError as e:
@@ -741,8 +752,8 @@ def replay_cmd(
     """
     from urllib.parse import urlsplit
 
+    from toolkit.ingest.sources import InputError
     from toolkit.replay import ReplayError, replay
-    from toolkit.sources import InputError
     from toolkit.store import DatasetError
     from toolkit.terminal import progress_bar
 
@@ -859,7 +870,7 @@ def demo_cmd(
     """Import the bundled sample_traces/ and print what they show: the one-minute tour."""
     from toolkit.demo import run_demo
     from toolkit.importers import UnknownFormat
-    from toolkit.sources import InputError
+    from toolkit.ingest.sources import InputError
     from toolkit.store import DatasetError
 
     try:

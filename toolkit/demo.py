@@ -9,7 +9,7 @@ from pathlib import Path
 from toolkit import queries
 from toolkit._paths import shipped
 from toolkit.ingest import import_traces
-from toolkit.sources import is_data_file
+from toolkit.ingest.sources import is_data_file
 
 SAMPLES = shipped("sample_traces")
 DEMO_SERVICE = "chat-assistant"  # the vLLM service whose burst the sample traces record

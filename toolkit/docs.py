@@ -22,8 +22,8 @@ def formats_markdown() -> str:
              "ts_first_token": "first token", "ts_last_token": "last token", "ts_end": "end"}
     lines = ["| format | vantage | reads | boundaries it gives | cannot |", "|---|---|---|---|---|"]
     for name, imp in REGISTRY.items():
-        have = [short[b] for b in BOUNDARIES if b in imp.BOUNDARIES]
-        cell = [f"`{name}`", imp.VANTAGE, imp.DESCRIPTION, ", ".join(have), imp.CANNOT]
+        have = [short[b] for b in BOUNDARIES if b in imp.docs.boundaries]
+        cell = [f"`{name}`", imp.vantage, imp.docs.description, ", ".join(have), imp.docs.cannot]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cell) + " |")
     return "\n".join(lines)
 
@@ -31,11 +31,11 @@ def formats_markdown() -> str:
 def boundaries_markdown(name: str) -> str:
     """One importer's boundaries as a table: what each boundary is read (or derived) from, and what it cannot measure."""
     imp = REGISTRY[name]
-    lines = [f"`{name}` (vantage: {imp.VANTAGE}) reads {imp.FILE_HINT}.", "",
+    lines = [f"`{name}` (vantage: {imp.vantage}) reads {imp.docs.file_hint}.", "",
              "| boundary | from |", "|---|---|"]
     for b in BOUNDARIES:
-        lines.append(f"| `{b}` | " + imp.BOUNDARIES.get(b, "not available").replace("|", "\\|") + " |")
-    lines += ["", f"Cannot: {imp.CANNOT}."]
+        lines.append(f"| `{b}` | " + imp.docs.boundaries.get(b, "not available").replace("|", "\\|") + " |")
+    lines += ["", f"Cannot: {imp.docs.cannot}."]
     return "\n".join(lines)
 
 

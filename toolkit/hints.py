@@ -49,7 +49,7 @@ def _nearest(line: bytes) -> str | None:
     best, score = None, 1
     for name, imp in REGISTRY.items():
         try:
-            text = inspect.getsource(imp)
+            text = inspect.getsource(inspect.getmodule(imp.sniff))  # type: ignore[arg-type]
         except (OSError, TypeError):
             continue
         hits = sum(1 for k in keys if f"'{k}'" in text or f'"{k}"' in text or f".{k}" in text)

@@ -19,6 +19,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -147,7 +148,18 @@ def _strip_comments_and_strings(sql: str) -> str:
 
 def list_queries() -> list[QueryInfo]:
     """Every query file, in file-name order (a numeric prefix sets view dependency order)."""
-    return [parse_query_file(p) for p in sorted(QUERY_DIR.glob("*.sql"))]
+    out = []
+    for p in sorted(QUERY_DIR.glob("*.sql")):
+        st = p.stat()
+        out.append(_parsed(p, st.st_mtime_ns, st.st_size))
+    return out
+
+
+@lru_cache(maxsize=256)
+def _parsed(path: Path, mtime_ns: int, size: int) -> QueryInfo:
+    """``parse_query_file`` once per version of a file: a command asks for the queries 7 times
+    (names, requires, params, DDL), 20 ms of a `sql ds "SELECT 1"` that should take none."""
+    return parse_query_file(path)
 
 
 def all_params() -> dict[str, Param]:
@@ -173,16 +185,18 @@ def _quote(s: str) -> str:
     return s.replace("'", "''")
 
 
-def setup_sql(dataset: str | Path, params: dict[str, object] | None = None, only: set[str] | None = None) -> str:
+def setup_sql(dataset: str | Path, params: dict[str, object] | None = None, only: set[str] | None = None,
+              con: duckdb.DuckDBPyConnection | None = None) -> str:
     """DDL that recreates every view of the dataset in a plain DuckDB session.
 
     ``params`` override the declared defaults of the views' variables (``--param name=value``).
     ``only``: just the views these names read (and themselves): DuckDB binds a view as it is
-    created, 0.3 CPU s for all of them, which a small ad-hoc query should not pay.
+    created, 0.3 CPU s for all of them, which a small ad-hoc query should not pay. ``con``: a
+    connection to check the files' schemas with (else a new one, 20 ms).
     """
     keep = _closure(only) if only is not None else None
     # absolute paths: the DDL must work from any directory it is pasted in
-    published = Dataset.open(Path(dataset).absolute()).published()
+    published = Dataset.open(Path(dataset).absolute()).published(con)
     sources = {name: _table_source(published[name], name) for name in BASE_TABLES}
     return _views_ddl("-- stagelens views over " + str(Path(dataset).resolve()), sources, params, keep)
 
@@ -260,7 +274,7 @@ def connect(dataset: str | Path, params: dict[str, object] | None = None,
     ``memory_limit`` is ``--memory-limit``)."""
     con = duck()
     resources.configure(con, dataset, memory_limit)
-    con.execute(setup_sql(dataset, params, None if sql is None else named_views(sql)))
+    con.execute(setup_sql(dataset, params, None if sql is None else named_views(sql), con))
     return con
 
 
@@ -308,17 +322,41 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
     that needs the bucket load pays for it once: ``_bucket_load`` (one linear pass, per-bucket event
     sums) and, when read, ``load`` (plus the peak sweep). Later statements read the tables."""
     wanted = set(SHARED_VIEWS) if sql is None else _closure(named_views(sql)) & set(SHARED_VIEWS)
+    if not wanted:  # `SELECT 1`, a query of requests only: nothing to build, not even a catalog lookup
+        return
     have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
-    for name in SHARED_VIEWS:  # _bucket_load first: load reads it
-        if name in wanted and name not in have:
+    todo = [name for name in SHARED_VIEWS if name in wanted and name not in have]
+    # both to build: their common rows (queries/36_load_calls.sql) read once, kept only while building
+    calls = len(todo) == 2
+    if calls:
+        con.execute("CREATE TEMP TABLE _load_calls AS SELECT * FROM main._load_calls")
+    try:
+        for name in todo:  # _bucket_load first: load reads it
             con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM main.{name}")
+    finally:
+        if calls:
+            con.execute("DROP TABLE IF EXISTS temp._load_calls")
+
+
+def _result(con: duckdb.DuckDBPyConnection, rel: duckdb.DuckDBPyRelation | None,
+            relation: bool) -> pa.Table | duckdb.DuckDBPyRelation:
+    """A statement's rows: as an Arrow table, or (``relation``) as a DuckDB table on ``con``, so the
+    terminal formats them without importing pyarrow (0.15 CPU s: `stagelens sql ds "SELECT 1"`
+    stays fast) and reads them more than once without running the statement again."""
+    if rel is None:
+        raise ValueError("the statement returns no rows (give a query: SELECT, DESCRIBE, SHOW, …)")
+    if not relation:
+        return rel.to_arrow_table()
+    rel.to_table("_stagelens_result")
+    return con.table("_stagelens_result")
 
 
 def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = None,
-            memory_limit: str | None = None) -> pa.Table:
+            memory_limit: str | None = None, *, relation: bool = False) -> pa.Table:
     """Run ad-hoc SQL against the dataset's views; ``$name`` parameters are bound from ``params``.
 
     Parameters that the SQL does not use set the views' variables instead (e.g. ``bucket_s``).
+    ``relation``: the rows as a DuckDB relation instead of an Arrow table (see ``_result``).
     """
     used = set(PARAM_RE.findall(_strip_comments_and_strings(sql)))
     bound = {k: _coerce(v) for k, v in (params or {}).items() if k in used}
@@ -330,7 +368,7 @@ def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = No
 
     def run(con: duckdb.DuckDBPyConnection) -> pa.Table:
         share_load(con, sql)
-        return con.sql(sql, params=bound).to_arrow_table() if bound else con.sql(sql).to_arrow_table()
+        return _result(con, con.sql(sql, params=bound) if bound else con.sql(sql), relation)
 
     try:
         return run(connect(dataset, view_params, memory_limit, sql))
@@ -353,14 +391,15 @@ def get_query(name: str) -> QueryInfo:
 
 
 def run_query(dataset: str | Path, name: str, params: dict[str, object] | None = None,
-              memory_limit: str | None = None) -> pa.Table:
-    """Run the named query (or view) with its defaults overridden by ``params``."""
+              memory_limit: str | None = None, *, relation: bool = False) -> pa.Table:
+    """Run the named query (or view) with its defaults overridden by ``params`` (``relation``: as in
+    ``run_sql``)."""
     q = get_query(name)
     check_params(params)
     con = connect(dataset, params, memory_limit)
     share_load(con, q.name if q.is_view else q.body)
     if q.is_view:
-        return con.sql(f"SELECT * FROM {q.name}").to_arrow_table()
+        return _result(con, con.sql(f"SELECT * FROM {q.name}"), relation)
     values: dict[str, object] = {p.name: p.default for p in q.params}
     values.update(params or {})
     used = q.used_params
@@ -368,7 +407,7 @@ def run_query(dataset: str | Path, name: str, params: dict[str, object] | None =
     missing = used - set(bound)
     if missing:
         raise ValueError(f"query {name} needs parameter(s): {', '.join(sorted(missing))}")
-    return con.sql(q.body, params=bound).to_arrow_table()
+    return _result(con, con.sql(q.body, params=bound), relation)
 
 
 def _coerce(value: object) -> object:
@@ -386,18 +425,20 @@ def _coerce(value: object) -> object:
     return value
 
 
-def mixed_vantage_warnings(dataset: str | Path, sql: str, result: pa.Table) -> list[str]:
+def mixed_vantage_warnings(dataset: str | Path, sql: str, result: pa.Table | duckdb.DuckDBPyRelation) -> list[str]:
     """Warnings for results that compare rows whose TTFT/e2e boundaries differ (docs/metrics.md).
 
     A result with a ``mixed_vantage`` column (metrics, goodput) warns for each flagged group. Other
     SQL that mentions TTFT or e2e warns when the dataset's counted rows come from several vantages
     and the result does not keep ``vantage`` apart.
     """
+    from toolkit import terminal
+
     out: list[str] = []
-    if "mixed_vantage" in result.column_names:
-        dims = [c for c in ("model", "service", "replica", "tenant", "source_format", "period")
-                if c in result.column_names]
-        flagged = [r for r in result.to_pylist() if r.get("mixed_vantage")]
+    names = list(result.column_names) if hasattr(result, "column_names") else list(result.columns)
+    if "mixed_vantage" in names:
+        dims = [c for c in ("model", "service", "replica", "tenant", "source_format", "period") if c in names]
+        flagged = [r for r in terminal.rows(result) if r.get("mixed_vantage")]
         seen: set[tuple] = set()
         for r in flagged:
             key = tuple((d, r[d]) for d in dims if r[d] is not None)
@@ -409,7 +450,7 @@ def mixed_vantage_warnings(dataset: str | Path, sql: str, result: pa.Table) -> l
                        "different places; group by vantage to compare like with like")
         return out
     text = _strip_comments_and_strings(sql).lower()
-    if "vantage" in result.column_names or not re.search(r"ttft|e2e|first_token|stages|metrics|goodput", text):
+    if "vantage" in names or not re.search(r"ttft|e2e|first_token|stages|metrics|goodput", text):
         return out
     con = duckdb.connect()
     con.execute(f"CREATE VIEW requests AS {_table_source(Dataset.open(dataset).table_files('requests'), 'requests')}")

@@ -16,9 +16,17 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import duckdb
+    import pyarrow as pa
+
+    Result: TypeAlias = pa.Table | duckdb.DuckDBPyRelation
+    """A SQL result: a DuckDB relation (``stagelens sql``, which so never imports pyarrow: 0.15 CPU s)
+    or an Arrow table (the Spark engine, the library). Every format below reads it through DuckDB."""
 
 FORMATS = ("table", "line", "csv", "json", "ndjson", "markdown")
 """``stagelens sql --format`` values."""
@@ -56,76 +64,110 @@ def write_out(text: str, stream: IO[str] | None = None) -> None:
 
 # --- SQL results ----------------------------------------------------------------------------------
 
-def _type_name(t: pa.DataType) -> str:
-    """A short DuckDB-like type label for the table header."""
-    if pa.types.is_timestamp(t):
-        return "timestamp" + ("tz" if t.tz else "")
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "varchar"
-    if pa.types.is_map(t):
-        return "map"
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _type_name(t.value_type) + "[]"
-    if pa.types.is_struct(t):
-        return "struct"
-    return {"double": "double", "float": "float", "int64": "bigint", "int32": "integer", "int16": "smallint",
-            "int8": "tinyint", "bool": "boolean", "date32[day]": "date"}.get(str(t), str(t))
-
-
-def _over(tbl: pa.Table):  # type: ignore[no-untyped-def]
-    """A DuckDB connection in UTC (as the views are, toolkit/queries.py) with ``tbl`` as ``result``."""
+def _relation(tbl: Result) -> duckdb.DuckDBPyRelation:
+    """``tbl`` as a DuckDB relation: a relation as it is, an Arrow table registered in a DuckDB
+    connection in UTC (as the views are, toolkit/queries.py)."""
     import duckdb
 
+    if isinstance(tbl, duckdb.DuckDBPyRelation):
+        return tbl
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.register("result", tbl)
-    return con
+    return con.table("result")
+
+
+def _types(rel: duckdb.DuckDBPyRelation) -> list[str]:
+    """DuckDB's type of each column, as text (``TIMESTAMP WITH TIME ZONE``, ``DOUBLE[]``, ``MAP(…)``)."""
+    return [str(t).upper() for t in rel.types]
+
+
+def _is_timestamp(t: str) -> bool:
+    return t.startswith("TIMESTAMP")
+
+
+def _is_nested(t: str) -> bool:
+    """A map, list, array, struct or union: shown as JSON."""
+    return t.startswith(("MAP(", "STRUCT(", "UNION(")) or t.endswith("]")
+
+
+_LABELS = {"TIMESTAMP WITH TIME ZONE": "timestamptz", "VARCHAR": "varchar", "DOUBLE": "double", "FLOAT": "float",
+           "BIGINT": "bigint", "INTEGER": "integer", "SMALLINT": "smallint", "TINYINT": "tinyint",
+           "BOOLEAN": "boolean", "DATE": "date"}
+
+
+def _type_name(t: str) -> str:
+    """A short DuckDB-like type label for the table header."""
+    if t.endswith("]"):
+        return _type_name(t[:t.rindex("[")]) + "[]"
+    if t in _LABELS:
+        return _LABELS[t]
+    if _is_timestamp(t):  # TIMESTAMP, TIMESTAMP_NS, _MS, _S
+        return "timestamp"
+    if t.startswith("MAP("):
+        return "map"
+    if t.startswith("STRUCT("):
+        return "struct"
+    return t.lower()
 
 
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def text_columns(tbl: pa.Table) -> pa.Table:
+def text_columns(tbl: Result) -> duckdb.DuckDBPyRelation:
     """Every column as text in DuckDB (not row by row in Python): timestamps as ISO-8601 with ``Z``
     (the views run in UTC, see toolkit/queries.py), maps, lists and structs as JSON."""
-    con = _over(tbl)
+    rel = _relation(tbl)
     cols = []
-    for f in tbl.schema:
-        q = _ident(f.name)
-        if pa.types.is_timestamp(f.type):
+    for name, t in zip(rel.columns, _types(rel), strict=True):
+        q = _ident(name)
+        if _is_timestamp(t):
             cols.append(f"strftime({q}, '%Y-%m-%dT%H:%M:%S.%fZ') AS {q}")
-        elif pa.types.is_date(f.type):
+        elif t == "DATE":
             cols.append(f"strftime({q}, '%Y-%m-%d') AS {q}")
-        elif pa.types.is_map(f.type) or pa.types.is_list(f.type) or pa.types.is_large_list(f.type) \
-                or pa.types.is_struct(f.type):
+        elif _is_nested(t):
             cols.append(f"CAST(to_json({q}) AS VARCHAR) AS {q}")
         else:
             cols.append(q)
-    return con.sql(f"SELECT {', '.join(cols) or '*'} FROM result").to_arrow_table()
+    return rel.query("result", f"SELECT {', '.join(cols) or '*'} FROM result")
 
 
-def _display_cells(tbl: pa.Table) -> list[list[str]]:
+def _display_cells(rel: duckdb.DuckDBPyRelation) -> list[list[str]]:
     """Columns of display strings (``NULL`` for a null), numbers as DuckDB prints them."""
-    con = _over(tbl)
     cols = []
-    for f in tbl.schema:
-        q = _ident(f.name)
-        if pa.types.is_timestamp(f.type):
+    for name, t in zip(rel.columns, _types(rel), strict=True):
+        q = _ident(name)
+        if _is_timestamp(t):
             cols.append(f"coalesce(strftime({q}, '%Y-%m-%d %H:%M:%S.%f'), 'NULL')")
-        elif pa.types.is_floating(f.type):
+        elif t in ("DOUBLE", "FLOAT"):
             cols.append(f"coalesce(CASE WHEN abs({q}) >= 1e15 OR ({q} <> 0 AND abs({q}) < 1e-4) THEN printf('%.6g', {q}) "
                         f"ELSE CAST(round({q}, 3) AS VARCHAR) END, 'NULL')")
         else:
             cols.append(f"coalesce(CAST({q} AS VARCHAR), 'NULL')")
     if not cols:
         return []
-    out = con.sql(f"SELECT {', '.join(cols)} FROM result").fetchall()
+    out = rel.query("result", f"SELECT {', '.join(cols)} FROM result").fetchall()
     return [[clean(v, newlines=False) for v in col] for col in zip(*out, strict=True)] if out else [[] for _ in cols]
 
 
-def _numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+            "UHUGEINT", "FLOAT", "DOUBLE")
+
+
+def _numeric(t: str) -> bool:
+    return t in _NUMERIC or t.startswith("DECIMAL")
+
+
+def _num_rows(rel: duckdb.DuckDBPyRelation) -> int:
+    return int(rel.query("result", "SELECT count(*) FROM result").fetchall()[0][0])
+
+
+def rows(tbl: Result) -> list[dict[str, Any]]:
+    """``tbl``'s rows as dicts (Python values), without pyarrow for a relation."""
+    rel = _relation(tbl)
+    names = list(rel.columns)
+    return [dict(zip(names, r, strict=True)) for r in rel.fetchall()]
 
 
 def _cells(s: str) -> int:
@@ -166,19 +208,23 @@ def terminal_width(default: int = 120) -> int:
         return default
 
 
-def render_table(tbl: pa.Table, *, max_width: int, max_rows: int) -> str:
+def render_table(tbl: Result, *, max_width: int, max_rows: int) -> str:
     """A box table no line of which is wider than ``max_width``: the columns that do not fit are
     left out from the middle (a ``…`` column stands for them, the footer says how many are shown),
     as the DuckDB CLI does. More rows than ``max_rows``: the first and last halves are shown."""
-    n_rows, names = tbl.num_rows, tbl.column_names
+    rel = _relation(tbl)
+    n_rows, names, typ = _num_rows(rel), list(rel.columns), _types(rel)
     if n_rows > max_rows:
         head, tail = (max_rows + 1) // 2, max_rows // 2
-        shown = pa.concat_tables([tbl.slice(0, head), tbl.slice(n_rows - tail, tail)]) if tail else tbl.slice(0, head)
+        # the first head rows, then the last tail (a scan of a table or an Arrow table keeps their order)
+        cells = _display_cells(rel.limit(head))
+        if tail:
+            cells = [a + b for a, b in zip(cells, _display_cells(rel.limit(tail, offset=n_rows - tail)), strict=True)]
+        shown_rows = head + tail
     else:
-        head, shown = n_rows, tbl
-    cells = _display_cells(shown)
-    types = [_type_name(f.type) for f in tbl.schema]
-    right = [_numeric(f.type) for f in tbl.schema]
+        head, shown_rows, cells = n_rows, n_rows, _display_cells(rel)
+    types = [_type_name(t) for t in typ]
+    right = [_numeric(t) for t in typ]
     labels = [clean(n, newlines=False) for n in names]
     widths = [min(max([_cells(labels[i]), len(types[i]), *(_cells(c) for c in cells[i])]), MAX_CELL)
               for i in range(len(names))]
@@ -221,26 +267,28 @@ def render_table(tbl: pa.Table, *, max_width: int, max_rows: int) -> str:
              row([_pad(v, w, "c") for v, (_, w) in zip(pick(types, "…"), cols, strict=True)], centre),
              rule("├", "┼", "┤")]
     align = [False if i is None else right[i] for i, _ in cols]
-    for r in range(shown.num_rows):
+    for r in range(shown_rows):
         if n_rows > max_rows and r == head:
             lines.append(row(["·"] * len(cols), centre))
         lines.append(row(pick([cells[c][r] for c in range(len(names))], "…"), align))
     lines.append(rule("└", "┴", "┘"))
-    footer = [f"{n_rows:,} row{'s' if n_rows != 1 else ''}" + (f" ({shown.num_rows} shown)" if n_rows > max_rows else "")]
+    footer = [f"{n_rows:,} row{'s' if n_rows != 1 else ''}" + (f" ({shown_rows} shown)" if n_rows > max_rows else "")]
     if len(chosen) < len(names):
         footer.append(f"{len(names)} columns, {len(chosen)} shown")
     lines.append("  ".join(footer) if len("  ".join(footer)) <= max_width else "\n".join(footer))
     return "\n".join(lines) + "\n"
 
 
-def render_lines(tbl: pa.Table) -> str:
+def render_lines(tbl: Result) -> str:
     """One ``column = value`` line per field, a blank line between rows (DuckDB's ``.mode line``)."""
-    cells = _display_cells(tbl)
-    labels = [clean(n, newlines=False) for n in tbl.column_names]
+    rel = _relation(tbl)
+    cells = _display_cells(rel)
+    labels = [clean(n, newlines=False) for n in rel.columns]
     pad = max((len(n) for n in labels), default=0)
-    rows = ["\n".join(f"{labels[c].rjust(pad)} = {cells[c][r]}" for c in range(len(labels)))
-            for r in range(tbl.num_rows)]
-    return "\n\n".join(rows) + ("\n" if rows else "")
+    n_rows = len(cells[0]) if cells else 0
+    rows_ = ["\n".join(f"{labels[c].rjust(pad)} = {cells[c][r]}" for c in range(len(labels)))
+             for r in range(n_rows)]
+    return "\n\n".join(rows_) + ("\n" if rows_ else "")
 
 
 def _md_cell(v: Any) -> str:
@@ -248,32 +296,35 @@ def _md_cell(v: Any) -> str:
     return clean(s, newlines=False).replace("\\", "\\\\").replace("|", "\\|")
 
 
-def render(tbl: pa.Table, fmt: str, *, max_width: int, max_rows: int) -> str:
+def render(tbl: Result, fmt: str, *, max_width: int, max_rows: int) -> str:
     """``tbl`` in one of ``FORMATS`` (the caller checked ``fmt``)."""
     if fmt == "table":
         return render_table(tbl, max_width=max_width, max_rows=max_rows)
     if fmt == "line":
         return render_lines(tbl)
-    text = text_columns(tbl)
+    rel = _relation(tbl)
+    typ = _types(rel)
+    text = text_columns(rel)
     if fmt == "csv":
         import polars as pl
 
-        df = pl.from_arrow(text)
+        df = pl.from_arrow(text.to_arrow_table())
         assert isinstance(df, pl.DataFrame)
         return df.write_csv()
-    rows = text.to_pylist()
-    for r in rows:  # JSON columns are objects in JSON output, not strings holding JSON
-        for f in tbl.schema:
-            if r[f.name] is not None and (pa.types.is_map(f.type) or pa.types.is_list(f.type)
-                                          or pa.types.is_struct(f.type) or pa.types.is_large_list(f.type)):
-                r[f.name] = json.loads(r[f.name])
+    names = list(rel.columns)
+    nested = [n for n, t in zip(names, typ, strict=True) if _is_nested(t)]
+    out = rows(text)
+    for r in out:  # JSON columns are objects in JSON output, not strings holding JSON
+        for n in nested:
+            if r[n] is not None:
+                r[n] = json.loads(r[n])
     if fmt == "json":
-        return json.dumps(rows, indent=1, default=str, allow_nan=False) + "\n"
+        return json.dumps(out, indent=1, default=str, allow_nan=False) + "\n"
     if fmt == "ndjson":
-        return "".join(json.dumps(r, default=str, allow_nan=False) + "\n" for r in rows)
-    header = "| " + " | ".join(_md_cell(n) for n in tbl.column_names) + " |"
-    sep = "|" + "|".join("---:" if _numeric(f.type) else "---" for f in tbl.schema) + "|"
-    body = ["| " + " | ".join(_md_cell(r[n]) for n in tbl.column_names) + " |" for r in rows]
+        return "".join(json.dumps(r, default=str, allow_nan=False) + "\n" for r in out)
+    header = "| " + " | ".join(_md_cell(n) for n in names) + " |"
+    sep = "|" + "|".join("---:" if _numeric(t) else "---" for t in typ) + "|"
+    body = ["| " + " | ".join(_md_cell(r[n]) for n in names) + " |" for r in out]
     return "\n".join([header, sep, *body]) + "\n"
 
 
@@ -437,7 +488,7 @@ class ImportProgress:
     SAMPLE = 1 << 20
 
     def __init__(self, paths: list[str], bar: _Bar | _NoProgress) -> None:
-        from toolkit.sources import InputError, expand
+        from toolkit.ingest.sources import InputError, expand
 
         self.bar, self.sizes, self.per_line = bar, {}, {}
         self.done, self.current = 0, None

@@ -1,9 +1,8 @@
-"""The importer registry: one module per format, listed here and nowhere else."""
+"""The importer registry: one ``Importer`` value per format (``spec.py``), listed here and nowhere else."""
 
 from __future__ import annotations
 
 import difflib
-from types import ModuleType
 
 from toolkit.importers import (
     aiperf,
@@ -19,42 +18,45 @@ from toolkit.importers import (
     otlp,
     replay,
     sglang,
+    sglang_timing,
     tgi,
     triton,
     trtllm,
     vllm_bench,
     vllm_otlp,
 )
+from toolkit.importers.spec import Importer
 
-REGISTRY: dict[str, ModuleType] = {
-    sglang.NAME: sglang,
-    otlp.NAME: otlp,  # before vllm-otlp: a file with agent and vLLM spans is read whole by otlp
-    vllm_otlp.NAME: vllm_otlp,
-    litellm.NAME: litellm,
-    litellm.SPENDLOGS_CSV.NAME: litellm.SPENDLOGS_CSV,
-    litellm.SPENDLOGS_PARQUET.NAME: litellm.SPENDLOGS_PARQUET,  # never sniffed
-    langfuse.NAME: langfuse,
-    tgi.NAME: tgi,
-    triton.NAME: triton,
-    trtllm.NAME: trtllm,
-    replay.NAME: replay,
-    aiperf.NAME: aiperf,
-    genai_perf.NAME: genai_perf,
-    vllm_bench.NAME: vllm_bench,
-    mooncake.NAME: mooncake,
-    azure_llm.NAME: azure_llm,
-    burstgpt.NAME: burstgpt,
-    guidellm.NAME: guidellm,
-    llmperf.NAME: llmperf,
-    mapping.NAME: mapping,  # never sniffed: needs --mapping FILE
-}
+REGISTRY: dict[str, Importer] = {imp.name: imp for imp in (
+    sglang.IMPORTER,
+    sglang_timing.IMPORTER,  # /generate responses with --enable-metrics timing
+    otlp.IMPORTER,  # before vllm-otlp: a file with agent and vLLM spans is read whole by otlp
+    vllm_otlp.IMPORTER,
+    litellm.IMPORTER,
+    litellm.SPENDLOGS_CSV,
+    litellm.SPENDLOGS_PARQUET,  # never sniffed
+    langfuse.IMPORTER,
+    tgi.IMPORTER,
+    triton.IMPORTER,
+    trtllm.IMPORTER,
+    replay.IMPORTER,
+    aiperf.IMPORTER,
+    genai_perf.IMPORTER,
+    vllm_bench.IMPORTER,
+    mooncake.IMPORTER,
+    azure_llm.IMPORTER,
+    burstgpt.IMPORTER,
+    guidellm.IMPORTER,
+    llmperf.IMPORTER,
+    mapping.IMPORTER,  # never sniffed: needs --mapping FILE
+)}
 
 
 class UnknownFormat(Exception):
     """No importer of that name, or none recognises the file."""
 
 
-def get_importer(name: str) -> ModuleType:
+def get_importer(name: str) -> Importer:
     try:
         return REGISTRY[name]
     except KeyError:
@@ -63,7 +65,7 @@ def get_importer(name: str) -> ModuleType:
         raise UnknownFormat(f"unknown format {name!r}{hint}; known formats: {', '.join(REGISTRY)}") from None
 
 
-def detect(head: bytes) -> ModuleType | None:
+def detect(head: bytes) -> Importer | None:
     """The first importer whose ``sniff`` accepts these leading bytes, or None."""
     for imp in REGISTRY.values():
         if imp.sniff(head):

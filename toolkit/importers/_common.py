@@ -1,36 +1,29 @@
 """What every importer shares: the candidate-row contract and the checks applied to it.
 
-An importer is one module with a few constants and one function, ``requests_sql()``, returning a
-DuckDB SELECT over the view ``lines(ln BIGINT, line VARCHAR)`` (one batch of the input file).
-Optional: ``spans_sql()`` (the same, producing ``spans`` rows: tool calls and other non-model
-intervals); ``BATCH_BYTES``, a smaller cap on the text per batch for formats that expand when
-parsed (OTLP); and ``READS = "document"`` for formats that are one JSON document rather than
-lines: such an importer reads ``read_json(getvariable('source_path'), compression =
-getvariable('source_compression'), ...)`` itself and numbers its records as ``ln`` (with
-``MEMORY_LIMIT``, a smaller DuckDB buffer pool for its query, e.g. ``"300MB"``). An importer
-whose SQL depends on the file (a CSV header, a mapping file) defines ``configure(src, options)``,
-which returns the importer bound to that file (``ingest._configure`` calls it per file).
-Fast reader (optional, ``ingest._import_fast``): an importer that defines ``FAST_SPEC`` (the
-``json_transform`` structure of one JSON line, read into ``j``), ``FAST_COLUMNS`` (the same, read
-into a column per key; ``FAST_GIVE_UP``: a condition on them for lines the fast reader leaves to
-the line reader) or ``fast_records()`` (its own SELECT over
-``getvariable('source_path')``: ``read_csv`` for CSV or text lines; with ``fast_first_line(src)``
-giving the lines before the first record, e.g. 1 for a header, counted as skipped) also accepts ``fast=True`` in
-``requests_sql``/``spans_sql`` and then reads the view ``records(ln, ...)`` instead of ``lines``.
+An importer is an ``Importer`` value (``toolkit/importers/spec.py``) whose ``Layout`` holds its
+SQL: ``requests`` returns a DuckDB SELECT over the view ``lines(ln BIGINT, line VARCHAR)`` (one
+batch of the input file); ``spans``, if any, the same producing ``spans`` rows (tool calls and
+other non-model intervals). A ``"document"`` layout reads ``read_json(getvariable('source_path'),
+compression = getvariable('source_compression'), ...)`` itself and numbers its records as ``ln``.
+An importer whose SQL depends on the file (a CSV header, a mapping file) has ``bind``, which
+returns the importer for that file (``toolkit/ingest/plan.py`` calls it per file).
+Fast reader (optional, ``Layout.fast``: ``toolkit/ingest/readers/fast.py``): its SQL reads the
+view ``records(ln, ...)`` instead of ``lines``, as ``Fast.reads`` says (``JsonValues``: parsed
+into ``j``; ``JsonColumns``: a column per key; ``OwnRecords``: the importer's own SELECT).
 There ``ln`` is 1 on a record's first candidate row and 0 on further rows of the same record
 (ingest numbers the stream itself). A table that gets no row from a line (otlp: a batch holding
 only tool spans, in the requests stream) still gives it one row of ``row_kind = 'mark'``, which only
-carries the line's number: neither counted nor written. An id synthesized from the line number (``<file hash>-<line>``)
-is named by ``FAST_LINE_ID`` (the IDENTITY column): the fast SQL gives its prefix, ingest appends
-the line and hashes the identity once numbered. An importer with both tables may set
-``FAST_NESTED_SPANS``: its fast ``requests_sql`` then carries each row's spans candidates as
-``_spans`` (a list of structs: ``spans_sql``'s columns less ``ln``), so the file is parsed once;
-ingest unnests them once the stream is numbered and ``spans_sql`` serves the line reader only.
+carries the line's number: neither counted nor written. An id synthesized from the line number
+(``<file hash>-<line>``) is named by ``Fast.line_id``: the fast SQL gives its prefix, ingest
+appends the line and hashes the identity once numbered. With ``Fast.nested_spans`` the fast
+requests SQL carries each row's spans candidates as ``_spans`` (a list of structs: the spans
+SQL's columns less ``ln``), so the file is parsed once; ingest unnests them once the stream is
+numbered and ``Layout.spans`` serves the line reader only.
 A file the fast reader cannot parse or number exactly is
 rolled back and read line by line, so both paths must give the same rows: tests/test_fast_path.py
 checks every sample and case file both ways.
-When both functions exist, a line's 'skip' and 'unparseable' rows come from ``requests_sql``
-only, and ``requests_sql`` must not mark as 'skip' the records ``spans_sql`` imports, so every
+When both tables are read, a line's 'skip' and 'unparseable' rows come from the requests SQL
+only, and it must not mark as 'skip' the records the spans SQL imports, so every
 record is counted once. Each output row is a *candidate*:
 
 * ``ln``: the line the record came from;
@@ -48,9 +41,12 @@ Session values (file name, overrides) are DuckDB variables read with ``getvariab
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 from toolkit import schema
+
+if TYPE_CHECKING:
+    from toolkit.importers.spec import Importer
 
 BOUNDARIES = ("ts_arrival", "ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token", "ts_end")
 # Derived boundaries may be shifted by up to this much to fit between read ones (docs/data-model.md).
@@ -110,7 +106,7 @@ def derived_list(pairs: list[tuple[str, str]]) -> str:
     return f"([{', '.join(combos)}])[{mask} + 1]"
 
 
-def checked_sql(importer: ModuleType, candidate_sql: str, present: set[str], table_name: str = "requests") -> str:
+def checked_sql(importer: Importer, candidate_sql: str, present: set[str], table_name: str = "requests") -> str:
     """Wrap an importer's candidate SELECT with the shared checks.
 
     Adds ``_why`` (the quarantine reason as ``{code, detail}``, NULL for a good row); fills the
@@ -132,7 +128,7 @@ def checked_sql(importer: ModuleType, candidate_sql: str, present: set[str], tab
     for c in table.columns:
         if c.required and c.name not in COMMON_COLUMNS and c.name != "derived":
             whens.append(f"WHEN {c.name} IS NULL THEN {{'code': 'missing-field', 'detail': '{c.name} is missing'}}")
-    identity = getattr(importer, "SPAN_IDENTITY", SPAN_IDENTITY) if table_name == "spans" else importer.IDENTITY
+    identity = importer.span_identity if table_name == "spans" else importer.identity
     whens.append(f"WHEN ({identity}) IS NULL THEN {{'code': 'missing-field', "
                  f"'detail': 'the record has no identity ({identity.replace(chr(39), chr(39) * 2)})'}}")
     for b in boundaries:
@@ -156,6 +152,6 @@ def checked_sql(importer: ModuleType, candidate_sql: str, present: set[str], tab
     )
 
 
-def describe_boundaries(importer: ModuleType) -> list[tuple[str, str]]:
+def describe_boundaries(importer: Importer) -> list[tuple[str, str]]:
     """``(boundary, how the importer gets it)`` for ``stagelens formats``."""
-    return [(b, importer.BOUNDARIES.get(b, "not available")) for b in BOUNDARIES]
+    return [(b, importer.docs.boundaries.get(b, "not available")) for b in BOUNDARIES]

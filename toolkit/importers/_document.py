@@ -9,12 +9,15 @@ and the byte offset — never the document's text.
 from __future__ import annotations
 
 import re
-import types
-from typing import Any
+from typing import TYPE_CHECKING
 
 import duckdb
 
-from toolkit.sources import InputError, Source
+from toolkit.ingest.sources import InputError, Source
+
+if TYPE_CHECKING:
+    from toolkit.importers._common import ImportOptions
+    from toolkit.importers.spec import Importer
 
 
 def check(src: Source) -> None:
@@ -33,10 +36,7 @@ def check(src: Source) -> None:
         con.close()
 
 
-def configure_checked(module_name: str):  # type: ignore[no-untyped-def]
-    """A ``configure(src, options)`` that checks the document and returns the importer unchanged."""
-    def configure(src: Source, options: Any) -> types.ModuleType:
-        check(src)
-        return __import__(module_name, fromlist=["_"])
-
-    return configure
+def checked(imp: Importer, src: Source, options: ImportOptions) -> Importer:
+    """A ``bind`` for a document importer: the document is checked whole first, the importer unchanged."""
+    check(src)
+    return imp

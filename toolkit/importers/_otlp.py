@@ -1,7 +1,7 @@
 """OTLP JSON helpers shared by the ``vllm-otlp`` and ``otlp`` importers.
 
 * ``span_rows``: parsed lines to one row per span, for both readers, in one pass: no CTE is read
-  twice, so the fast reader streams (see ``ingest._import_fast``). Each level is a plain
+  twice, so the fast reader streams (see ``toolkit/ingest/readers/fast.py``). Each level is a plain
   ``unnest`` (rebuilding the span lists with ``flatten``/``list_transform`` cost more than parsing),
   zipped with ``range`` so a line holding no span still gives one row;
 * attribute lookup: the span's key list ``ak`` is built once per span and each key is found by
@@ -89,7 +89,7 @@ def span_rows(src: str, fast: bool) -> str:
     ``unparsed``, ``blank``, ``no_rs`` (JSON without ``resourceSpans``); the resource's
     ``r_service``, ``r_instance``, ``r_process``; ``scope`` (name); ``sp`` (the span); ``mark``
     (the line's first row). With ``fast`` (the view ``records``), ``ln`` is 1 on the mark and 0 on
-    the line's other rows (``ingest._import_fast`` numbers the stream)."""
+    the line's other rows (``toolkit/ingest/readers/fast.py`` numbers the stream)."""
     def ra(key: str) -> str:
         return attr(key, "rs['resource']['attributes']") + "['stringValue']"
 

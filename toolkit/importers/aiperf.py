@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 
 from toolkit.importers._common import SKEW_TOLERANCE_US, error_label
+from toolkit.importers.spec import Docs, Importer, Layout
 
 NAME = "aiperf"
 VANTAGE = "client"
@@ -173,3 +174,6 @@ SELECT ln, row_kind,
     'wall' AS clock
 FROM x
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(requests=requests_sql))

@@ -9,11 +9,10 @@ files ``2024-05-10 00:00:00.009930+00:00``, sometimes without the fraction. Wall
 
 from __future__ import annotations
 
-import types
-from typing import Any
-
+from toolkit.importers._common import ImportOptions
+from toolkit.importers.spec import Docs, Importer, Layout
 from toolkit.importers.workloads import csv_header, positions
-from toolkit.sources import Source
+from toolkit.ingest.sources import Source
 
 NAME = "azure-llm"
 VANTAGE = "server"
@@ -69,11 +68,10 @@ def requests_sql() -> str:
     return _sql({"TIMESTAMP": 1, "ContextTokens": 2, "GeneratedTokens": 3})
 
 
-def configure(src: Source, options: Any) -> types.ModuleType:
+def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
     """Bound to the file's header (column order)."""
-    pos = positions(src, csv_header(src), {"TIMESTAMP": True, "ContextTokens": True, "GeneratedTokens": True})
-    mod = types.ModuleType(__name__)
-    mod.__dict__.update({k: v for k, v in globals().items() if k.isupper() or k == "sniff"})
-    sql = _sql(pos)
-    mod.requests_sql = lambda: sql
-    return mod
+    sql = _sql(positions(src, csv_header(src), {"TIMESTAMP": True, "ContextTokens": True, "GeneratedTokens": True}))
+    return imp.with_layout(Layout(requests=lambda: sql))
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(requests=requests_sql), bind=_bind)

@@ -12,11 +12,10 @@ to the complete response (e2e, not TTFT): ``ts_end = arrival + elapsed`` (derive
 
 from __future__ import annotations
 
-import types
-from typing import Any
-
+from toolkit.importers._common import ImportOptions
+from toolkit.importers.spec import Docs, Importer, Layout
 from toolkit.importers.workloads import csv_header, positions
-from toolkit.sources import Source
+from toolkit.ingest.sources import Source
 
 NAME = "burstgpt"
 VANTAGE = "gateway"
@@ -87,11 +86,10 @@ def requests_sql() -> str:
     return _sql({"Timestamp": 1, "Model": 2, "Request tokens": 3, "Response tokens": 4})
 
 
-def configure(src: Source, options: Any) -> types.ModuleType:
+def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
     """Bound to the file's header (v1/v2 vs BurstGPT_3 columns)."""
-    pos = positions(src, csv_header(src), _COLS)
-    mod = types.ModuleType(__name__)
-    mod.__dict__.update({k: v for k, v in globals().items() if k.isupper() or k == "sniff"})
-    sql = _sql(pos)
-    mod.requests_sql = lambda: sql
-    return mod
+    sql = _sql(positions(src, csv_header(src), _COLS))
+    return imp.with_layout(Layout(requests=lambda: sql))
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(requests=requests_sql), bind=_bind)

@@ -20,7 +20,8 @@ so which response was empty (a role-only chunk, the ``[DONE]`` event) cannot be 
 
 from __future__ import annotations
 
-from toolkit.importers._document import configure_checked
+from toolkit.importers._document import checked
+from toolkit.importers.spec import Docs, Importer, Layout
 
 NAME = "genai-perf"
 VANTAGE = "client"
@@ -98,4 +99,5 @@ FROM f
 """
 
 
-configure = configure_checked(__name__)  # a malformed document: one clear InputError
+# a malformed document: one clear InputError (``_document.checked``) before anything parses it
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(requests=requests_sql, reads=READS), bind=checked)

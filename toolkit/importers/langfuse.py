@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 
 from toolkit.importers._common import SKEW_TOLERANCE_US, us
+from toolkit.importers.spec import Docs, Importer, Layout
 
 NAME = "langfuse"
 VANTAGE = "client"
@@ -220,3 +221,6 @@ SELECT ln, 'record' AS row_kind,
     CASE WHEN upper(o['level']) = 'ERROR' THEN 'error' ELSE 'ok' END AS status
 FROM u WHERE otype IN ({span_types})
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(requests=requests_sql, spans=spans_sql))

@@ -31,10 +31,15 @@ in docs/real-captures.md — where they differ, the capture wins:
 from __future__ import annotations
 
 import json
-import types
+from typing import TYPE_CHECKING
 
 from toolkit.importers import _utf8
 from toolkit.importers._common import error_label, us
+from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
+
+if TYPE_CHECKING:
+    from toolkit.importers._common import ImportOptions
+    from toolkit.ingest.sources import Source
 
 NAME = "litellm"
 VANTAGE = "gateway"
@@ -359,34 +364,49 @@ FROM c WHERE tool_name IS NOT NULL
 """
 
 
-def _spendlogs_importer(kind: str) -> types.ModuleType:
+def _spendlogs_importer(kind: str) -> Importer:
     """The SpendLogs export importer for one file type (DuckDB picks its reader when the SQL is bound,
     so CSV and Parquet are two formats)."""
-    m = types.ModuleType(f"{__name__}.spendlogs_{kind}")
-    m.NAME = "litellm-spendlogs" if kind == "csv" else "litellm-spendlogs-parquet"
-    m.VANTAGE = "gateway"
-    m.IDENTITY = "request_id"  # the table's primary key
-    m.READS = "document"
-    m.DESCRIPTION = f"LiteLLM_SpendLogs table export ({'CSV with a header' if kind == 'csv' else 'Parquet'})"
-    m.FILE_HINT = "spend_logs.csv (e.g. \\copy \"LiteLLM_SpendLogs\" TO … CSV HEADER)" if kind == "csv" \
-        else "spend_logs.parquet (files over 256 kB: give --format litellm-spendlogs-parquet)"
-    m.BOUNDARIES = {
-        "ts_arrival": "startTime (timestamp(3), UTC)",
-        "ts_first_token": "completionStartTime when before endTime (no stream flag: equal to endTime = not streamed)",
-        "ts_end": "endTime",
-    }
-    m.CANNOT = CANNOT + "; no finish reason (it lives in the response column, which is never read)"
+    docs = Docs(
+        description=f"LiteLLM_SpendLogs table export ({'CSV with a header' if kind == 'csv' else 'Parquet'})",
+        file_hint="spend_logs.csv (e.g. \\copy \"LiteLLM_SpendLogs\" TO … CSV HEADER)" if kind == "csv"
+        else "spend_logs.parquet (files over 256 kB: give --format litellm-spendlogs-parquet)",
+        boundaries={
+            "ts_arrival": "startTime (timestamp(3), UTC)",
+            "ts_first_token": "completionStartTime when before endTime (no stream flag: equal to endTime = not streamed)",
+            "ts_end": "endTime",
+        },
+        cannot=CANNOT + "; no finish reason (it lives in the response column, which is never read)")
     if kind == "csv":
-        m.sniff = lambda head: head[:4096].lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"request_id,") and b"completionStartTime" in head[:4096]
+        def sniff(head: bytes) -> bool:
+            return head[:4096].lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"request_id,") and \
+                b"completionStartTime" in head[:4096]
     else:  # the column names sit in the footer: recognised when the whole file fits in the sniffed head
-        m.sniff = lambda head: head.startswith(b"PAR1") and head.endswith(b"PAR1") and \
-            b"completionStartTime" in head and b"request_id" in head
-    if kind == "csv":  # a line of invalid UTF-8 is quarantined, not the file (importers/_utf8.py)
-        m.configure = lambda src, options: (_utf8.quarantine_invalid_lines(src), m)[1]
-    m.requests_sql = lambda: _spendlogs_requests_sql(kind)
-    m.spans_sql = lambda: _spendlogs_spans_sql(kind)
-    return m
+        def sniff(head: bytes) -> bool:
+            return head.startswith(b"PAR1") and head.endswith(b"PAR1") and \
+                b"completionStartTime" in head and b"request_id" in head
+    return Importer(
+        name="litellm-spendlogs" if kind == "csv" else "litellm-spendlogs-parquet",
+        vantage="gateway",
+        identity="request_id",  # the table's primary key
+        docs=docs, sniff=sniff,
+        layout=Layout(requests=lambda: _spendlogs_requests_sql(kind), spans=lambda: _spendlogs_spans_sql(kind),
+                      reads="document"),
+        # a line of invalid UTF-8 is quarantined, not the file (importers/_utf8.py)
+        bind=_quarantine_invalid_utf8 if kind == "csv" else None)
+
+
+def _quarantine_invalid_utf8(imp: Importer, src: Source, options: ImportOptions) -> Importer:
+    """The CSV export read from a copy whose invalid-UTF-8 lines are marked (``_utf8``)."""
+    _utf8.quarantine_invalid_lines(src)
+    return imp
 
 
 SPENDLOGS_CSV = _spendlogs_importer("csv")
 SPENDLOGS_PARQUET = _spendlogs_importer("parquet")
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(
+    requests=requests_sql, spans=spans_sql,
+    fast=Fast(JsonValues(FAST_SPEC), requests=lambda: requests_sql(fast=True), accepts=fast_ok,
+              nested_spans=FAST_NESTED_SPANS)), span_identity=SPAN_IDENTITY)

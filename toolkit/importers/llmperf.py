@@ -20,11 +20,10 @@ durations (TTFT, e2e) are real; their placement is not: every boundary is in ``d
 
 from __future__ import annotations
 
-import types
-from typing import Any
-
+from toolkit.importers._common import ImportOptions
 from toolkit.importers._document import check
-from toolkit.sources import InputError, Source
+from toolkit.importers.spec import Docs, Importer, Layout
+from toolkit.ingest.sources import InputError, Source
 
 NAME = "llmperf"
 VANTAGE = "client"
@@ -111,9 +110,13 @@ FROM t
 """
 
 
-def configure(src: Source, options: Any) -> types.ModuleType:
-    """Refuse clearly unless the user asked for synthesized arrivals (--clock-origin)."""
-    if getattr(options, "clock_origin_us", None) is None:
+def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
+    """Refuse clearly unless the user asked for synthesized arrivals (--clock-origin); a malformed
+    document is one clear InputError too."""
+    if options.clock_origin_us is None:
         raise InputError(REFUSAL.format(name=src.name))
     check(src)
-    return __import__(__name__, fromlist=["_"])
+    return imp
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(requests=requests_sql, reads=READS), bind=_bind)

@@ -10,6 +10,8 @@ on the wall clock, else milliseconds from the Unix epoch (``clock = 'relative'``
 
 from __future__ import annotations
 
+from toolkit.importers.spec import Docs, Importer, Layout
+
 NAME = "mooncake"
 VANTAGE = "server"
 IDENTITY = "request_id"
@@ -60,3 +62,6 @@ SELECT ln, row_kind,
     CASE WHEN getvariable('clock_origin_us') IS NULL THEN 'relative' ELSE 'wall' END AS clock
 FROM t
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(requests=requests_sql))

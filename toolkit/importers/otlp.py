@@ -41,6 +41,7 @@ from toolkit.importers._otlp import (
     spans_of_lines,
     spans_of_records,
 )
+from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
 
 BATCH_BYTES = 16 << 20  # OTLP lines expand several-fold when parsed: smaller batches bound memory
 NAME = "otlp"
@@ -343,3 +344,8 @@ WITH {spans}
 SELECT ln, {cols}
 FROM {last} WHERE cls IN ({kinds})
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(
+    requests=requests_sql, spans=spans_sql, batch_bytes=BATCH_BYTES,
+    fast=Fast(JsonValues(FAST_SPEC), requests=lambda: requests_sql(fast=True), nested_spans=FAST_NESTED_SPANS)))

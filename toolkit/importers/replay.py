@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 
+from toolkit.importers.spec import Docs, Importer, Layout
+
 NAME = "stagelens-replay"
 VANTAGE = "client"
 IDENTITY = "request_id"
@@ -70,3 +72,6 @@ SELECT ln,
     'wall' AS clock
 FROM p
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(requests=requests_sql))

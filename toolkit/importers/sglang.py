@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 
 from toolkit.importers._common import SKEW_TOLERANCE_US, derived_list, duck_type, us
+from toolkit.importers.sglang_timing import timing_response
+from toolkit.importers.spec import Docs, Fast, Importer, JsonColumns, Layout
 
 NAME = "sglang"
 VANTAGE = "server"
@@ -81,7 +83,7 @@ def sniff(head: bytes) -> bool:
         s = line.strip()
         if s.startswith(b"[") and b'"event": "request.' in s:
             return True
-        if s.startswith(b"{") and (b'"request_received_ts"' in s
+        if s.startswith(b"{") and not timing_response(s) and (b'"request_received_ts"' in s
                                    or (b'"request_parameters"' in s and b'"prompt_tokens"' in s)):
             return True
     return False
@@ -181,3 +183,8 @@ SELECT ln, row_kind,
     'wall' AS clock
 FROM t
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(
+    requests=requests_sql,
+    fast=Fast(JsonColumns(FAST_COLUMNS, FAST_GIVE_UP), requests=lambda: requests_sql(fast=True), accepts=fast_ok)))

@@ -28,9 +28,14 @@ Facts from docs/formats/tgi.md, checked against
 from __future__ import annotations
 
 import json
-import types
+from typing import TYPE_CHECKING
 
 from toolkit.importers._common import SKEW_TOLERANCE_US, TS_MAX_US
+from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout, OwnRecords
+
+if TYPE_CHECKING:
+    from toolkit.importers._common import ImportOptions
+    from toolkit.ingest.sources import Source
 
 NAME = "tgi"
 VANTAGE = "server"
@@ -104,7 +109,7 @@ def _error_type(msg_expr: str) -> str:
     return f"CASE {whens} ELSE 'other' END"
 
 
-# Fast reader (ingest._import_fast). Text layout: every line as one VARCHAR through DuckDB's
+# Fast reader (toolkit/ingest/readers/fast.py). Text layout: every line as one VARCHAR through DuckDB's
 # parallel CSV reader (no quote, escape or comment character, a delimiter byte no log line holds),
 # read by the line reader's SQL. Blank lines come back as NULL rows (numbering stays exact); a line
 # holding the delimiter, a CR (new_line = '\n' is strict) or invalid UTF-8 makes the reader fail.
@@ -130,17 +135,14 @@ def layout_of(head: bytes) -> str:
     return "json" if first.startswith(b"{") else "text"
 
 
-def configure(src, options):  # type: ignore[no-untyped-def]
+def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
     """Bound to the file's layout (which fast reader); the line reader reads either, line by line."""
-    from toolkit.sources import head
+    from toolkit.ingest.streams import head
     layout = layout_of(head(src, 64 << 10))
-    mod = types.ModuleType(__name__)
-    mod.__dict__.update({k: v for k, v in globals().items() if not k.startswith("__") and k != "configure"})
-    if layout == "json":  # read_json of each line, as ingest does for any FAST_SPEC
-        del mod.fast_records
-        mod.FAST_SPEC = FAST_JSON_SPEC
-    mod.requests_sql = lambda fast=False: requests_sql(fast, layout)
-    return mod
+    reads = JsonValues(FAST_JSON_SPEC) if layout == "json" else OwnRecords(fast_records)
+    return imp.with_layout(Layout(
+        requests=lambda: requests_sql(False, layout),
+        fast=Fast(reads, requests=lambda: requests_sql(True, layout), line_id=FAST_LINE_ID)))
 
 
 def requests_sql(fast: bool = False, layout: str = "text") -> str:
@@ -264,3 +266,8 @@ SELECT ln, row_kind,
     'wall' AS clock
 FROM x
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(
+    requests=requests_sql,
+    fast=Fast(OwnRecords(fast_records), requests=lambda: requests_sql(True), line_id=FAST_LINE_ID)), bind=_bind)

@@ -22,6 +22,8 @@ Facts from docs/formats/triton.md (server ``src/tracer.cc``,
 
 from __future__ import annotations
 
+from toolkit.importers.spec import Docs, Importer, Layout
+
 NAME = "triton"
 VANTAGE = "server"
 IDENTITY = "request_id"
@@ -31,7 +33,7 @@ READS = "document"
 # (the aggregate spills to disk; 6 % slower).
 MEMORY_LIMIT = "300MB"
 # Every fragment starts with its id (tracer.cc writes it first): a large file is cut before one
-# and read in parallel parts (ingest._import_document)
+# and read in parallel parts (toolkit/ingest/readers/document.py)
 ARRAY_ELEMENT = rb'"id"\s*:'
 DESCRIPTION = "NVIDIA Triton trace files (--trace-config triton,file=...; TIMESTAMPS), HTTP and gRPC, ensembles/BLS folded"
 FILE_HINT = "trace.json, trace.json.0, .1 ... (one JSON array each)"
@@ -170,3 +172,7 @@ UNION ALL BY NAME
 SELECT 0 AS ln, 'record' AS row_kind, 'missing-field' AS reason_code, 'id is missing' AS reason_detail
 FROM (SELECT unnest(range(n_fragments)) FROM g WHERE id IS NULL)
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(
+    requests=requests_sql, reads=READS, memory_limit=MEMORY_LIMIT, array_element=ARRAY_ELEMENT))

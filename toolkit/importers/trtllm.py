@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 
+from toolkit.importers.spec import Docs, Importer, Layout
+
 NAME = "trtllm"
 VANTAGE = "server"
 IDENTITY = "request_id"
@@ -154,3 +156,6 @@ SELECT ln, 'record' AS row_kind,
     CASE WHEN getvariable('clock_origin_us') IS NULL THEN 'relative' ELSE 'wall' END AS clock
 FROM t
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(requests=requests_sql, reads=READS))

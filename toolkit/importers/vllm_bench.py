@@ -25,7 +25,8 @@ synthesized ``<file hash>-<index>``.
 
 from __future__ import annotations
 
-from toolkit.importers._document import configure_checked
+from toolkit.importers._document import checked
+from toolkit.importers.spec import Docs, Importer, Layout
 
 NAME = "vllm-bench"
 VANTAGE = "client"
@@ -111,4 +112,5 @@ FROM t
 """
 
 
-configure = configure_checked(__name__)  # a malformed document: one clear InputError
+# a malformed document: one clear InputError (``_document.checked``) before anything parses it
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(requests=requests_sql, reads=READS), bind=checked)

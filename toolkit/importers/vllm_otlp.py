@@ -32,6 +32,7 @@ from toolkit.importers._otlp import double as _double
 from toolkit.importers._otlp import has as _has
 from toolkit.importers._otlp import hex_id as _hex_id
 from toolkit.importers._otlp import int_ as _int
+from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
 
 __all__ = ["_attr", "_double", "_has", "_hex_id", "_int", "requests_sql", "sniff"]
 
@@ -87,3 +88,8 @@ SELECT ln,
     {mapped}
 FROM {last}
 """
+
+
+IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(
+    requests=requests_sql, batch_bytes=BATCH_BYTES,
+    fast=Fast(JsonValues(FAST_SPEC), requests=lambda: requests_sql(fast=True))))

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import csv
 
-from toolkit.sources import InputError, Source, head
+from toolkit.ingest.sources import InputError, Source
+from toolkit.ingest.streams import head
 
 
 def csv_header(src: Source) -> list[str]:

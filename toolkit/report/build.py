@@ -31,36 +31,22 @@ from toolkit.attribution import (
     attribute,
     compare_all,
     family_stats_by,
-    stage_names,
     stage_names_all,
 )
-from toolkit.report.model import ChartData, Report
+from toolkit.report.chart_data import RB_METRICS, _charts, _iso, _timeline
+from toolkit.report.headline import (  # noqa: F401  (re-exported for callers of build)
+    HEADLINE_ORDER,
+    LABELS,
+    _ms,
+    _signed,
+    headline_entry,
+    make_headline,
+    verdict,
+)
+from toolkit.report.model import Report
 
 FILTER_COLUMNS = ("model", "service", "replica", "tenant")
-TIMELINE_MAX = 200
-TIMELINE_WINDOW_S = 180
 SUMMARY_Q = (0.5, 0.9, 0.95, 0.99)
-CHART_ROWS_PER_BUCKET = 2000  # rows behind a bucket's p50/p95 chart points, on average
-HINTS = {
-    "queue": "capacity, admission control or batching policy (max concurrent sequences), or the burst itself",
-    "preprocess": "templating and tokenization on the API server, or the hop into the engine",
-    "postprocess": "detokenization and streaming back",
-    "tool": "the tools the agent calls",
-    "orchestration": "the agent framework between calls",
-    "uplink": "the network or client between the caller and the service",
-    "gateway": "the gateway in front of the model server",
-    "delivery": "the stream back to the client (network, proxies buffering the stream)",
-}
-RATE_HINTS = {
-    "prefill": ("prompt length: customers sent longer prompts (mix), the system is not slower",
-                "prefill got slower per token: prefix-cache hit rate, chunked prefill, contention on the GPU"),
-    "decode": ("reply length: longer outputs (mix), not slower decoding",
-               "each token got slower: batch size, preemptions, KV-cache pressure or hardware"),
-    "decode+postprocess": ("reply length: longer outputs (mix)",
-                           "each token got slower (decode and postprocess are one stage in this source)"),
-    "tool": ("more tool calls per turn (mix)", "each tool call got slower"),
-}
-LABELS = {"ttft_ms": "TTFT", "e2e_ms": "e2e latency", "tpot_ms": "time per output token", "turn_ms": "turn time"}
 
 
 @dataclass
@@ -74,21 +60,12 @@ class Selection:
     label: str = "c"  # this side's rows in the materialized _rb table
     rows_cond: str | None = None  # the same rows as ``cond`` over per_request's columns, where cheaper
 
-    @property
-    def side(self) -> str:
-        return f"side = '{self.label}'"
-
-
 
 def _group(sel: Selection, extra: str) -> Group:
     """The selection's rows as an attribution group; ``{t}`` stays for the view's time column."""
     where = f"({sel.cond}) AND ({extra})"
     used = set(re.findall(r"\$(\w+)", where))  # DuckDB refuses parameters a statement does not use
     return Group(sel.con, where, {k: v for k, v in sel.params.items() if k in used})
-
-
-def _iso(ts: datetime | None) -> str | None:
-    return None if ts is None else ts.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
 
 
 def _parse_window(text: str) -> tuple[datetime, datetime]:
@@ -207,11 +184,27 @@ def build_report(
     for sel in (cur, base):
         sel.params = {**sel.params, **fparams}
     say("selecting requests")
+    # turns are a headline only for agent traffic: tool calls, or many multi-call traces; their
+    # counts (_turn_calls, which turns reads too) decide. Read several times later, so computed once
+    # (5 s a read at 10 M records with traces), and before _rb: building turns takes 0.6 GB at 10 M
+    # mixed records, which on top of _rb took the report past its 2 GB target (docs/benchmarks.md)
+    # the timeline reads stages and load only: drawn before _rb exists, so its window scan does not
+    # add to _rb's memory (the same rows whenever it runs)
+    timeline = _timeline(con, busy, filt, fparams)
+    consistency = _consistency_warnings(con)  # the same: views only, read before _rb, warned about below
+    joined_any = bool(con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0])
+    offsets = con.execute(
+        "SELECT client_format, service, pairs, min_uplink_ms FROM clock_offsets WHERE offset_suspect"
+    ).fetchall() if joined_any else []
+    agent = not (kind == "busy-vs-quiet" and not busy) and _agent_traffic(con)
+    if agent:
+        for sels in _by_con([cur, base]).values():
+            _turn_calls(sels[0].con)
+            sels[0].con.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
     _materialize([cur, base], filt)
     for sels in _by_con([cur, base]).values():
         found: dict[str, list] = {}
-        for side, vantage, fmt, n in sels[0].con.execute(
-                "SELECT side, vantage, source_format, count(*) FROM _rb GROUP BY ALL").fetchall():
+        for side, vantage, fmt, n in _side_counts(sels, filt):
             found.setdefault(side, []).append((vantage, fmt, n))
         for sel in sels:
             rows = found.get(sel.label, [])
@@ -228,11 +221,13 @@ def build_report(
 
     say("statistics of the selected requests")
     rb_specs = [METRICS[m] for m in RB_METRICS]
-    rb_stages = stage_names_all([Group(base.con, base.side), Group(cur.con, cur.side)], rb_specs,
-                                views={"per_request": "_rb"})
+    # the stages of both sides: the union over each connection's whole _rb (it holds just those rows),
+    # one DISTINCT per connection rather than one per side; the charts reuse it on one connection
+    rb_stages = stage_names_all([Group(c, "true") for c in {id(s.con): s.con for s in (cur, base)}.values()],
+                                rb_specs, views={"per_request": "_rb"})
     rb_stats: dict = {}
     for sels in _by_con([cur, base]).values():  # both sides of a connection in the same passes
-        rb_stats |= family_stats_by(sels[0].con, "_rb", "side", {s.label: SEED + (s is cur) for s in sels},
+        rb_stats |= family_stats_by(sels[0].con, "_rb", "CAST(side AS VARCHAR)", {s.label: SEED + (s is cur) for s in sels},
                                     rb_specs, rb_stages, tail, quantiles=SUMMARY_Q)
     attribution: list[dict] = []
     context = _context(kind, busy, cur, base)
@@ -251,13 +246,7 @@ def build_report(
         joined = _joined_calls(con, cur, base, filt_calls)
         if joined:
             families.append((["client_ttft_ms"], filt_calls))
-        # turns are a headline only for agent traffic: tool calls, or many multi-call traces; their
-        # counts (_turn_calls, which turns reads too) decide before turns is built
-        if _agent_traffic(con):
-            # read several times from here on: computed once (5 s a read at 10 M records with traces)
-            for sels in _by_con([cur, base]).values():
-                _turn_calls(sels[0].con)
-                sels[0].con.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
+        if agent:  # turns computed above
             families.append((["turn_ms"], "true"))
         for names, extra in families:
             say(f"attributing {', '.join(names)}")
@@ -277,7 +266,6 @@ def build_report(
             _whatif_clause(dataset, con, attribution, busy, tail_name, threshold, filters)
 
     say("summarising")
-    joined_any = bool(con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0])
     sides = {"baseline": rb_stats[base.label], "current": rb_stats[cur.label]}
     summary = {side: _summary(st) for side, st in sides.items()}
     quarantine = {"rows": 0, "by_reason": {}}
@@ -286,10 +274,7 @@ def build_report(
         quarantine["rows"] += n
     if quarantine["rows"]:
         warnings.append(f"{quarantine['rows']} records were quarantined at import and are not in these figures.")
-    warnings += _consistency_warnings(con)
-    offsets = con.execute(
-        "SELECT client_format, service, pairs, min_uplink_ms FROM clock_offsets WHERE offset_suspect"
-    ).fetchall() if joined_any else []
+    warnings += consistency
     for client, service, pairs, low in offsets:
         warnings.append(f"Clocks disagree: {pairs} calls from {client} reached {service} before they were sent "
                         f"(by up to {-low:.1f} ms); uplink and delivery are skewed by that offset (not corrected).")
@@ -311,7 +296,8 @@ def build_report(
     if not attribution and reason is None:
         reason = "no metric has at least 2 requests with a value on each side"
     say("preparing charts")
-    charts = _charts(con, busy, filt, fparams, sides)
+    charts = _charts(con, busy, filt, fparams, sides, rb_stages["e2e_ms"] if cur.con is base.con else None,
+                     timeline)
     return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
                   warnings=warnings, quarantine=quarantine, charts=charts,
                   headline=make_headline(attribution, tail_name, threshold, context, reason),
@@ -444,103 +430,6 @@ def _context(kind: str, busy: list[dict], cur: Selection, base: Selection) -> st
     return f"{side(cur.description)} vs baseline {side(base.description)}"
 
 
-def _ms(x: float) -> str:
-    return f"{x / 1000:.2f} s" if abs(x) >= 1000 else f"{x:.0f} ms" if abs(x) >= 10 else f"{x:.2f} ms"
-
-
-def _signed(x: float) -> str:
-    return ("+" if x >= 0 else "−") + _ms(abs(x))
-
-
-def verdict(entry: dict, context: str, tail_name: str) -> str:
-    """One plain sentence: what changed, which stage explains it and where to look next.
-
-    The numbers after the statistic's name are that statistic (a p95 is the p95); for a tail, the
-    stage split is of the mean of the requests above it, and the words say so (docs/attribution.md)."""
-    stat = entry["statistic"]
-    label = LABELS.get(entry["metric"], entry["metric"])
-    head = f"{context}: {stat} {label} {_ms(entry['baseline'])} → {_ms(entry['current'])} ({_signed(entry['delta'])})"
-    driver = entry["driver"]
-    if entry.get("joined"):
-        head += " [" + ", ".join(f"{n} calls joined by {k}" for k, n in entry["joined"].items()) + "]"
-    if driver is None:
-        return head + "; no stage changed significantly" + (
-            "." if not entry["regression"] else ", although the total did: the change is spread over stages.")
-    c = entry["contributions"][driver]
-    iv = entry["intervals"].get(driver)
-    pm = f" (±{_ms((iv[1] - iv[0]) / 2)})" if iv else ""
-    dec = entry.get("decomposition") or {}
-    if dec.get("of") == "tail_mean" and dec.get("delta") is not None:
-        share = f"{100 - float(stat.lstrip('p')):g} %" if stat.lstrip("p").replace(".", "").isdigit() else "tail"
-        rise = "rise" if dec["delta"] >= 0 else "fall"
-        text = (f"{head}; among the slowest {share}, {driver} explains {_signed(c)}{pm} "
-                f"of the {_signed(dec['delta'])} {rise} in their mean")
-    else:
-        text = f"{head}; {driver} explains {_signed(c)}{pm}"
-    others = [s for s, v in entry["contributions"].items() if s != driver and abs(v) >= 0.1 * abs(c)]
-    if others:
-        text += ", then " + ", ".join(f"{s} {_signed(entry['contributions'][s])}" for s in others[:2])
-    eff = entry["effects"].get(driver)
-    if eff and driver in RATE_HINTS:
-        mix_hint, rate_hint = RATE_HINTS[driver]
-        text += (f" (mix {_signed(eff['mix'])}, rate {_signed(eff['rate'])})"
-                 f" → {mix_hint if abs(eff['mix']) > abs(eff['rate']) else rate_hint}.")
-    elif "+" in driver:
-        text += (f" → the source records no boundary inside {driver}, so it cannot say which of "
-                 f"{' or '.join(driver.split('+'))} grew.")
-    else:
-        text += f" → look at {HINTS.get(driver, driver)}."
-    unchanged = [s for s, e in entry["effects"].items()
-                 if s != driver and e.get("rate_interval") and e["rate_interval"][0] <= 0 <= e["rate_interval"][1]]
-    if unchanged:
-        text += " Time per token unchanged for " + ", ".join(unchanged) + "."
-    return text
-
-
-HEADLINE_ORDER = ("ttft_ms", "e2e_ms", "tpot_ms", "turn_ms", "client_ttft_ms")
-
-
-def headline_entry(attribution: list[dict], tail_name: str) -> dict | None:
-    """The headline rule, applied once per report (every output prints its result).
-
-    Entries are read in a fixed order: metric TTFT, e2e, TPOT, turn time, client TTFT; within a
-    metric the tail statistic before the mean. The headline is the first regression in that order;
-    with no regression, the first entry (the tail TTFT when there is one); with no entry, none.
-    A fixed order rather than "the largest change": a nightly job that diffs the headline sees the
-    same metric from night to night, and the first token's tail is what a user feels first.
-    """
-    def key(a: dict) -> tuple[int, int]:
-        m = a.get("metric")
-        return (HEADLINE_ORDER.index(m) if m in HEADLINE_ORDER else len(HEADLINE_ORDER),
-                0 if a.get("statistic") == tail_name else 1)
-
-    ordered = sorted(attribution, key=key)
-    regressions = [a for a in ordered if a.get("regression")]
-    return (regressions or ordered or [None])[0]
-
-
-def make_headline(attribution: list[dict], tail_name: str, threshold: float, context: str | None,
-                  reason: str | None) -> dict:
-    """``headline`` of the report JSON: the entry ``headline_entry`` picks, and the one sentence that
-    the terminal, the Markdown title and the HTML banner all print."""
-    a = headline_entry(attribution, tail_name)
-    if a is None:
-        return {"metric": None, "statistic": None, "baseline": None, "current": None, "delta": None,
-                "driver": None, "regression": False,
-                "sentence": f"Nothing was compared: {reason or 'no comparison could be made'}."}
-    if a.get("regression") and a.get("verdict"):
-        sentence = a["verdict"]
-    else:
-        label = LABELS.get(a["metric"], a["metric"])
-        values = (f"{a['statistic']} {label} {_ms(a['baseline'])} → {_ms(a['current'])} ({_signed(a['delta'])})"
-                  if None not in (a.get("baseline"), a.get("current"), a.get("delta")) else f"{a['statistic']} {label}")
-        sentence = (f"{context + ': ' if context else ''}no regression beyond {threshold:.0%}: {values}."
-                    if not a.get("regression") else f"{context + ': ' if context else ''}{values}.")
-    return {"metric": a["metric"], "statistic": a["statistic"], "baseline": a.get("baseline"),
-            "current": a.get("current"), "delta": a.get("delta"), "driver": a.get("driver"),
-            "regression": bool(a.get("regression")), "sentence": sentence}
-
-
 def _composite_warnings(attribution: list[dict]) -> list[str]:
     comps = sorted({s for a in attribution for s in a["contributions"] if "+" in s})
     if not comps:
@@ -565,10 +454,6 @@ def _consistency_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
     return out
 
 
-RB_METRICS = {name: f"CASE WHEN {METRICS[name].require} THEN {METRICS[name].value} END"
-              for name in ("ttft_ms", "tpot_ms", "e2e_ms")}
-
-
 def _by_con(sides: list[Selection]) -> dict[int, list[Selection]]:
     by_con: dict[int, list[Selection]] = {}
     for sel in sides:
@@ -581,40 +466,52 @@ def _materialize(sides: list[Selection], filt: str) -> None:
 
     Every later statistic of these requests reads this compact copy instead of re-deriving the
     views from Parquet (a pass over the views costs far more than one over an in-memory table).
-    It holds the view's own columns, never a re-derivation: the metrics, the fine stages, and
-    ``stage_ms`` only for the rows that have a composite stage (those with a fine column null; in
-    the others it holds nothing their fine columns do not); ``a_us`` is the arrival as epoch us,
-    for the charts' buckets. Building the map costs about 1 CPU s per 4 M rows even where it is
-    then dropped, so the copy is made without it, and only the rows with a composite stage, if
-    any, are read again with it (the filter on fine columns runs before the map is built).
+    It holds the view's own columns, never a re-derivation, and only those the report reads
+    (``RB_COLUMNS``): the metrics, the fine stages, the token counts, and ``stage_ms`` only for
+    the rows that have a composite stage (those with a fine column null; in the others it holds
+    nothing their fine columns do not); ``a_us`` is the arrival as epoch us, for the charts'
+    buckets; ``side`` an ENUM (1 byte a row, not a 16-byte string). One pass over the view: a
+    second one for the composite rows (and a DELETE) cost 8 CPU s at 10 M mixed records, and every
+    further column 80-160 MB (docs/benchmarks.md). Vantages and formats, read once for the
+    description, are counted by ``_side_counts`` instead of being copied.
     """
     partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
     for group in _by_con(sides).values():
         con = group[0].con
-        case = " ".join(f"WHEN {sel.rows_cond or sel.cond.format(t='ts_arrival')} THEN '{sel.label}'" for sel in group)
+        case = _side_case(group)
         params = {k: v for sel in group for k, v in sel.params.items()}
-        _run(con, f"CREATE OR REPLACE TEMP TABLE _rb AS {_rb_rows(case, filt, 'CAST(NULL AS MAP(VARCHAR, DOUBLE))', 'true')}",
-             params)
-        if con.execute(f"SELECT count(*) FROM _rb WHERE {partial}").fetchone()[0]:
-            con.execute(f"DELETE FROM _rb WHERE {partial}")
-            _run(con, f"INSERT INTO _rb {_rb_rows(case, filt, 'stage_ms', partial)}", params)
+        labels = ", ".join(f"'{sel.label}'" for sel in sorted(group, key=lambda s: s.label))
+        _run(con, f"""CREATE OR REPLACE TEMP TABLE _rb AS SELECT * FROM (
+                          SELECT CAST(CASE {case} END AS ENUM({labels})) AS side, epoch_us(ts_arrival) AS a_us,
+                                 {", ".join(RB_COLUMNS)}, CASE WHEN {partial} THEN stage_ms END AS stage_ms
+                          FROM per_request WHERE {filt}) WHERE side IS NOT NULL""", params)
 
 
-def _rb_rows(case: str, filt: str, stage_ms: str, only: str) -> str:
-    """The SELECT of ``_rb``'s rows (see ``_materialize``) among those meeting ``only``."""
-    return (f"SELECT * FROM (SELECT CASE {case} END AS side, epoch_us(ts_arrival) AS a_us, ttft_ms, tpot_ms, "
-            f"tpot_basis, e2e_ms, {', '.join(f'{s}_ms' for s in FINE)}, {stage_ms} AS stage_ms, "
-            f"input_tokens, output_tokens, vantage, source_format "
-            f"FROM per_request WHERE ({filt}) AND ({only})) WHERE side IS NOT NULL")
+RB_COLUMNS = ("ttft_ms", "tpot_ms", "tpot_basis", "e2e_ms", *(f"{s}_ms" for s in FINE), "input_tokens",
+              "decode_tokens")
+"""per_request's columns copied into ``_rb``: what the statistics, the charts and the attribution's
+effects read (``toolkit/attribution.py`` METRICS), nothing more."""
+
+
+def _side_case(group: list[Selection]) -> str:
+    """CASE branches naming each row's side (its label), over per_request's columns."""
+    return " ".join(f"WHEN {sel.rows_cond or sel.cond.format(t='ts_arrival')} THEN '{sel.label}'" for sel in group)
+
+
+def _side_counts(group: list[Selection], filt: str) -> list[tuple]:
+    """(side, vantage, source_format, requests) of the rows ``_materialize`` copies: one light pass
+    over the view's plain columns rather than two string columns in every row of ``_rb``."""
+    params = {k: v for sel in group for k, v in sel.params.items()}
+    sql = (f"SELECT side, vantage, source_format, count(*) FROM (SELECT CASE {_side_case(group)} END AS side, "
+           f"vantage, source_format FROM per_request WHERE {filt}) WHERE side IS NOT NULL GROUP BY ALL")
+    used = set(re.findall(r"\$(\w+)", sql))
+    return group[0].con.execute(sql, {k: v for k, v in params.items() if k in used}).fetchall()
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, params: dict) -> None:
     """Execute with the parameters the statement uses (DuckDB refuses others)."""
     used = set(re.findall(r"\$(\w+)", sql))
     con.execute(sql, {k: v for k, v in params.items() if k in used})
-
-
-CDF_POINTS = [round(i / 100, 2) for i in range(1, 100)]
 
 
 def _summary(stats: dict) -> dict:
@@ -630,97 +527,3 @@ def _summary(stats: dict) -> dict:
 
 def _r(x: float | None) -> float | None:
     return None if x is None or not np.isfinite(x) else round(float(x), 3)
-
-
-def _cdf(sides: dict) -> list[dict]:
-    """CDF chart points: the 1st..99th percentiles of each metric and side, from the side's bootstrap
-    sample (every row up to BOOT_ROWS, so exact on small data; approximate beyond: chart only,
-    the summary's percentiles are exact)."""
-    out = []
-    for side, stats in sides.items():
-        for metric in RB_METRICS:
-            m = stats[metric][0].sample.get("m")
-            if m is None or not len(m):
-                continue
-            for p, v in zip(CDF_POINTS, np.quantile(m, CDF_POINTS), strict=True):
-                out.append({"metric": metric, "group": side, "value_ms": round(float(v), 3), "quantile": p})
-    return out
-
-
-def _charts(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams: dict, sides: dict) -> ChartData:
-    """Chart tables. Per bucket, the p50/p95 lines and the mean ms per stage (exact) come from one grouped
-    pass over ``_rb`` (quantile_cont: approx_quantile measured slower here); stage values are boundary
-    arithmetic (a stage map per row is far slower)."""
-    # Chart lines only (never the summary or the verdict): a bucket's p50/p95 come from a hash-picked
-    # share of the rows when the buckets average more than CHART_ROWS_PER_BUCKET requests (exact
-    # below that, e.g. on every test dataset); a bucket still has thousands of rows behind each line.
-    n_rows, n_buckets = con.execute("SELECT (SELECT count(*) FROM _rb), (SELECT count(*) FROM load)").fetchone()
-    share = min(1.0, CHART_ROWS_PER_BUCKET * max(n_buckets, 1) / max(n_rows, 1))
-    pick = "" if share >= 1.0 else f"CASE WHEN hash(a_us) % 1000000 < {round(share * 1e6)} THEN "
-    metric_cols = ", ".join(f"{pick}{expr}{' END' if pick else ''} AS {m}" for m, expr in RB_METRICS.items())
-    e2e = METRICS["e2e_ms"]
-    keys = stage_names([Group(con, "true")], e2e, views={"per_request": "_rb"})
-    stage_cols = "".join(f", {e2e.expr(k)} AS \"s_{k}\"" for k in keys)
-    stage_aggs = "".join(f", sum(\"s_{k}\") / count(*) AS \"{k}\"" for k in keys)
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _per_bucket AS
-            WITH b AS (SELECT CAST(round(min(bucket_s) * 1e6) AS BIGINT) AS bus FROM load)
-            SELECT a_us // b.bus AS bucket_index, any_value(b.bus) AS bus,
-                   quantile_cont(ttft_ms, [0.5, 0.95]) AS ttft, quantile_cont(tpot_ms, [0.5, 0.95]) AS tpot,
-                   quantile_cont(e2e_ms, [0.5, 0.95]) AS e2e{stage_aggs}
-            FROM (SELECT a_us, {metric_cols}{stage_cols} FROM _rb), b GROUP BY ALL""")
-    series = con.sql(
-        """SELECT strftime(l.bucket_start, '%Y-%m-%dT%H:%M:%SZ') AS bucket_start, l.busy, l.arrivals_per_s,
-                  l.mean_in_flight, q.ttft[1] AS ttft_p50_ms, q.ttft[2] AS ttft_p95_ms, q.tpot[1] AS tpot_p50_ms,
-                  q.tpot[2] AS tpot_p95_ms, q.e2e[1] AS e2e_p50_ms, q.e2e[2] AS e2e_p95_ms
-           FROM load l LEFT JOIN _per_bucket q USING (bucket_index) ORDER BY l.bucket_start"""
-    ).to_arrow_table().to_pylist()
-    # mean ms per stage per bucket (buckets with requests: those of _rb, as in the series' own rows)
-    wide = con.sql(
-        f"""SELECT strftime(make_timestamp(bucket_index * bus), '%Y-%m-%dT%H:%M:%SZ') AS bucket_start
-                   {''.join(f', "{k}"' for k in keys)}
-            FROM _per_bucket ORDER BY 1"""
-    ).to_arrow_table().to_pylist()
-    con.execute("DROP TABLE _per_bucket")
-    composition = [{"bucket_start": r["bucket_start"], "stage": k, "mean_ms": r[k]} for r in wide for k in keys]
-    timeline, window = _timeline(con, busy, filt, fparams)
-    return ChartData(series=series, composition=composition, cdf=_cdf(sides), timeline=timeline,
-                     timeline_window=window)
-
-
-def _timeline(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams: dict) -> tuple[list[dict], dict | None]:
-    """Every request of a few minutes around the worst moment, split into its stages over time.
-
-    The window is TIMELINE_WINDOW_S centred on the bucket with the highest mean in-flight (inside
-    the busiest period when there is one), so a reader sees the queue build up request by request.
-    """
-    where = ""
-    if busy:
-        worst = max(busy, key=lambda b: b["peak_concurrency"])
-        where = f"WHERE bucket_start >= TIMESTAMP '{worst['start'][:19]}' AND bucket_start < TIMESTAMP '{worst['end'][:19]}'"
-    row = con.execute(f"SELECT bucket_start, bucket_s FROM load {where} ORDER BY mean_in_flight DESC LIMIT 1").fetchone()
-    if row is None:
-        return [], None
-    centre = row[0].replace(tzinfo=UTC).timestamp() + row[1] / 2
-    start = datetime.fromtimestamp(centre - TIMELINE_WINDOW_S / 2, UTC)
-    end = datetime.fromtimestamp(centre + TIMELINE_WINDOW_S / 2, UTC)
-    rows = con.execute(
-        f"""WITH w AS (SELECT request_id, ts_arrival, stage_ms, row_number() OVER (ORDER BY ts_arrival) AS i,
-                              count(*) OVER () AS n
-                       FROM stages WHERE {filt} AND ts_arrival >= $s AND ts_arrival < $e)
-            SELECT request_id, epoch_us(ts_arrival) AS a_us, map_keys(stage_ms) AS k, map_values(stage_ms) AS v
-            FROM w WHERE (i - 1) % greatest(1, CAST(ceil(n / {TIMELINE_MAX}) AS BIGINT)) = 0 ORDER BY ts_arrival""",
-        {**fparams, "s": start.replace(tzinfo=None), "e": end.replace(tzinfo=None)},
-    ).fetchall()
-    out = []
-    for lane, (rid, a_us, keys, vals) in enumerate(rows):
-        t = a_us / 1e6
-        for stage, ms in zip(keys, vals, strict=True):
-            t2 = t + ms / 1e3
-            out.append({"lane": lane, "request_id": rid, "stage": stage, "start": _iso_ms(t), "end": _iso_ms(t2)})
-            t = t2
-    return out, {"start": _iso(start), "end": _iso(end)}
-
-
-def _iso_ms(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -55,7 +55,7 @@ class Report:
     * ``warnings``: plain sentences (mixed vantages, composite stages, Little's-law failures).
     * ``quarantine``: ``{"rows": n, "by_reason": {...}}``.
     * ``headline``: ``{metric, statistic, baseline, current, delta, driver, regression, sentence}``,
-      chosen once (``build.headline_entry``); every renderer prints its ``sentence`` as the title.
+      chosen once (``headline.headline_entry``); every renderer prints its ``sentence`` as the title.
     * ``compared``: false when no comparison could be made, with ``reason`` in words (a nightly job
       must not read "could not look" as "fine": the CLI exits 5 under --fail-on-regression).
 
@@ -74,7 +74,7 @@ class Report:
     reason: str | None = None
 
     def __post_init__(self) -> None:
-        from toolkit.report.build import make_headline  # the one rule; build imports this module
+        from toolkit.report.headline import make_headline  # the one rule
 
         if self.compared is None:
             self.compared = bool(self.attribution)

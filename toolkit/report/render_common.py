@@ -161,7 +161,7 @@ def relative_delta(a: dict[str, Any]) -> float:
 
 
 def headline(report: Report) -> dict[str, Any] | None:
-    """The attribution entry the report's ``headline`` names (its rule: ``build.headline_entry``),
+    """The attribution entry the report's ``headline`` names (its rule: ``headline.headline_entry``),
     or None when nothing was compared. Renderers never choose one of their own."""
     h = report.headline or {}
     for a in report.attribution:

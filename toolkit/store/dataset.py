@@ -13,22 +13,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit import schema
-
-if TYPE_CHECKING:  # imported where a table is written: reading a dataset's views needs no pyarrow (fast start)
-    import pyarrow as pa
 from toolkit.store._files import LOCK, MANIFEST, STAGING, Notify, _kind, _stderr, _write_durably, is_part_path
 from toolkit.store.journal import _Journal
 from toolkit.store.lock import _Locking
 from toolkit.store.manifest import DatasetDamaged, DatasetError, _bad_manifest, check_manifest
 
+if TYPE_CHECKING:  # DuckDB reads the files' footers in published(); reading a dataset needs no pyarrow (fast start)
+    import duckdb
 
-def _type_kind(t: pa.DataType) -> str:
-    import pyarrow as pa  # here, not at the top: opening a dataset to list its views needs no pyarrow
+_KINDS = {"string": "string", "int64": "number", "float64": "number", "bool": "bool", "timestamp": "timestamp",
+          "list<float32>": "list", "list<string>": "list"}
+"""The kind of each type of schema/schema.toml: a file may store a column in any type of its kind."""
 
-    kinds = ((pa.types.is_string, "string"), (pa.types.is_large_string, "string"), (pa.types.is_integer, "number"),
-             (pa.types.is_floating, "number"), (pa.types.is_decimal, "number"), (pa.types.is_boolean, "bool"),
-             (pa.types.is_timestamp, "timestamp"), (pa.types.is_list, "list"), (pa.types.is_large_list, "list"))
-    return next((kind for test, kind in kinds if test(t)), str(t))
+
+def _duckdb_kind(t: str) -> str:
+    """The kind of a column DuckDB reads from a Parquet file (its type as DuckDB names it)."""
+    t = t.upper()
+    if t.endswith("]"):
+        return "list"
+    if t == "VARCHAR":
+        return "string"
+    if t.startswith("TIMESTAMP"):
+        return "timestamp"
+    if t == "BOOLEAN":
+        return "bool"
+    if t.startswith("DECIMAL") or t in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
+                                        "USMALLINT", "UINTEGER", "UBIGINT", "FLOAT", "DOUBLE"):
+        return "number"
+    return t.lower()
 
 
 @dataclass
@@ -107,12 +119,13 @@ class Dataset(_Locking, _Journal):
         return None
 
     # -- what readers read --------------------------------------------------------------------
-    def published(self) -> dict[str, list[str]]:
+    def published(self, con: duckdb.DuckDBPyConnection | None = None) -> dict[str, list[str]]:
         """Every table's Parquet files as one reading of the manifest publishes them (absolute
         paths, each checked by ``_check_part``): the files its imports list. A manifest that records
         no import (a dataset written by other tools: Spark, a test's fixtures) publishes what its
         ``date=YYYY-MM-DD`` partitions hold. Files on disk that the manifest does not list (an import
-        being published, or one a crash interrupted) are not read."""
+        being published, or one a crash interrupted) are not read. ``con``: the DuckDB connection
+        that reads the files' footers (a new one when not given)."""
         imports = self.manifest()["imports"]
         if imports:
             rels = [rel for imp in imports for rel in imp["outputs"]]
@@ -122,9 +135,15 @@ class Dataset(_Locking, _Journal):
                     for f in sorted(d.glob("*.parquet"))]
             rels = [rel for rel in rels if is_part_path(rel)]  # date=notadate, date=.. are not partitions
         out: dict[str, list[str]] = {t: [] for t in schema.TABLES}
+        if not rels:
+            return out
+        if con is None:
+            import duckdb
+
+            con = duckdb.connect()  # reads each file's footer (its schema), no rows: one connection for all
         for rel in rels:
             table = rel.split("/", 1)[0]
-            out[table].append(self._check_part(rel))
+            out[table].append(self._check_part(rel, con))
         return out
 
     def table_files(self, table: str) -> list[str]:
@@ -136,7 +155,7 @@ class Dataset(_Locking, _Journal):
         interrupted import left unpublished: stagelens's own readers use ``published``."""
         return str(self.root / table / "date=*" / "*.parquet") if self.published()[table] else None
 
-    def _check_part(self, rel: str) -> str:
+    def _check_part(self, rel: str, con: duckdb.DuckDBPyConnection) -> str:
         """The absolute path of table file ``rel`` once it is checked to be inside its table
         directory (no link out), a regular file, and Parquet with the table's columns."""
         table = rel.split("/", 1)[0]
@@ -159,17 +178,18 @@ class Dataset(_Locking, _Journal):
             tail = fh.read(4)
         if st.st_size < 12 or head != b"PAR1" or tail != b"PAR1":
             raise DatasetDamaged(f"{p}: not a Parquet file ({'empty' if st.st_size == 0 else 'truncated or garbage'})")
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import duckdb
 
+        # DuckDB, not pyarrow: listing a dataset's views must not import pyarrow (0.15 CPU s,
+        # tests/test_fast_start.py); DuckDB reads the footer only
         try:
-            got = pq.read_schema(p)
-        except (pa.ArrowException, OSError):
+            got = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "
+                                   "read_parquet(?, hive_partitioning = false))", [str(p)]).fetchall())
+        except duckdb.Error:
             raise DatasetDamaged(f"{p}: not a readable Parquet file (corrupt footer)") from None
         want = schema.table(table)
-        missing = [c.name for c in want.columns if c.required and c.name not in got.names]
-        wrong = [f.name for f in want.arrow_schema() if f.name in got.names
-                 and _type_kind(got.field(f.name).type) != _type_kind(f.type)]
+        missing = [c.name for c in want.columns if c.required and c.name not in got]
+        wrong = [c.name for c in want.columns if c.name in got and _duckdb_kind(got[c.name]) != _KINDS[c.type]]
         if missing or wrong:
             what = f"lacks {', '.join(missing)}" if missing else f"has {', '.join(wrong)} of another type"
             raise DatasetDamaged(f"{p}: not a stagelens {table} file (it {what})")

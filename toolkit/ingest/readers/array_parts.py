@@ -11,7 +11,7 @@ reads a pipe (the other way to give it a byte range) whole into memory.
 A cut is only made before ``{`` + the importer's first-key pattern after ``}`` ``,``: outside a
 JSON string those quotes cannot stand unescaped, and a cut inside a nested list leaves both parts
 unbalanced, so a wrong cut can only make a part fail to parse; the caller then reads the file
-whole (ingest._import_document).
+whole (toolkit/ingest/readers/document.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from contextlib import contextmanager
 import duckdb
 from fsspec.spec import AbstractFileSystem
 
-from toolkit.sources import Source
+from toolkit.ingest.sources import Source
 
 MIN_BYTES = 32 << 20  # a smaller document is read whole: a part per core would not pay for itself
 # Each part's reader holds its own buffers (DuckDB reads 32 MB at a time): 8 parts of a Triton file

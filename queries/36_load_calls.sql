@@ -1,0 +1,15 @@
+-- name: _load_calls
+-- kind: view
+-- description: Helper: the arrival and end (epoch microseconds) of every call load counts: the one list of rows the bucket load and the peak sweep are made of.
+-- percentiles: none
+-- requires: _bounds
+-- columns:
+--   a_us: us; arrival, microseconds since the Unix epoch
+--   e_us: us; end, microseconds since the Unix epoch
+--
+-- Rows: _bounds.in_load (the counted record of each call, on the dataset's main clock).
+-- Why a helper: _bucket_load (per-bucket event sums) and load (the peak sweep) both read these
+-- rows. When one statement needs both, toolkit/queries.py (share_load) materializes this view
+-- once, so _bounds (several scans of requests, for the counted-record rule) is read once, not
+-- twice; the copy is dropped as soon as both are built (memory linear in buckets afterwards).
+SELECT a_us, e_us FROM _bounds WHERE in_load

@@ -1,0 +1,59 @@
+"""The DuckDB connection imports run on, its bounds, and what its readers may raise.
+
+A read that runs out of the buffer pool is tried again with half the threads (``fewer_threads``):
+each reader thread holds its own buffers."""
+
+from __future__ import annotations
+
+import os
+
+import duckdb
+
+from toolkit import queries
+from toolkit.ingest.sources import Source, log
+
+
+class FastReaderGaveUp(Exception):
+    """DuckDB's reader failed mid-stream on the file's content."""
+
+
+class ReaderOutOfMemory(Exception):
+    """DuckDB's buffer pool ran out mid-stream (each reader thread holds its own buffers)."""
+
+
+# what a file's content can make DuckDB's reader raise (anything else is a bug: it propagates)
+# (a DuckDB error whose message quotes invalid UTF-8 from the file reaches Python as UnicodeDecodeError)
+DATA_ERRORS = (duckdb.InvalidInputException, duckdb.ConversionException, duckdb.OutOfRangeException,
+                FastReaderGaveUp, UnicodeDecodeError)
+# too many reader threads for the buffer pool: the same read is tried again with half as many
+OUT_OF_MEMORY = (duckdb.OutOfMemoryException, ReaderOutOfMemory)
+# Import threads: DuckDB's buffers grow with them, and the pool is bounded (MEMORY_LIMIT): at 16
+# threads the sglang and TGI imports ran out of it, at 8 the OTLP ones (retried with 4: 0.9 GB)
+IMPORT_THREADS = 8
+FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
+MEMORY_LIMIT = "600MB"  # DuckDB's buffer pool; an importer may ask for less (MEMORY_LIMIT: Triton's aggregate)
+DUCKDB_MAX_LINE = 16 << 20  # read_json's default maximum_object_size: a longer line fails its read
+
+
+def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    con = queries.duck()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    con.execute(f"SET threads = {threads or min(cpus, IMPORT_THREADS)}")
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET enable_progress_bar = false")  # stagelens draws its own, on a terminal only
+    return con
+
+
+def current_threads(con: duckdb.DuckDBPyConnection) -> int:
+    return int(con.sql("SELECT current_setting('threads')").fetchall()[0][0])
+
+
+def fewer_threads(con: duckdb.DuckDBPyConnection, src: Source) -> bool:
+    """Halve DuckDB's threads after a read ran out of its buffer pool; False when already one."""
+    n = current_threads(con)
+    if n <= 1:
+        return False
+    con.execute(f"SET threads = {n // 2}")
+    log.info("%s: DuckDB's buffer pool ran out with %d threads; reading again with %d", src.name, n, n // 2)
+    return True

@@ -1,0 +1,261 @@
+"""``import_traces``: raw log files in, dataset rows out, every record accounted for.
+
+Per input file: detect or look up the importer, stream the file in batches of lines through the
+importer's SQL and the shared checks, split the candidates into skipped records (blank lines, other events, start-up spans: no request), quarantine rows,
+duplicates and imported rows, and stage the Parquet output. The whole import is committed at
+once (``store.Staging``). Counts always reconcile: read = imported + quarantined + duplicates.
+
+This module plans (which importer, whether the file is known already) and commits; the reading
+is ``dispatch``'s.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from toolkit import __version__, schema
+from toolkit.importers import detect, get_importer
+from toolkit.importers._common import ImportOptions
+from toolkit.importers.spec import Importer
+from toolkit.ingest import duck
+from toolkit.ingest.dispatch import digest_first, import_file
+from toolkit.ingest.results import FileResult, ImportResult, Progress
+from toolkit.ingest.seen import SeenSet
+from toolkit.ingest.sources import InputError, Limits, Source, close_spool, expand, limits_hint, without_bom
+from toolkit.ingest.split import load_seen
+from toolkit.ingest.streams import head
+from toolkit.ingest.writer import BackgroundWriter
+from toolkit.store import Dataset, Staging
+
+
+def resolve_format(src: Source, fmt: str) -> Importer:
+    """The importer for ``src``: named, or sniffed from its first bytes (``auto``)."""
+    if fmt != "auto":
+        return get_importer(fmt)
+    if src.size == 0:
+        raise InputError(f"{src.name}: file is empty, cannot detect its format (give --format)")
+    first = head(src)
+    imp = detect(first)
+    if imp is None and src.compression:
+        src.scan()  # a stream cut early may hold too little to sniff: say that, not "unknown format"
+        if src.stream_end == "truncated":
+            raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt, and what could "
+                             "be read is no known format; nothing was imported")
+    if imp is None:
+        from toolkit.hints import unrecognised
+
+        raise InputError(unrecognised(src.name, first))  # the nearest format and the way out
+    return imp
+
+
+def _prepare(src: Source, fmt: str, options: ImportOptions) -> Importer:
+    """The file's importer, bound to it; a compressed document is read through first (its digest)
+    so that one cut short is refused as such before anything parses it."""
+    imp = resolve_format(src, fmt)
+    if src.compression and digest_first(imp):
+        src.scan()
+        check_whole(src, imp)
+    if digest_first(imp):
+        without_bom(src)
+    try:
+        return imp.for_file(src, options)
+    except InputError:
+        # an importer that reads a header (CSV) refuses what a cut stream left it: say why
+        if src.compression and not head(src, 1):
+            src.scan()
+            if src.stream_end == "truncated":
+                raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt before any "
+                                 "complete content; nothing was imported") from None
+        raise
+
+
+
+
+def import_traces(
+    paths: list[str],
+    out: str | Path,
+    fmt: str = "auto",
+    options: ImportOptions | None = None,
+    keep_raw: bool = False,
+    batch_rows: int = 250_000,
+    progress: Progress | None = None,
+    lock_timeout_s: float = 600.0,
+    max_bad_fraction: float | None = None,
+    limits: Limits | None = None,
+) -> ImportResult:
+    """Import log files into the dataset at ``out`` (created if needed), atomically. With
+    ``max_bad_fraction``: when a larger share of the records read was quarantined, nothing is
+    written (``rejected``): a likely wrong format or broken export, and re-running with a higher
+    limit must find the files not yet imported. ``limits``: bounds on each input (``Limits``).
+
+    Identity (docs/dataset.md): a file is known by the digest of its decompressed content, and ids
+    synthesized for records without their own are ``<content digest>-<line>``. A dataset written
+    before this rule keeps working: its rows and ids stay as stored; a plain file's digest is
+    unchanged, and a compressed file imported then is recognised by the bytes digest its entry
+    recorded (``_prior``): re-importing either adds nothing. Only a changed file under the same
+    name gets new ids (its old rows had name-based ones).
+
+    Raises:
+        InputError: a file cannot be read or its format is unknown (nothing is written).
+        UnknownFormat: ``fmt`` names no importer.
+    """
+    options = options or ImportOptions()
+    if fmt != "auto":
+        get_importer(fmt)  # fail on an unknown name before touching the dataset
+    ds = Dataset.open(out, create=True)
+    sources: list[Source] = []
+    try:
+        with ds.locked(lock_timeout_s):
+            not_logs: list[str] = []
+            sources = expand(paths, skipped=not_logs, limits=limits)
+            # an empty file beside others (a freshly rotated log) holds nothing to detect or import:
+            # listed as "empty"; alone, it is the error resolve_format gives (its format is unknown)
+            empty = {id(s) for s in sources if fmt == "auto" and s.size == 0}
+            if len(empty) == len(sources):
+                empty = set()
+            plan = []
+            for src in sources:
+                try:
+                    plan.append((src, None if id(src) in empty else _prepare(src, fmt, options)))
+                except InputError:
+                    if not (src.in_directory and fmt == "auto"):
+                        raise  # a file the user named stays an error
+                    not_logs.append(src.name)  # a notes.txt beside the logs: skipped and listed
+            if not plan:
+                raise InputError("no log file to import: skipped (not logs): "
+                                 + ", ".join(not_logs[:10]) + (" …" if len(not_logs) > 10 else ""))
+            staging = Staging(ds)
+            writer = BackgroundWriter(staging)
+            imported_at = datetime.now(UTC).replace(tzinfo=None)
+            con = duck.connect()
+            seen = SeenSet()
+            loaded: set[str] = set()
+            results: list[FileResult] = []
+            seen_hashes: dict[tuple[str, str], str] = {}
+            try:
+                sizes = {(f["size"], f["format"]) for i in ds.manifest()["imports"] for f in i["files"]}
+                for src, imp in plan:
+                    if imp is None:
+                        results.append(FileResult(path=src.name, format="", size=0, digest="", status="empty",
+                                                  note="empty file: nothing to import"))
+                        continue
+                    res = FileResult(path=src.name, format=imp.name, size=src.size, digest="")
+                    results.append(res)
+                    # Hashing costs a full read: do it first only when it decides something before the
+                    # import: a same-size file seen before (in the dataset or earlier in this run), a
+                    # compressed file (its content size is unknown), ids made of the digest, or a
+                    # document (which must be whole). Else on a thread while the import runs (the
+                    # same read counts the lines the fast path checks its numbering against).
+                    # A compressed file is hashed on its thread too (its decompression beside the
+                    # import's), and the import rolled back if its content turns out known.
+                    if (src.size, imp.name) in sizes or digest_first(imp) or (
+                            src.compression and _old_entries(ds, src, imp.name)):
+                        res.digest = src.digest
+                        check_whole(src, imp)
+                        if prior := _known(ds, src, imp.name, seen_hashes):
+                            _already(res, prior)
+                            continue
+                        hasher = None
+                    else:
+                        hasher = threading.Thread(target=src.scan, daemon=True)
+                        hasher.start()
+                    if imp.name not in loaded:
+                        load_seen(con, ds, imp, seen)
+                        loaded.add(imp.name)
+                    mark, snapshot = (writer.mark(), seen.snapshot()) if hasher and src.compression else (None, None)
+                    import_file(con, writer, seen, src, imp, options, keep_raw, batch_rows, imported_at, res,
+                                 progress)
+                    if fmt != "auto" and res.read == 0 and res.skipped:
+                        # every line was something else: likely another format (auto would have said)
+                        res.note = (f"no {imp.name} record in its {res.skipped} lines: is --format {imp.name} "
+                                    "right? (--format auto detects it)")
+                    elif res.read == 0 and not res.skipped:  # never a silent 0
+                        res.note = ("file is empty: nothing to import" if src.size == 0 else
+                                    f"no {imp.name} record found (not the shape of a {imp.name} file?): "
+                                    "nothing imported")
+                    if hasher:
+                        hasher.join()
+                        res.digest = src.digest
+                        if mark is not None and (prior := _known(ds, src, imp.name, seen_hashes)):
+                            writer.rollback(mark)
+                            seen.restore(snapshot)
+                            results[-1] = res = FileResult(path=src.name, format=imp.name, size=src.size,
+                                                           digest=res.digest)
+                            _already(res, prior)
+                            continue
+                    seen_hashes[(res.digest, imp.name)] = src.name
+                    sizes.add((src.size, imp.name))  # a same-size file later in this run is hashed first
+                writer.close()
+                entry = {
+                    "time": imported_at.isoformat() + "Z",
+                    "stagelens_version": __version__,
+                    "schema_version": schema.version(),
+                    "options": {"format": fmt, "service": options.service, "model": options.model,
+                                "keep_raw": keep_raw},
+                    "files": [asdict(r) for r in results if r.status == "imported"],
+                }
+                result = ImportResult(dataset=str(out), import_id=None, files=results, not_logs=not_logs)
+                result.rejected = max_bad_fraction is not None and result.bad_fraction > max_bad_fraction
+                if entry["files"] and not result.rejected:
+                    staging.commit(entry)
+                    result.import_id = staging.import_id
+                else:
+                    staging.discard()
+            except BaseException:
+                writer.close(discard=True)
+                staging.discard()
+                raise
+            finally:
+                con.close()
+            return result
+    finally:
+        for src in sources:
+            close_spool(src)  # the stdin copy may hold prompts: it has no name, closing frees it
+
+
+
+
+
+
+def check_whole(src: Source, imp: Importer) -> None:
+    """A document cut short (or past the bounds) cannot be parsed: say so, in one line, rather
+    than let DuckDB read a truncated stream as nothing. (Line formats import what was read and
+    quarantine the rest: ``import_lines``.)"""
+    if imp.layout.reads != "document" or src.stream_end is None:
+        return
+    if src.stream_end == "too-large":
+        raise InputError(f"{src.name}: decompresses beyond the bounds on input ({limits_hint(src.limits)}); "
+                         "nothing was imported")
+    raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt: a {imp.name} document "
+                     "must be whole; nothing was imported")
+
+
+
+def _known(ds: Dataset, src: Source, fmt: str, seen_hashes: dict[tuple[str, str], str]) -> dict | None:
+    """An earlier import of the same content: in the dataset, or earlier in this run."""
+    if (src.digest, fmt) in seen_hashes:
+        return {"path": seen_hashes[(src.digest, fmt)], "import_id": "this import"}
+    return _prior(ds, src, fmt)
+
+
+def _already(res: FileResult, prior: dict) -> None:
+    res.status = "already-imported"
+    res.note = f"same content as {prior['path']} (import {prior['import_id']}): nothing added"
+
+
+def _prior(ds: Dataset, src: Source, fmt: str) -> dict | None:
+    """The manifest entry of an earlier import of the same content: by its content digest, or, for
+    a compressed file, by the bytes digest an entry written before content identity recorded."""
+    prior = ds.imported_file(src.digest, fmt)
+    if prior is None and src.compression and _old_entries(ds, src, fmt):
+        prior = ds.imported_file(src.bytes_digest, fmt)
+    return prior
+
+
+def _old_entries(ds: Dataset, src: Source, fmt: str) -> bool:
+    """Entries without ``digest_of`` of this format and size (only then is the bytes digest read)."""
+    return any("digest_of" not in f and f["format"] == fmt and f["size"] == src.size
+               for i in ds.manifest()["imports"] for f in i["files"])

@@ -1,0 +1,173 @@
+"""The fast reader: DuckDB reads the file itself (``read_json``/``read_csv`` on all cores) and
+the importer's SQL and the shared checks run in the same pipeline; Python numbers and splits the
+Arrow stream."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from toolkit.importers._common import duck_type
+from toolkit.importers.spec import FastInput, Importer, JsonColumns, JsonValues, OwnRecords
+from toolkit.ingest.duck import FastReaderGaveUp, ReaderOutOfMemory
+from toolkit.ingest.results import Progress
+from toolkit.ingest.seen import SeenSet
+from toolkit.ingest.sources import Source
+from toolkit.ingest.split import WRITE_ROWS, Constants, fast_output_sql, split_batch, with_checks
+from toolkit.ingest.writer import BackgroundWriter
+
+GATHER_ROWS = 100_000  # the fast reader's small batches are gathered to this many rows first (bounds RSS)
+
+
+def fast_records_sql(reads: FastInput) -> str:
+    """The view ``records`` of the fast reader, by what the layout reads: the importer's own SELECT
+    (``OwnRecords``: over ``getvariable('source_path')``, giving ``1 AS ln`` and its columns, one
+    row per record in file order), else one JSON value per line: a column per key
+    (``JsonColumns``) or parsed into ``j`` (``JsonValues``)."""
+    match reads:
+        case OwnRecords(sql=sql):
+            return sql()
+        case JsonColumns(columns=columns, give_up=extra):
+            # a column per key: no struct to build and take apart again (a fifth of sglang's query).
+            # A ``null`` line reads as a row of NULLs, like ``{}``, though the line reader tells them
+            # apart: such a row, or one the layout's ``give_up`` condition holds for, is an error
+            # here, so the line reader reads the file.
+            cols = ", ".join(f"'{k}': '{duck_type(v).replace(chr(39), chr(39) * 2)}'" for k, v in columns.items())
+            give_up = " AND ".join(f'"{k}" IS NULL' for k in columns)
+            if extra:
+                give_up = f"({give_up}) OR ({extra})"
+            return (f"SELECT CASE WHEN {give_up} THEN error('a line the fast reader leaves to the line reader') "
+                    "ELSE 1 END AS ln, * "
+                    "FROM read_json(getvariable('source_path'), format = 'newline_delimited', records = 'true', "
+                    f"compression = 'none', columns = {{{cols}}})")
+        case JsonValues(spec=spec):
+            typ = duck_type(dict(spec)).replace("'", "''")
+            return ("SELECT 1 AS ln, json AS j FROM read_json(getvariable('source_path'), format = 'newline_delimited', "
+                    f"records = 'false', compression = 'none', columns = {{'json': '{typ}'}})")
+
+
+def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,
+                 imp: Importer, tables: list[str], imported_at: datetime,
+                 progress: Progress | None, document: bool = False, paths: list[str] | None = None) -> dict | None:
+    """One streaming DuckDB pass per table: ``read_json`` parses the whole file on all cores, the
+    importer's SQL and the shared checks run in the same pipeline, and Python only splits each
+    Arrow batch into quarantine, duplicates and rows (numpy), while Parquet is written on a thread.
+
+    Line numbers: a window ``row_number()`` would serialize DuckDB's parallel reader, so
+    ``records.ln`` is 1 on every record and the stream (in file order: preserve_insertion_order)
+    is numbered here by a running sum. An importer that makes several rows of one record (OTLP
+    spans) sets ``ln`` to 0 on all but the first. DuckDB silently skips blank lines, so the
+    numbering is exact only when the record count equals the file's line count (counted by the
+    same read that hashes the file); otherwise the caller rolls back and takes the line reader.
+    Returns the counts, or None for that case. DuckDB errors (a malformed line, a wrong type)
+    propagate: same fallback.
+
+    A ``document`` importer (one JSON document, which it reads itself and numbers as it likes,
+    e.g. Triton's trace ids) streams the same way, without renumbering or a line count; ``paths``:
+    the parts it reads instead of the file (``array_parts.parts``).
+    """
+    con.execute("SET VARIABLE source_path = ?", [paths or str(src.path)])
+    first = 0
+    if not document:
+        assert imp.layout.fast is not None
+        reads = imp.layout.fast.reads
+        con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {fast_records_sql(reads)}")
+        # lines before the first record (a CSV header) count as skipped, as the line reader's
+        # 'skip' rows for them do
+        first = reads.header_lines if isinstance(reads, OwnRecords) else 0
+    counts = {"read": 0, "imported": 0, "duplicates": 0, "skipped": first}
+    reasons: Counter = Counter()
+    # the stream's order is the file's (a document's order is its SQL's)
+    con.execute(f"SET preserve_insertion_order = {str(not document).lower()}")
+    # spans carried inside the requests stream (FAST_NESTED_SPANS): one parse of the file, not two
+    nested = None
+    fast = imp.layout.fast
+    if not document and "spans" in tables and fast is not None and fast.nested_spans:
+        nested = NestedSpans(con.cursor(), imp, src.name)
+        tables = [t for t in tables if t != "spans"]
+    try:
+        for table in tables:
+            last = first
+            cand = imp.layout.sql(table) if document else imp.layout.fast_sql(table)
+            # ids made of the line number (FAST_LINE_ID): completed once the stream is numbered
+            line_id = ((fast.line_id, con.cursor(), imp.name)
+                       if table == "requests" and fast is not None and fast.line_id and not document else None)
+            checked, present = with_checks(con, imp, cand, table)
+            consts = Constants.of(table, imp.name, src.name, present)
+            pending: list[pa.RecordBatch] = []
+            size = 0
+            reader = con.sql(fast_output_sql(table, present).format(checked=checked)).to_arrow_reader(WRITE_ROWS)
+            for batch in itertools.chain(stream(reader), [None]):  # DuckDB's batches are small: gather them
+                if batch is not None:
+                    pending.append(batch)
+                    size += batch.num_rows
+                    if size < GATHER_ROWS:
+                        continue
+                if pending:
+                    last = split_batch(writer, seen, pa.Table.from_batches(pending), table, consts,
+                                        counts, reasons, imported_at, last, line_id, numbered=document,
+                                        nested=nested)
+                    pending, size = [], 0
+                    if progress:
+                        progress(src.name, last)
+            if not document and last != src.lines:
+                return None
+    finally:
+        con.execute("SET preserve_insertion_order = false")
+        if nested:
+            nested.cur.close()
+    counts["quarantined"] = sum(reasons.values())
+    counts["by_reason"] = dict(reasons)  # type: ignore[assignment]
+    return counts
+
+
+class NestedSpans:
+    """Spans an importer gives inside its fast requests stream (``FAST_NESTED_SPANS``): each
+    requests candidate carries ``_spans``, a list of spans candidates of its line (``spans_sql``'s
+    columns less ``ln``), so the file is parsed once for both tables. Once a batch is numbered
+    they are unnested with their line's number, checked like any spans candidate and split."""
+
+    def __init__(self, cur: duckdb.DuckDBPyConnection, imp: Importer, file: str) -> None:
+        self.cur, self.imp, self.file = cur, imp, file
+        cur.execute("SET VARIABLE source_format = ?", [imp.name])  # the identity hash reads it
+        self._sql: str | None = None
+        self._consts: Constants | None = None
+
+    def split(self, writer: BackgroundWriter, seen: SeenSet, spans: pa.ChunkedArray, lines: np.ndarray,
+              counts: dict, reasons: Counter, imported_at: datetime) -> None:
+        if spans.null_count == len(spans):
+            return
+        if spans.null_count:  # most rows of a stream carry no span: leave them out before DuckDB
+            keep = pc.is_valid(spans)
+            spans, lines = spans.filter(keep), lines[keep.to_numpy(zero_copy_only=False)]
+        self.cur.register("_nested", pa.table({"ln": lines, "s": spans}))
+        if self._sql is None:  # the candidates' columns are the struct's fields
+            cand = "SELECT ln, s.* FROM (SELECT ln, unnest(s) AS s FROM _nested)"
+            checked, present = with_checks(self.cur, self.imp, cand, "spans")
+            self._sql = fast_output_sql("spans", present).format(checked=checked)
+            self._consts = Constants.of("spans", self.imp.name, self.file, present)
+        rows = self.cur.sql(self._sql).to_arrow_table()
+        self.cur.unregister("_nested")
+        assert self._consts is not None
+        split_batch(writer, seen, rows, "spans", self._consts, counts, reasons, imported_at, 0, numbered=True)
+
+
+def stream(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+    """The reader's batches; a DuckDB error met mid-stream reaches Python as an Arrow OSError
+    (its text may quote the file: only the class is kept)."""
+    while True:
+        try:
+            yield reader.read_next_batch()
+        except StopIteration:
+            return
+        except OSError as e:  # the class, and whether it is DuckDB's buffer pool, are all that is kept
+            if "Out of Memory Error" in str(e):
+                raise ReaderOutOfMemory from None
+            raise FastReaderGaveUp from None

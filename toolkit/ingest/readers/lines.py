@@ -1,0 +1,123 @@
+"""The line reader: batches of exactly numbered lines through the importer's SQL. It reads any
+input (compressed, ``--keep-raw``) and every file the fast reader gave up on."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from toolkit.importers.spec import Importer
+from toolkit.ingest.duck import DATA_ERRORS
+from toolkit.ingest.results import FileResult, Progress
+from toolkit.ingest.seen import SeenSet
+from toolkit.ingest.sources import Source, limits_hint
+from toolkit.ingest.split import with_checks, write_quarantine, write_rows
+from toolkit.ingest.streams import BATCH_BYTES, iter_lines
+from toolkit.ingest.writer import BackgroundWriter
+
+
+def batches(src: Source, imp: Importer, con: duckdb.DuckDBPyConnection, batch_rows: int,  # type: ignore[no-untyped-def]
+             res: FileResult):
+    """Register each batch of input as the view ``lines``; yields the batch's last line number.
+    (Document importers read the file themselves: see ``import_file``.)"""
+    # nested formats (OTLP) expand several-fold when parsed: they may ask for smaller batches
+    for lines in iter_lines(src, batch_rows, imp.layout.batch_bytes or BATCH_BYTES):
+        blank = pc.equal(lines.column("line"), "")
+        if n_blank := pc.sum(blank).as_py():  # a blank line holds no record in any format: skipped here,
+            res.skipped += n_blank  # not parsed (a flood of them, a bomb of newlines, took minutes)
+            lines = lines.filter(pc.invert(blank))
+            if lines.num_rows == 0:
+                continue
+        con.register("lines", lines)
+        yield int(lines.column("ln")[-1].as_py())
+        con.unregister("lines")
+
+
+def import_lines(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,
+                  imp: Importer, tables: list[str], keep_raw: bool, batch_rows: int, res: FileResult,
+                  progress: Progress | None) -> None:
+    """The line reader: batches of exactly numbered lines through the importer's SQL (any input,
+    compressed or with --keep-raw; and every file the fast reader gave up on)."""
+    reasons: Counter = Counter()
+    last_ln = 0
+    compiled: dict[str, str] = {}
+    for last_ln in batches(src, imp, con, batch_rows, res):
+        for table in tables:
+            if table not in compiled:
+                compiled[table] = with_checks(con, imp, imp.layout.sql(table), table)[0]
+            candidates(con, compiled[table])
+            bad = 0
+            for kind, code, n in con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
+                if kind == "skip":
+                    res.skipped += n
+                elif kind == "record":  # a 'mark' row (fast reader only) is neither
+                    res.read += n
+                    if code:
+                        reasons[code] += n
+                        bad += n
+            if bad:
+                write_quarantine(con, writer, keep_raw)
+            write_rows(con, writer, seen, res, table)
+        if progress:
+            progress(src.name, last_ln)
+    marks = [(ln, "too-large", f"line is longer than {src.limits.max_line_bytes >> 20} MiB "
+                               "(--max-line-mb raises it); not read") for ln in src.too_large]
+    if src.truncated:
+        res.truncated = True
+        end = src.stream_end or "truncated"
+        why = ("compressed stream ends early" if end == "truncated" else
+               f"decompressed content over the bounds ({limits_hint(src.limits)})")
+        marks.append((max(last_ln, *src.too_large, 0) + 1, end, f"{why}; nothing after line {last_ln} could be read"))
+    if marks:
+        res.read += len(marks)
+        reasons.update(code for _, code, _ in marks)
+        con.register("_marks", pa.table({"ln": [m[0] for m in marks], "code": [m[1] for m in marks],
+                                         "detail": [m[2] for m in marks]}))
+        con.execute("CREATE OR REPLACE TEMP TABLE _cand AS SELECT ln, 'record' AS row_kind, "
+                    "{'code': code, 'detail': detail} AS _why FROM _marks")
+        con.unregister("_marks")
+        write_quarantine(con, writer, keep_raw=False)
+    res.quarantined = sum(reasons.values())
+    res.by_reason = dict(reasons)
+
+
+def candidates(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """``_cand``: the checked candidates of the batch in the view ``lines``. A value that makes
+    DuckDB raise for the whole batch (an overflow, a cast no TRY_ guards) is one record's defect:
+    the batch is halved until the lines that raise are found, and each is quarantined as
+    ``bad-type`` naming only the error's class (its message may quote the line). Lines are
+    independent in every line format, so halving changes nothing else."""
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {sql}")
+        return
+    except DATA_ERRORS:
+        pass
+    lines = con.sql("SELECT * FROM lines").to_arrow_table()
+    schema = con.sql(f"SELECT * FROM ({sql}) LIMIT 0").to_arrow_table().schema
+    parts = bisect(con, sql, lines, schema)
+    con.unregister("lines")
+    con.register("lines", lines)
+    con.register("_cand_parts", pa.concat_tables(parts) if parts else schema.empty_table())
+    con.execute("CREATE OR REPLACE TEMP TABLE _cand AS SELECT * FROM _cand_parts")
+    con.unregister("_cand_parts")
+
+
+def bisect(con: duckdb.DuckDBPyConnection, sql: str, lines: pa.Table, schema: pa.Schema) -> list[pa.Table]:
+    con.unregister("lines")
+    con.register("lines", lines)
+    try:
+        return [con.sql(sql).to_arrow_table().cast(schema)]
+    except DATA_ERRORS as e:
+        if lines.num_rows > 1:
+            half = lines.num_rows // 2
+            return (bisect(con, sql, lines.slice(0, half), schema)
+                    + bisect(con, sql, lines.slice(half), schema))
+        row = {f.name: pa.nulls(1, f.type) for f in schema}
+        row["ln"] = lines.column("ln")
+        row["row_kind"] = pa.array(["record"], schema.field("row_kind").type)
+        why = {"code": "bad-type", "detail": f"a value DuckDB cannot convert ({type(e).__name__})"}
+        row["_why"] = pa.array([why], schema.field("_why").type)
+        return [pa.table(row, schema=schema)]

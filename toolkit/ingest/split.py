@@ -1,0 +1,243 @@
+"""Checked candidates to rows: the shared checks and identity hash around an importer's SQL,
+then each batch split into quarantine rows, duplicates (first of each identity kept) and new
+rows for the writer. Both readers end here, so they count alike."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from toolkit import schema
+from toolkit.importers._common import COMMON_COLUMNS, NESTED, checked_sql
+from toolkit.importers.spec import Importer
+from toolkit.ingest.results import FileResult
+from toolkit.ingest.seen import SeenSet, take_first_new
+from toolkit.ingest.writer import BackgroundWriter
+from toolkit.store import Dataset
+
+if TYPE_CHECKING:
+    from toolkit.ingest.readers.fast import NestedSpans
+
+
+RAW_CAP = 4096
+
+
+WRITE_ROWS = 200_000  # rows per Arrow slice handed to the Parquet writer
+
+
+def identity_hash(imp: Importer, table: str = "requests") -> str:
+    """Hash of a record's identity: format + request id (or trace/span id), per table."""
+    if table == "spans":
+        return f"hash(getvariable('source_format'), 'span', {imp.span_identity})"
+    return f"hash(getvariable('source_format'), {imp.identity})"
+
+
+def with_checks(con: duckdb.DuckDBPyConnection, imp: Importer, cand: str, table: str) -> tuple[str, set[str]]:
+    """An importer's candidate SELECT with the shared checks (``_why``) and the identity hash of
+    each good record (``_k``); and the columns the candidates have (the rest are filled in)."""
+    present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
+    return (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {identity_hash(imp, table)} END AS _k "
+            f"FROM ({checked_sql(imp, cand, present, table)})"), present
+
+
+def load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: Importer, seen: SeenSet) -> None:
+    """Identities already in the dataset for this format (requests, and spans for importers that
+    write them), so re-imported records count as duplicates. Hashed as the import hashes its
+    candidates, whose timestamps are BIGINT microseconds: the stored TIMESTAMPs are converted
+    back first (an identity may read one: litellm's request id + arrival)."""
+    con.execute("SET VARIABLE source_format = ?", [imp.name])
+    published = ds.published()
+    for table in imp.layout.tables:
+        files = published[table]
+        if not files:
+            continue
+        stamps = ", ".join(f"epoch_us({c.name}) AS {c.name}" for c in schema.table(table).columns
+                           if c.type == "timestamp")
+        keys = con.execute(
+            f"SELECT DISTINCT {identity_hash(imp, table)} AS k FROM (SELECT * REPLACE ({stamps}) "
+            "FROM read_parquet(?, hive_partitioning = true) WHERE source_format = getvariable('source_format'))",
+            [files],
+        ).fetchnumpy()["k"]
+        seen.add(np.asarray(keys, dtype=np.uint64))
+
+
+TABLES = ("requests", "spans")
+
+
+def split_batch(writer: BackgroundWriter, seen: SeenSet, batch: pa.Table, table: str, consts: Constants,
+                 counts: dict, reasons: Counter, imported_at: datetime, last: int,
+                 line_id: tuple | None = None, numbered: bool = False,
+                 nested: NestedSpans | None = None) -> int:
+    """Number one Arrow batch of checked candidates (``last``: the line before it; ``numbered``:
+    the rows carry their own numbers), count it, and queue its quarantine rows and its new rows;
+    ``nested``: split out the spans the rows carry, with their line numbers. Returns the batch's
+    last (highest) line number."""
+    n = batch.num_rows
+    if n == 0:
+        return last
+    if numbered:
+        lines = batch.column("source_line").to_numpy()
+    else:
+        lines = last + np.cumsum(batch.column("source_line").to_numpy(), dtype=np.int64)  # see import_fast
+        batch = batch.set_column(batch.schema.get_field_index("source_line"), "source_line", pa.array(lines))
+    if line_id:
+        batch = complete_line_ids(batch, lines, *line_id)
+    if nested:
+        nested.split(writer, seen, batch.column(NESTED), lines, counts, reasons, imported_at)
+        batch = batch.drop_columns([NESTED])
+    records = pc.sum(pc.equal(batch.column("_kind"), "record")).as_py() or 0
+    counts["read"] += records
+    counts["skipped"] += pc.sum(pc.equal(batch.column("_kind"), "skip")).as_py() or 0  # not 'mark' rows
+    code = batch.column("_code")
+    if code.null_count < n:
+        bad = batch.filter(pc.is_valid(code))
+        for item in pc.value_counts(bad.column("_code")).to_pylist():
+            reasons[item["values"]] += item["counts"]
+        m = bad.num_rows
+        writer.put("quarantine", pa.table({
+            **consts.source(m), "source_line": bad.column("source_line"), "reason_code": bad.column("_code"),
+            "reason_detail": bad.column("_detail"), "raw": pa.nulls(m, pa.string()),
+            "imported_at": pa.array([imported_at] * m, pa.timestamp("us")),
+            "_date": pa.array([imported_at.strftime("%Y-%m-%d")] * m),
+        }))
+    key = batch.column("_k")
+    good = batch.filter(pc.is_valid(key)) if key.null_count else batch
+    if good.num_rows:
+        keys = good.column("_k").to_numpy()
+        keep = take_first_new(seen, good.column("source_line").to_numpy(), keys)
+        n_keep = int(keep.sum())
+        counts["duplicates"] += len(keys) - n_keep
+        counts["imported"] += n_keep
+        if n_keep:
+            rows = good if n_keep == len(keys) else good.filter(pa.array(keep))
+            writer.put(table, consts.add(rows.drop_columns(["_kind", "_code", "_detail", "_k"])))
+    return max(last, int(lines.max())) if numbered else int(lines[-1])
+
+
+def complete_line_ids(batch: pa.Table, lines: np.ndarray, column: str, cur: duckdb.DuckDBPyConnection,
+                       fmt: str) -> pa.Table:
+    """``FAST_LINE_ID`` (an id synthesized as ``<prefix><line>``, e.g. ``<file hash>-<line>``): the
+    fast SQL gives the prefix; append each row's line number, and hash the identity as ``identity_hash``
+    does in SQL (on a cursor: the main connection is streaming) where the row has one."""
+    ids = pc.binary_join_element_wise(batch.column(column), pc.cast(pa.array(lines), pa.string()), "")
+    cur.register("_line_ids", pa.table({"r": ids, "k": batch.column("_k")}))
+    keys = cur.sql("SELECT CASE WHEN k IS NOT NULL THEN hash(?, r) END AS k FROM _line_ids",
+                   params=[fmt]).to_arrow_table().column("k")
+    cur.unregister("_line_ids")
+    batch = batch.set_column(batch.schema.get_field_index(column), column, ids)
+    return batch.set_column(batch.schema.get_field_index("_k"), "_k", keys)
+
+
+def _output_columns(table: str, only: set[str] | None = None) -> str:
+    """The table's columns as both readers stream them: timestamps stay BIGINT microseconds (cast
+    on write), and ``_date`` is the partition day as days since the epoch (no per-row strftime).
+    ``only``: the fast reader's subset (see ``fast_output_sql``)."""
+    t = schema.table(table)
+    cols = []
+    for c in t.columns:
+        if only is not None and c.name not in only:
+            continue
+        if c.name in ("source_format", "source_file"):
+            cols.append(f"getvariable('{c.name}') AS {c.name}")
+        elif c.name == "source_line":
+            cols.append("ln AS source_line")
+        else:
+            cols.append(c.name)
+    return f"{', '.join(cols)}, {t.partition_by} // 86400000000 AS _date"
+
+
+def fast_output_sql(table: str, present: set[str]) -> str:
+    """The fast reader's stream: the check's verdict, the identity and the table's columns, less
+    those the same for every row of the file (``Constants`` adds them in Arrow: DuckDB would
+    copy the file name into every row, a tenth of sglang's query); and nested spans, if any."""
+    only = {c.name for c in schema.table(table).columns if c.name in present and c.name not in COMMON_COLUMNS}
+    only.add("source_line")
+    nested = f"{NESTED}, " if NESTED in present else ""
+    return (f"SELECT row_kind AS _kind, _why['code'] AS _code, _why['detail'] AS _detail, _k, {nested}"
+            f"{_output_columns(table, only)} FROM ({{checked}})")
+
+
+@dataclass
+class Constants:
+    """The columns the fast reader's stream leaves out: the source format and file (a dictionary
+    of one value: no copy per row) and the columns the importer does not produce (NULL)."""
+
+    fmt: str
+    file: str
+    absent: list[pa.Field]
+
+    @classmethod
+    def of(cls, table: str, fmt: str, file: str, present: set[str]) -> Constants:
+        fields = schema.table(table).arrow_schema()
+        return cls(fmt, file, [f for f in fields if f.name not in present and f.name not in COMMON_COLUMNS])
+
+    def source(self, n: int) -> dict[str, pa.Array]:
+        zeros = pa.array(np.zeros(n, np.int32))
+        return {"source_format": pa.DictionaryArray.from_arrays(zeros, pa.array([self.fmt])),
+                "source_file": pa.DictionaryArray.from_arrays(zeros, pa.array([self.file]))}
+
+    def add(self, rows: pa.Table) -> pa.Table:
+        n = rows.num_rows
+        for name, arr in self.source(n).items():
+            rows = rows.append_column(name, arr)
+        for f in self.absent:
+            rows = rows.append_column(f, pa.nulls(n, f.type))
+        return rows
+
+
+def write_quarantine(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, keep_raw: bool) -> None:
+    raw = f"left(l.line, {RAW_CAP})" if keep_raw else "CAST(NULL AS VARCHAR)"
+    join = "LEFT JOIN lines l USING (ln)" if keep_raw else ""
+    tbl = con.sql(
+        f"""SELECT getvariable('source_format') AS source_format, getvariable('source_file') AS source_file,
+               c.ln AS source_line, c._why['code'] AS reason_code, c._why['detail'] AS reason_detail,
+               {raw} AS raw, CAST(getvariable('imported_at') AS TIMESTAMP) AS imported_at,
+               strftime(CAST(getvariable('imported_at') AS TIMESTAMP), '%Y-%m-%d') AS _date
+            FROM _cand c {join} WHERE c.row_kind = 'record' AND c._why IS NOT NULL ORDER BY c.ln"""
+    ).to_arrow_table()
+    writer.put("quarantine", tbl)
+
+
+def write_rows(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, res: FileResult,
+               table: str) -> None:
+    """Keep the first record of each identity (in line order) not seen before; count the rest."""
+    ids = con.execute("SELECT ln, _k FROM _cand WHERE _k IS NOT NULL").fetchnumpy()
+    keys = np.asarray(ids["_k"], dtype=np.uint64)
+    keep = take_first_new(seen, np.asarray(ids["ln"]), keys)
+    n_keep = int(keep.sum())
+    res.duplicates += len(keys) - n_keep
+    res.imported += n_keep
+    if n_keep == 0:
+        return
+    if n_keep == len(keys):
+        # always a table: a view here would clash with the table the duplicate path creates
+        con.execute("CREATE OR REPLACE TEMP TABLE _keep AS SELECT * FROM _cand WHERE _k IS NOT NULL")
+    else:
+        # Rare: duplicates in this batch. Records are told apart by (ln, position among equal keys).
+        con.register("_kept_keys", pa.table({"ln": ids["ln"][keep], "k": keys[keep]}))
+        con.execute(
+            """CREATE OR REPLACE TEMP TABLE _keep AS
+               SELECT c.* FROM (SELECT *, row_number() OVER (PARTITION BY ln, _k) AS _n
+                                FROM _cand WHERE _k IS NOT NULL) c
+               SEMI JOIN _kept_keys k ON c.ln = k.ln AND c._k = k.k
+               WHERE c._n = 1"""
+        )
+        con.unregister("_kept_keys")
+    # in slices, so a large batch (a whole JSON document) never becomes one big Arrow table
+    reader = con.sql(_OUTPUT_SQL[table]).to_arrow_reader(WRITE_ROWS)
+    for batch in reader:
+        writer.put(table, pa.Table.from_batches([batch]))
+
+
+def _output_sql(table: str) -> str:
+    return f"SELECT {_output_columns(table)} FROM _keep"
+
+
+_OUTPUT_SQL = {name: _output_sql(name) for name in TABLES}

@@ -1,0 +1,126 @@
+"""The report's words: each attribution entry's verdict, and the one headline every output prints.
+
+``headline_entry`` is the headline rule (applied once per report, docs/attribution.md); its
+``sentence`` is what the terminal, the Markdown title and the HTML banner print. Split out of
+``toolkit/report/build.py`` (statistics there, sentences here); build re-exports these names.
+"""
+
+from __future__ import annotations
+
+HINTS = {
+    "queue": "capacity, admission control or batching policy (max concurrent sequences), or the burst itself",
+    "preprocess": "templating and tokenization on the API server, or the hop into the engine",
+    "postprocess": "detokenization and streaming back",
+    "tool": "the tools the agent calls",
+    "orchestration": "the agent framework between calls",
+    "uplink": "the network or client between the caller and the service",
+    "gateway": "the gateway in front of the model server",
+    "delivery": "the stream back to the client (network, proxies buffering the stream)",
+}
+RATE_HINTS = {
+    "prefill": ("prompt length: customers sent longer prompts (mix), the system is not slower",
+                "prefill got slower per token: prefix-cache hit rate, chunked prefill, contention on the GPU"),
+    "decode": ("reply length: longer outputs (mix), not slower decoding",
+               "each token got slower: batch size, preemptions, KV-cache pressure or hardware"),
+    "decode+postprocess": ("reply length: longer outputs (mix)",
+                           "each token got slower (decode and postprocess are one stage in this source)"),
+    "tool": ("more tool calls per turn (mix)", "each tool call got slower"),
+}
+LABELS = {"ttft_ms": "TTFT", "e2e_ms": "e2e latency", "tpot_ms": "time per output token", "turn_ms": "turn time"}
+
+
+def _ms(x: float) -> str:
+    return f"{x / 1000:.2f} s" if abs(x) >= 1000 else f"{x:.0f} ms" if abs(x) >= 10 else f"{x:.2f} ms"
+
+
+def _signed(x: float) -> str:
+    return ("+" if x >= 0 else "−") + _ms(abs(x))
+
+
+def verdict(entry: dict, context: str, tail_name: str) -> str:
+    """One plain sentence: what changed, which stage explains it and where to look next.
+
+    The numbers after the statistic's name are that statistic (a p95 is the p95); for a tail, the
+    stage split is of the mean of the requests above it, and the words say so (docs/attribution.md)."""
+    stat = entry["statistic"]
+    label = LABELS.get(entry["metric"], entry["metric"])
+    head = f"{context}: {stat} {label} {_ms(entry['baseline'])} → {_ms(entry['current'])} ({_signed(entry['delta'])})"
+    driver = entry["driver"]
+    if entry.get("joined"):
+        head += " [" + ", ".join(f"{n} calls joined by {k}" for k, n in entry["joined"].items()) + "]"
+    if driver is None:
+        return head + "; no stage changed significantly" + (
+            "." if not entry["regression"] else ", although the total did: the change is spread over stages.")
+    c = entry["contributions"][driver]
+    iv = entry["intervals"].get(driver)
+    pm = f" (±{_ms((iv[1] - iv[0]) / 2)})" if iv else ""
+    dec = entry.get("decomposition") or {}
+    if dec.get("of") == "tail_mean" and dec.get("delta") is not None:
+        share = f"{100 - float(stat.lstrip('p')):g} %" if stat.lstrip("p").replace(".", "").isdigit() else "tail"
+        rise = "rise" if dec["delta"] >= 0 else "fall"
+        text = (f"{head}; among the slowest {share}, {driver} explains {_signed(c)}{pm} "
+                f"of the {_signed(dec['delta'])} {rise} in their mean")
+    else:
+        text = f"{head}; {driver} explains {_signed(c)}{pm}"
+    others = [s for s, v in entry["contributions"].items() if s != driver and abs(v) >= 0.1 * abs(c)]
+    if others:
+        text += ", then " + ", ".join(f"{s} {_signed(entry['contributions'][s])}" for s in others[:2])
+    eff = entry["effects"].get(driver)
+    if eff and driver in RATE_HINTS:
+        mix_hint, rate_hint = RATE_HINTS[driver]
+        text += (f" (mix {_signed(eff['mix'])}, rate {_signed(eff['rate'])})"
+                 f" → {mix_hint if abs(eff['mix']) > abs(eff['rate']) else rate_hint}.")
+    elif "+" in driver:
+        text += (f" → the source records no boundary inside {driver}, so it cannot say which of "
+                 f"{' or '.join(driver.split('+'))} grew.")
+    else:
+        text += f" → look at {HINTS.get(driver, driver)}."
+    unchanged = [s for s, e in entry["effects"].items()
+                 if s != driver and e.get("rate_interval") and e["rate_interval"][0] <= 0 <= e["rate_interval"][1]]
+    if unchanged:
+        text += " Time per token unchanged for " + ", ".join(unchanged) + "."
+    return text
+
+
+HEADLINE_ORDER = ("ttft_ms", "e2e_ms", "tpot_ms", "turn_ms", "client_ttft_ms")
+
+
+def headline_entry(attribution: list[dict], tail_name: str) -> dict | None:
+    """The headline rule, applied once per report (every output prints its result).
+
+    Entries are read in a fixed order: metric TTFT, e2e, TPOT, turn time, client TTFT; within a
+    metric the tail statistic before the mean. The headline is the first regression in that order;
+    with no regression, the first entry (the tail TTFT when there is one); with no entry, none.
+    A fixed order rather than "the largest change": a nightly job that diffs the headline sees the
+    same metric from night to night, and the first token's tail is what a user feels first.
+    """
+    def key(a: dict) -> tuple[int, int]:
+        m = a.get("metric")
+        return (HEADLINE_ORDER.index(m) if m in HEADLINE_ORDER else len(HEADLINE_ORDER),
+                0 if a.get("statistic") == tail_name else 1)
+
+    ordered = sorted(attribution, key=key)
+    regressions = [a for a in ordered if a.get("regression")]
+    return (regressions or ordered or [None])[0]
+
+
+def make_headline(attribution: list[dict], tail_name: str, threshold: float, context: str | None,
+                  reason: str | None) -> dict:
+    """``headline`` of the report JSON: the entry ``headline_entry`` picks, and the one sentence that
+    the terminal, the Markdown title and the HTML banner all print."""
+    a = headline_entry(attribution, tail_name)
+    if a is None:
+        return {"metric": None, "statistic": None, "baseline": None, "current": None, "delta": None,
+                "driver": None, "regression": False,
+                "sentence": f"Nothing was compared: {reason or 'no comparison could be made'}."}
+    if a.get("regression") and a.get("verdict"):
+        sentence = a["verdict"]
+    else:
+        label = LABELS.get(a["metric"], a["metric"])
+        values = (f"{a['statistic']} {label} {_ms(a['baseline'])} → {_ms(a['current'])} ({_signed(a['delta'])})"
+                  if None not in (a.get("baseline"), a.get("current"), a.get("delta")) else f"{a['statistic']} {label}")
+        sentence = (f"{context + ': ' if context else ''}no regression beyond {threshold:.0%}: {values}."
+                    if not a.get("regression") else f"{context + ': ' if context else ''}{values}.")
+    return {"metric": a["metric"], "statistic": a["statistic"], "baseline": a.get("baseline"),
+            "current": a.get("current"), "delta": a.get("delta"), "driver": a.get("driver"),
+            "regression": bool(a.get("regression")), "sentence": sentence}
