@@ -90,6 +90,7 @@ RULE_RUNS = {
     # a sample of 40 of 60 rows, not the first 40 (Spark's TABLESAMPLE (40 ROWS)): rows past the 40th appear
     "sample": "SELECT count(*) = 40 AS n, max(i) >= 40 AS spread FROM (SELECT i FROM (VALUES "
               + ", ".join(f"({i})" for i in range(60)) + ") AS t(i)) USING SAMPLE reservoir(40 ROWS) REPEATABLE (7)",
+    "enum_cast": "SELECT CAST(s AS ENUM('b', 'c')) = 'c' AS is_c FROM (VALUES ('b'), ('c'), (NULL)) AS t(s)",
     "make_timestamp": "SELECT make_timestamp(us) AS ts FROM (VALUES (1796000000123456)) AS t(us)",
     "struct_to_map": "SELECT CAST({'queue': q, 'prefill': q * 2} AS MAP(VARCHAR, DOUBLE)) AS m "
                      "FROM (VALUES (1.5e0)) AS t(q)",

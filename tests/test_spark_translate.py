@@ -32,6 +32,7 @@ GOLDEN = {
                  r"SELECT DATE_FORMAT(ts, 'yyyy-MM-dd\'T\'HH:mm:ss.SSSSSS\'Z\''), DATE_FORMAT(ts, 'DDD %') FROM t"),
     "sample": ("SELECT a FROM (SELECT a FROM t WHERE x) USING SAMPLE reservoir(100 ROWS) REPEATABLE (7)",
                "SELECT a FROM (SELECT * FROM (SELECT a FROM t WHERE x) ORDER BY RAND(7) LIMIT 100) AS __sample"),
+    "enum_cast": ("SELECT CAST(s AS ENUM('b', 'c')) FROM t", "SELECT CAST(s AS STRING) FROM t"),
     "make_timestamp": ("SELECT make_timestamp(us) FROM t",
                        "SELECT CAST(TIMESTAMP_MICROS(us) AS TIMESTAMP_NTZ) FROM t"),
     "struct_to_map": ("SELECT CAST({'queue': q, 'prefill': p} AS MAP(VARCHAR, DOUBLE)) FROM t",

@@ -194,6 +194,19 @@ def _rule_sample(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
     return out
 
 
+def _rule_enum_cast(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+    """``CAST(x AS ENUM('b', 'c'))`` -> ``CAST(x AS STRING)``: Spark has no ENUM type. The values and
+    equality tests are the same text (the report's ``_rb.side``, toolkit/report/build.py); an
+    ENUM sorts by its list's order, text alphabetically, so only lists already in that order pass."""
+    to = node.args.get("to") if isinstance(node, exp.Cast) else None
+    if not (isinstance(to, exp.DataType) and to.this == exp.DataType.Type.ENUM):
+        return None
+    labels = [e.this for e in to.expressions]
+    if labels != sorted(labels):
+        raise ctx.refuse(node, "an ENUM whose order is not alphabetical (it would sort differently as text)")
+    return exp.Cast(this=node.this.copy(), to=exp.DataType.build("STRING"))
+
+
 STRFTIME_CODES = {"%Y": "yyyy", "%m": "MM", "%d": "dd", "%H": "HH", "%M": "mm", "%S": "ss", "%f": "SSSSSS",
                   "%j": "DDD", "%%": "%"}
 """DuckDB strftime codes and the Java pattern letters Spark's date_format gives the same text with."""
@@ -400,6 +413,7 @@ RULES: dict[str, Rule] = {
     "list_avg": _rule_list_avg,
     "index": _rule_index,
     "hash_mod": _rule_hash_mod,
+    "enum_cast": _rule_enum_cast,
     "sample": _rule_sample,
     "strftime": _rule_strftime,
     "hash": _rule_hash,
