@@ -8,14 +8,17 @@ SQL through toolkit/engines/translate.py on one session (its start-up is printed
 in a view's time). Every aggregate's result is compared between the engines (counts exactly, floats
 to 1e-9 relative), so the benchmark also checks the 10 M conformance. Spark on 2 cores is expected to
 be several times slower than DuckDB: it is the path for data that outgrows one machine. Timings are
-not asserted anywhere (docs/benchmarks.md); the README holds the latest figures. ``report`` is not on Spark
-yet, so it is not timed here.
+not asserted anywhere (docs/benchmarks.md); the README holds the latest figures. ``--report`` also
+times ``build_report`` (busy vs quiet) on both engines and checks they agree (busy periods, entries,
+drivers, exact figures to 1e-9 relative). CPU seconds: DuckDB's are this process's; Spark's are the
+JVM's (its worker threads, read from /proc) plus the driver's.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -48,36 +51,90 @@ def same(a: list, b: list) -> bool:
     return True
 
 
+def jvm_cpu_s() -> float:
+    """CPU seconds of this process's children (the JVM that PySpark starts), from /proc."""
+    tick, me, total = os.sysconf("SC_CLK_TCK"), os.getpid(), 0.0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def cpu_s() -> float:
+    return time.process_time() + jvm_cpu_s()
+
+
+def same_report(d: dict, s: dict) -> list[str]:
+    """Where two reports' JSON disagree beyond rounding (intervals aside: Spark's sample is another)."""
+    bad = [] if d["busy_periods"] == s["busy_periods"] else ["busy_periods"]
+    if [(a["metric"], a["statistic"], a["driver"]) for a in d["attribution"]] != \
+            [(a["metric"], a["statistic"], a["driver"]) for a in s["attribution"]]:
+        return [*bad, "entries or drivers"]
+    for a, b in zip(d["attribution"], s["attribution"], strict=True):
+        for k in ("baseline", "current", "delta"):
+            if not math.isclose(a[k], b[k], rel_tol=1e-9, abs_tol=1.5e-3):
+                bad.append(f"{a['metric']} {a['statistic']} {k}: {a[k]} vs {b[k]}")
+        for st, v in a["contributions"].items():
+            if not math.isclose(v, b["contributions"][st], rel_tol=1e-9, abs_tol=1.5e-3):
+                bad.append(f"{a['metric']} {a['statistic']} {st}: {v} vs {b['contributions'][st]}")
+    return bad
+
+
+def time_report(ds: Path, master: str) -> bool:
+    """build_report on DuckDB, then on Spark: wall and CPU seconds, ratio, and whether they agree."""
+    from toolkit.report.build import build_report
+
+    t, c = time.perf_counter(), cpu_s()
+    d = build_report(ds).to_json()
+    td, cd = time.perf_counter() - t, cpu_s() - c
+    t, c = time.perf_counter(), cpu_s()
+    s = build_report(ds, engine="spark", master=master).to_json()
+    ts, cs = time.perf_counter() - t, cpu_s() - c
+    bad = same_report(d, s)
+    print(f"{'report':<16} {td:>9.2f} {ts:>9.2f} {ts / max(td, 1e-9):>6.1f}x  {'yes' if not bad else f'NO {bad[:3]}'}"
+          f"   (CPU s: duckdb {cd:.1f}, spark {cs:.1f}, {cs / max(cd, 1e-9):.1f}x; headline: {s['headline']['sentence'][:90]})",
+          flush=True)
+    return not bad
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--only", nargs="*", help="only these views")
+    ap.add_argument("--report", action="store_true", help="also time and check the report on both engines")
     args = ap.parse_args(argv)
     ds = args.dir or ROOT / "bench" / "data" / f"queries-{args.rows // 1_000_000}m"
     generate(ds, args.rows, 2)
     from toolkit.engines.spark import SparkViews
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), cpu_s()
     views = SparkViews(ds, master=args.master)
-    print(f"spark session and views: {time.perf_counter() - t:.1f} s", flush=True)
+    print(f"spark session and views: {time.perf_counter() - t:.1f} s, {cpu_s() - c:.1f} CPU s "
+          "(helper views read by others are computed here: lazy checkpoints still run their shuffles)", flush=True)
     duck = queries.connect(ds)
     print(f"{'view':<16} {'duckdb s':>9} {'spark s':>9} {'ratio':>7}  same", flush=True)
     ok = True
     for name, sql in aggregates().items():
         if args.only and name not in args.only:
             continue
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu_s()
         d = list(duck.sql(sql).fetchall()[0])
-        td = time.perf_counter() - t
-        t = time.perf_counter()
+        td, cd = time.perf_counter() - t, cpu_s() - c
+        t, c = time.perf_counter(), cpu_s()
         s = list(views.sql(sql, name).to_pylist()[0].values())
-        ts = time.perf_counter() - t
+        ts, cs = time.perf_counter() - t, cpu_s() - c
         agree = same(d, s)
         ok &= agree
-        print(f"{name:<16} {td:>9.2f} {ts:>9.2f} {ts / max(td, 1e-9):>6.1f}x  {'yes' if agree else f'NO {d} vs {s}'}",
-              flush=True)
+        print(f"{name:<16} {td:>9.2f} {ts:>9.2f} {ts / max(td, 1e-9):>6.1f}x  {'yes' if agree else f'NO {d} vs {s}'}"
+              f"   (CPU s {cd:.1f} / {cs:.1f})", flush=True)
+    if args.report:
+        ok &= time_report(ds, args.master)
     print(f"driver process peak RSS {peak_rss_mb():.0f} MB (the JVM is a separate process)", flush=True)
     return 0 if ok else 1
 

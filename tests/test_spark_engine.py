@@ -43,7 +43,7 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def views(samples: Path, tmp_path_factory: pytest.TempPathFactory) -> engine.SparkViews:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ.setdefault("SPARK_CONF_DIR", str(tmp_path_factory.mktemp("spark-conf")))  # no stray defaults
-    v = engine.SparkViews(samples, master="local[2]")
+    v = engine.SparkViews.cached(samples, master="local[2]")  # the CLI tests below reuse these views
     conf = v.spark.sparkContext.getConf()
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1" and conf.get("spark.driver.host") == "127.0.0.1"
     return v
@@ -81,10 +81,21 @@ RULE_RUNS = {
     "list_avg": "SELECT list_avg(l) AS m FROM (VALUES ([1e0, 2e0, NULL]), ([]), (NULL)) AS t(l)",
     "index": "SELECT l[1] AS a, l[-1] AS b, l[5] AS c FROM (VALUES ([1, 2, 3]), ([])) AS t(l)",
     "hash": "SELECT count(DISTINCT hash(a, b)) AS n FROM (VALUES (1, 'x'), (1, 'x'), (2, 'x')) AS t(a, b)",
+    # every value in [0, n), as DuckDB's unsigned hash gives: the sample filters keep ~k of n rows
+    "hash_mod": "SELECT min(h) >= 0 AND max(h) < 7 AS ok, count(DISTINCT h) > 1 AS varied "
+                "FROM (SELECT hash(i, 20261130) % 7 AS h FROM (VALUES " + ", ".join(f"({i})" for i in range(60))
+                + ") AS t(i))",
+    "strftime": "SELECT strftime(ts, '%Y-%m-%dT%H:%M:%S.%fZ') AS a, strftime(ts, '%j %%') AS b "
+                "FROM (VALUES (TIMESTAMP '2026-11-30 01:02:03.456789')) AS t(ts)",
+    # a sample of 40 of 60 rows, not the first 40 (Spark's TABLESAMPLE (40 ROWS)): rows past the 40th appear
+    "sample": "SELECT count(*) = 40 AS n, max(i) >= 40 AS spread FROM (SELECT i FROM (VALUES "
+              + ", ".join(f"({i})" for i in range(60)) + ") AS t(i)) USING SAMPLE reservoir(40 ROWS) REPEATABLE (7)",
+    "enum_cast": "SELECT CAST(s AS ENUM('b', 'c')) = 'c' AS is_c FROM (VALUES ('b'), ('c'), (NULL)) AS t(s)",
     "make_timestamp": "SELECT make_timestamp(us) AS ts FROM (VALUES (1796000000123456)) AS t(us)",
     "struct_to_map": "SELECT CAST({'queue': q, 'prefill': q * 2} AS MAP(VARCHAR, DOUBLE)) AS m "
                      "FROM (VALUES (1.5e0)) AS t(q)",
-    "ordered_list": "SELECT list(v ORDER BY k) AS l FROM (VALUES (3, 'c'), (1, NULL), (2, 'b')) AS t(k, v)",
+    "ordered_list": "SELECT list(v ORDER BY k) AS l, list(DISTINCT w ORDER BY w) AS d "
+                    "FROM (VALUES (3, 'c', 'y'), (1, NULL, 'x'), (2, 'b', 'y')) AS t(k, v, w)",
     "regexp_replace": "SELECT regexp_replace(a, '-[0-9]+$', '') AS r FROM (VALUES ('cmpl-1-0-12')) AS t(a)",
     "union_by_name": "SELECT * FROM (SELECT 1 AS a, 'x' AS b) UNION ALL BY NAME SELECT * FROM (SELECT 'y' AS b, 2 AS a)",
     "nested_unnest": "SELECT k, CAST(unnest(l) AS DOUBLE) AS v FROM (VALUES (1, [1, 2]), (2, [])) AS t(k, l)",

@@ -473,6 +473,20 @@ def _run_on_spark(dataset: Path, named: str | None, query: str | None, params: d
         raise
 
 
+def _on_spark(run):  # type: ignore[no-untyped-def]
+    """``report``/``compare --engine spark``: Spark's errors become one line (its first), exit 2."""
+    from toolkit.engines import spark
+
+    try:
+        return run()
+    except spark.EngineUnavailable as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except Exception as e:  # pyspark's AnalysisException and kin
+        if type(e).__module__.startswith(("pyspark", "py4j")):
+            raise fail(f"spark: {(str(e).strip().splitlines() or [type(e).__name__])[0]}", EXIT_USAGE) from None
+        raise
+
+
 def _list_queries(as_json: bool) -> None:
     """``sql --list``: the dataset's tables, then the views and named queries (helpers left out)."""
     from toolkit import queries, schema
@@ -513,6 +527,10 @@ def report_cmd(
     bucket_s: Annotated[float | None, typer.Option(help="Load bucket width in seconds (default: adapts to the data; "
                                                                 "widened if it would give over 100 000 buckets).")] = None,
     memory_limit: MemoryLimit = None,
+    engine: Annotated[str, typer.Option(help="duckdb, or spark: the same report computed on Apache Spark "
+                                             "(docs/spark-engine.md).")] = "duckdb",
+    master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
+                                                    "spark-defaults.conf, else local[*]).")] = None,
 ) -> None:
     """Which stage made latency worse: busy periods vs quiet time, two windows, or two datasets.
 
@@ -533,6 +551,8 @@ def report_cmd(
     if not threshold > 0:
         raise fail("--threshold is a relative change above 0, e.g. 0.10", EXIT_USAGE)
     _check_memory_limit(memory_limit)
+    if engine not in ("duckdb", "spark"):
+        raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
     quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
     from toolkit.report.build import build_report  # after the checks: a mistake costs no import time
     from toolkit.report.render import RENDERERS
@@ -548,11 +568,15 @@ def report_cmd(
                 if VERBOSITY["verbose"]:
                     typer.echo(f"stagelens: {time.perf_counter() - t0:6.2f} s  {msg}", err=True)
 
-            report = build_report(
-                dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
-                filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
-                tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=step, memory_limit=memory_limit,
-            )
+            def build():  # type: ignore[no-untyped-def]
+                return build_report(
+                    dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
+                    filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
+                    tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=step, memory_limit=memory_limit,
+                    engine=engine, master=master,
+                )
+
+            report = _on_spark(build) if engine == "spark" else build()
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
     except duckdb.OutOfMemoryException:
@@ -600,6 +624,10 @@ def compare_cmd(
     md: Annotated[Path | None, typer.Option(help="Write Markdown here.")] = None,
     html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page with the chart here.")] = None,
     memory_limit: MemoryLimit = None,
+    engine: Annotated[str, typer.Option(help="duckdb, or spark: the same comparison computed on Apache Spark "
+                                             "(docs/spark-engine.md).")] = "duckdb",
+    master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
+                                                    "spark-defaults.conf, else local[*]).")] = None,
 ) -> None:
     """Who begins sooner, who finishes sooner, and for which reply lengths.
 
@@ -619,8 +647,14 @@ def compare_cmd(
     from toolkit.store import DatasetError
 
     _check_memory_limit(memory_limit)
+    if engine not in ("duckdb", "spark"):
+        raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
     try:
-        result = compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit)
+        def run():  # type: ignore[no-untyped-def]
+            return compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit,
+                                    engine=engine, master=master)
+
+        result = _on_spark(run) if engine == "spark" else run()
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
     except FilterError as e:

@@ -261,12 +261,23 @@ def compare_datasets(
     ttft_slo_ms: float | None = None,
     tpot_slo_ms: float | None = None,
     memory_limit: str | None = None,
+    engine: str = "duckdb",
+    master: str | None = None,
 ) -> dict:
-    """Everything ``stagelens compare --json`` prints (docs/command-line.md)."""
+    """Everything ``stagelens compare --json`` prints (docs/command-line.md). ``engine="spark"``: the
+    same statements on Spark (toolkit/engines/connection.py; ``master`` as ``--master``)."""
     if dataset_b is not None:  # two DuckDB databases in one process: the limit is shared
         memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
-    con_a = queries.connect(dataset_a, memory_limit=memory_limit)
-    con_b = queries.connect(dataset_b, memory_limit=memory_limit) if dataset_b is not None else con_a
+    if engine == "spark":
+        from toolkit.engines.connection import connect as spark_connect
+
+        def connect(ds: str | Path) -> duckdb.DuckDBPyConnection:
+            return spark_connect(ds, None, master)  # type: ignore[return-value]
+    else:
+        def connect(ds: str | Path) -> duckdb.DuckDBPyConnection:
+            return queries.connect(ds, memory_limit=memory_limit)
+    con_a = connect(dataset_a)
+    con_b = connect(dataset_b) if dataset_b is not None else con_a
     wa, pa_ = compile_filter(filter_a)
     wb, pb = compile_filter(filter_b)
     sides = {
@@ -327,6 +338,11 @@ def compare_datasets(
         result["more_within_objectives"] = None if ga == gb else ("a" if (ga or 0) > (gb or 0) else "b")
         result["objectives"] = {"ttft_ms": ttft_slo_ms, "tpot_ms": tpot_slo_ms}
     result["summary"] = summary_sentence(result)
+    if engine == "spark":  # the curve and its band come from a sample Spark draws: approximate, stated
+        result["engine"] = {"name": "spark", "curve_rows": CURVE_ROWS,
+                            "sample": f"each side's curve and noise band use a seeded uniform sample of at most "
+                                      f"{CURVE_ROWS} requests drawn in Spark (other rows than DuckDB's): "
+                                      "approximate; counts, percentiles and goodput are exact, over every row"}
     return result
 
 

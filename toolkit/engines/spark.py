@@ -167,27 +167,76 @@ def _bind(sql: str, values: dict[str, object]) -> str:
     return queries.PARAM_RE.sub(lit, sql)
 
 
+_CACHE: dict[tuple, SparkViews] = {}
+
+
+def _manifest_stamp(dataset: str | Path) -> tuple[int, int] | None:
+    """A local dataset's manifest (mtime, size): every import commits a new one. URIs: not checked."""
+    if _is_uri(dataset):
+        return None
+    try:
+        st = (Path(dataset) / "manifest.json").stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
 class SparkViews:
     """A Spark session with the dataset's tables and all views of ``queries/`` registered."""
 
     def __init__(self, dataset: str | Path, params: dict[str, object] | None = None,
-                 master: str | None = None) -> None:
+                 master: str | None = None, isolated: bool = False) -> None:
         self.spark = session(master)
+        if isolated:  # temporary views of its own (same JVM and cluster): two datasets in one process
+            self.spark = self.spark.newSession()
+            for k, v in ALWAYS.items():
+                self.spark.conf.set(k, v)
         values = {**_defaults(), **(params or {})}
         self.values = values
         for name in queries.BASE_TABLES:
             _table(self.spark, dataset, name).createOrReplaceTempView(name)
+        self._create_views(None)
+
+    @classmethod
+    def cached(cls, dataset: str | Path, params: dict[str, object] | None = None,
+               master: str | None = None) -> SparkViews:
+        """The views of this dataset and parameters made earlier in this process, if its manifest has
+        not changed since (a local dataset); else new ones. Making them costs seconds to minutes (the
+        helper views are computed when made), which ``sql`` would otherwise pay on every call."""
+        key = (str(dataset), repr(sorted((params or {}).items())), master, _manifest_stamp(dataset))
+        views = _CACHE.get(key)
+        if views is None or views.spark.sparkContext._jsc is None:  # a stopped session is no cache
+            _CACHE.clear()  # one dataset's views at a time: each holds checkpoints in the JVM
+            views = _CACHE[key] = cls(dataset, params, master)
+        return views
+
+    def _create_views(self, only: set[str] | None) -> None:
+        """Create the views of ``queries/`` (all, or those named in ``only``) in file order."""
         files = queries.list_queries()
         read_later = {r for q in files for r in q.requires}
         for q in files:
-            if q.is_view:
-                body = to_spark(_bind(q.body, values), q.path.name, self.columns_of)
+            if q.is_view and (only is None or q.name in only):
+                body = to_spark(_bind(q.body, self.values), q.path.name, self.columns_of)
                 df = self.spark.sql(self._register_ctes(q.name, body))
                 if q.name in read_later:
                     # a view other views read (several times, in load and metrics) becomes a leaf: a lazy
                     # local checkpoint, computed once at first use; inlined, its readers' plans repeat it
                     df = df.localCheckpoint(eager=False)
                 df.createOrReplaceTempView(q.name)
+
+    def set_param(self, name: str, value: object, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        """DuckDB's ``SET VARIABLE name = value`` for the views: Spark's views hold their parameters as
+        literals, so the views that read ``$name``, and those that read them (``requires:``), are made
+        again with the new value; ``keep`` (a caller's materialized tables) stay as they were, as a
+        DuckDB temp table does."""
+        if self.values.get(name) == value:
+            return
+        self.values[name] = value
+        stale: set[str] = set()
+        for q in queries.list_queries():  # file order: a view's requirements come before it
+            if q.is_view and (name in q.used_params or stale & set(q.requires)):
+                stale.add(q.name)
+        self._create_views(stale - keep)
 
     def _register_ctes(self, view: str, spark_sql: str) -> str:
         """Each top-level CTE of a view becomes a temporary view of its own (``__<view>__<cte>``); the
@@ -238,7 +287,7 @@ def run_sql(dataset: str | Path, sql: str, params: dict[str, object] | None = No
         raise ValueError(f"missing parameter(s): {', '.join(sorted(missing))} (give --param name=value)")
     queries.check_params({k: v for k, v in (params or {}).items() if k not in used})
     to_spark(_bind(sql, {**_defaults(), **(params or {})}))  # refuse before a JVM starts
-    views = SparkViews(dataset, {k: v for k, v in (params or {}).items() if k not in used}, master)
+    views = SparkViews.cached(dataset, {k: v for k, v in (params or {}).items() if k not in used}, master)
     return views.sql(sql, "<sql>", {k: v for k, v in (params or {}).items() if k in used})
 
 
@@ -247,7 +296,7 @@ def run_query(dataset: str | Path, name: str, params: dict[str, object] | None =
     """``queries.run_query`` on Spark: the named query or view, its defaults overridden by ``params``."""
     q = queries.get_query(name)
     queries.check_params(params)
-    views = SparkViews(dataset, params, master)
+    views = SparkViews.cached(dataset, params, master)
     if q.is_view:
         return views.spark.sql(f"SELECT * FROM {q.name}").toArrow()
     values: dict[str, object] = {p.name: p.default for p in q.params}

@@ -159,6 +159,82 @@ def _rule_hash(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
     return None
 
 
+def _rule_hash_mod(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+    """``hash(...) % n`` -> ``pmod(xxhash64(...), n)``: DuckDB's hash is unsigned, so ``hash % n`` lies
+    in [0, n) and ``hash(...) % n < k`` picks about k rows in n (the report's bootstrap sample and
+    chart share, toolkit/attribution.py). Spark's xxhash64 is signed: plain ``%`` is negative for half
+    the rows, and that filter would keep half of them, unbounded. ``pmod`` is in [0, n) again."""
+    if (isinstance(node, exp.Mod) and isinstance(node.this, exp.Anonymous)
+            and node.this.name.lower() == "hash"):
+        return _fn("pmod", _fn("xxhash64", *(e.copy() for e in node.this.expressions)), node.expression.copy())
+    return None
+
+
+def _rule_sample(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+    """``FROM x USING SAMPLE reservoir(N ROWS) REPEATABLE (s)`` -> ``FROM (SELECT * FROM x ORDER BY
+    rand(s) LIMIT N)``: sqlglot writes ``TABLESAMPLE (N ROWS)``, which in Spark is the *first* N rows,
+    not a random sample. Both are uniform samples of N rows, seeded; the rows differ between engines
+    (``compare``'s curve sample, toolkit/compare.py). Other sample forms are refused."""
+    sample = node.args.get("sample") if isinstance(node, exp.Select) else None
+    if sample is None:
+        return None
+    method = str(sample.args.get("method") or "").upper()
+    size = sample.args.get("size")
+    if (method not in ("RESERVOIR", "") or not isinstance(size, exp.Literal) or sample.args.get("percent")
+            or node.args.get("joins") or node.args.get("from_") is None):
+        raise ctx.refuse(node, "a sample other than reservoir(N ROWS) over one FROM item")
+    seed = sample.args.get("seed")
+    source = node.args["from_"].this.copy()
+    picked = (exp.select("*").from_(source)
+              .order_by(_fn("rand", *([seed.copy()] if seed is not None else []))).limit(size.copy()))
+    out = node.copy()
+    out.set("sample", None)
+    out.set("from_", exp.From(this=exp.Subquery(this=picked, alias=exp.TableAlias(this=exp.to_identifier(
+        source.alias_or_name if isinstance(source, exp.Table) and source.alias else "__sample")))))
+    return out
+
+
+def _rule_enum_cast(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+    """``CAST(x AS ENUM('b', 'c'))`` -> ``CAST(x AS STRING)``: Spark has no ENUM type. The values and
+    equality tests are the same text (the report's ``_rb.side``, toolkit/report/build.py); an
+    ENUM sorts by its list's order, text alphabetically, so only lists already in that order pass."""
+    to = node.args.get("to") if isinstance(node, exp.Cast) else None
+    if not (isinstance(to, exp.DataType) and to.this == exp.DataType.Type.ENUM):
+        return None
+    labels = [e.this for e in to.expressions]
+    if labels != sorted(labels):
+        raise ctx.refuse(node, "an ENUM whose order is not alphabetical (it would sort differently as text)")
+    return exp.Cast(this=node.this.copy(), to=exp.DataType.build("STRING"))
+
+
+STRFTIME_CODES = {"%Y": "yyyy", "%m": "MM", "%d": "dd", "%H": "HH", "%M": "mm", "%S": "ss", "%f": "SSSSSS",
+                  "%j": "DDD", "%%": "%"}
+"""DuckDB strftime codes and the Java pattern letters Spark's date_format gives the same text with."""
+
+
+def _rule_strftime(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+    """``strftime(ts, '%Y-%m-%dT%H:%M:%SZ')`` -> ``date_format(ts, "yyyy-MM-dd'T'HH:mm:ss'Z'")``: sqlglot
+    maps the codes but leaves literal letters (``T``, ``Z``) bare, which Spark reads as pattern letters
+    (``Z``: a zone offset) or refuses. Literal text with letters is quoted; a code without a listed
+    equivalent is refused."""
+    if not isinstance(node, exp.TimeToStr):
+        return None
+    fmt = node.args.get("format")
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string):
+        raise ctx.refuse(node, "a strftime format that is not a literal")
+    out = []
+    for part in re.split(r"(%.)", fmt.this):
+        if part.startswith("%"):
+            if part not in STRFTIME_CODES:
+                raise ctx.refuse(node, f"strftime code {part} has no listed Spark equivalent")
+            out.append(STRFTIME_CODES[part])
+        elif re.search(r"[A-Za-z']", part):
+            out.append("'" + part.replace("'", "''") + "'")
+        else:
+            out.append(part)
+    return _fn("date_format", node.this.copy(), exp.Literal.string("".join(out)))
+
+
 def _rule_make_timestamp(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
     """``make_timestamp(micros)`` -> ``CAST(timestamp_micros(micros) AS TIMESTAMP_NTZ)``: DuckDB gives a
     TIMESTAMP without zone, Spark's timestamp_micros one with the session zone (UTC here)."""
@@ -195,9 +271,15 @@ def _rule_ordered_list(node: exp.Expression, ctx: _Context) -> exp.Expression | 
         keys = inner.expressions
         if any(k.args.get("desc") for k in keys):
             raise ctx.refuse(node, "list(... ORDER BY ... DESC): only ascending orders are translated")
-        value = inner.this
+        value, gather = inner.this, "collect_list"
+        if isinstance(value, exp.Distinct):  # list(DISTINCT x ORDER BY x): a set of the values, sorted
+            if len(value.expressions) != 1 or [k.this.sql() for k in keys] != [value.expressions[0].sql()]:
+                raise ctx.refuse(node, "list(DISTINCT x ORDER BY ...): only ordered by x itself is translated")
+            value, gather = value.expressions[0], "collect_set"
         fields = [exp.alias_(k.this.copy(), f"__k{i}") for i, k in enumerate(keys)]
-        packed = _fn("array_sort", _fn("collect_list", _fn("struct", *fields, exp.alias_(value.copy(), "__v"))))
+        packed = _fn("array_sort", _fn(gather, _fn("struct", *fields, exp.alias_(value.copy(), "__v"))))
+    elif isinstance(inner, exp.Distinct):
+        raise ctx.refuse(node, "list(DISTINCT x) without ORDER BY x: write list(DISTINCT x ORDER BY x)")
     else:
         packed = _fn("collect_list", _fn("struct", exp.alias_(inner.copy(), "__v")))
     return sqlglot.parse_one("transform(__p, __e -> __e.__v)", read="spark").transform(
@@ -330,6 +412,10 @@ RULES: dict[str, Rule] = {
     "time_bucket": _rule_time_bucket,
     "list_avg": _rule_list_avg,
     "index": _rule_index,
+    "hash_mod": _rule_hash_mod,
+    "enum_cast": _rule_enum_cast,
+    "sample": _rule_sample,
+    "strftime": _rule_strftime,
     "hash": _rule_hash,
     "make_timestamp": _rule_make_timestamp,
     "struct_to_map": _rule_struct_to_map,

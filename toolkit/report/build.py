@@ -126,16 +126,20 @@ def build_report(
     bucket_s: float | None = None,
     progress: Callable[[str], None] | None = None,
     memory_limit: str | None = None,
+    engine: str = "duckdb",
+    master: str | None = None,
 ) -> Report:
     """Compare current and baseline requests and say which stage drove the change.
 
-    ``memory_limit``: DuckDB's, as ``--memory-limit`` takes it (default: ``toolkit/resources.py``)."""
+    ``memory_limit``: DuckDB's, as ``--memory-limit`` takes it (default: ``toolkit/resources.py``).
+    ``engine="spark"`` runs every statement on Spark (``master`` as ``--master``) through a DuckDB-shaped
+    connection (toolkit/engines/connection.py); the code below is the same for both engines."""
     say = progress or (lambda _msg: None)
     filters = {k: v for k, v in (filters or {}).items() if v is not None}
     params = {"bucket_s": bucket_s} if bucket_s else None
     if baseline_dataset is not None:  # two DuckDB databases in one process: the limit is shared
         memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
-    con = _connect(dataset, params, memory_limit)
+    con = _connect(dataset, params, memory_limit, engine, master)
     filt, fparams = _filter_sql(filters)
     filt_calls = filt.replace("counted", "true", 1)  # a call is one row of `calls` already
     tail_name = f"p{round(tail * 100):d}"
@@ -154,7 +158,7 @@ def build_report(
     if baseline_dataset is not None:
         # two datasets: each window (either may be left out) narrows its own side, e.g. tonight
         # 14:00-15:00 against last night's same hour
-        con_b = _connect(baseline_dataset, params, memory_limit)
+        con_b = _connect(baseline_dataset, params, memory_limit, engine, master)
         _check_filters(con_b, baseline_dataset, filters)
         kind = "datasets"
         cur = _window_selection(con, window, "c", {"dataset": str(dataset)})
@@ -287,6 +291,8 @@ def build_report(
         "threshold": threshold,
         "bucket_s": bucket,
     }
+    if engine != "duckdb":  # how the numbers were computed elsewhere, and what is approximate there
+        meta["engine"] = con.describe()
     if not attribution and reason is None:
         reason = "no metric has at least 2 requests with a value on each side"
     say("preparing charts")
@@ -349,7 +355,8 @@ def _agent_traffic(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(tools or (traces and multi >= 0.1 * traces))
 
 
-def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None = None, engine: str = "duckdb",
+             master: str | None = None) -> duckdb.DuckDBPyConnection:
     """The dataset's views, with those the report reads many times computed once: a temp table
     shadows the view of the same name. ``_bucket_load`` (load, and per_request's busy/quiet period),
     ``load`` (busy_periods, consistency, the charts); and, when
@@ -357,17 +364,24 @@ def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None 
     (uplink known), the only ones the report reads (joined counts, client_ttft_ms, clock offsets).
     ``_turn_calls`` and ``turns`` are computed once too, but only where there are traces and the
     agent check says turns is read (build_report)."""
-    con = queries.connect(dataset, params, memory_limit)
-    # _bucket_load first: load and per_request (each request's busy/quiet period) both read it
-    queries.share_load(con)
+    if engine == "spark":  # the same views on Spark; its helper views are computed once already
+        from toolkit.engines.connection import connect as spark_connect
+
+        con = spark_connect(dataset, params, master)
+    else:
+        con = queries.connect(dataset, params, memory_limit)
+        # _bucket_load first: load and per_request (each request's busy/quiet period) both read it
+        queries.share_load(con)
     if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
         con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
         # a joined call is anchored at the lower record of a link; linked_only leaves out the calls
         # of one record without reading them (10 M records: 1.1 s, not 5.9)
-        con.execute("SET VARIABLE linked_only = true")
+        if engine == "duckdb":  # Spark's views took their parameters when created: the same rows, read
+            con.execute("SET VARIABLE linked_only = true")
         con.execute("CREATE TEMP TABLE calls AS SELECT * FROM main.calls "
                     "WHERE call_key IN (SELECT lower_key FROM _links) AND uplink_ms IS NOT NULL")
-        con.execute("SET VARIABLE linked_only = false")
+        if engine == "duckdb":
+            con.execute("SET VARIABLE linked_only = false")
     return con
 
 
