@@ -159,8 +159,11 @@ itl_req AS (
     GROUP BY model, service, replica, tenant, vantage, source_format, period
 ),
 turn_extent AS (
-    -- a turn's period is its first call's (arg_min skips the spans, which have none)
-    SELECT trace_id, min(t0) AS t0, max(t1) AS t1, arg_min(period, t0) AS period FROM (
+    -- a turn's period is its first call's with a period (the spans have none): the ordering value
+    -- is null where the period is, so both engines skip those rows (DuckDB's arg_min also skips a
+    -- null result, Spark's min_by does not)
+    SELECT trace_id, min(t0) AS t0, max(t1) AS t1,
+           arg_min(period, CASE WHEN period IS NOT NULL THEN t0 END) AS period FROM (
         SELECT trace_id, epoch_us(ts_arrival) AS t0, epoch_us(ts_end) AS t1, period
         FROM per_request WHERE counted AND trace_id IS NOT NULL
         UNION ALL
