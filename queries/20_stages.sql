@@ -61,17 +61,28 @@ SELECT
     status,
     ts_arrival,
     ts_end,
-    (q_us - a_us) / 1e3 AS preprocess_ms,
-    (s_us - q_us) / 1e3 AS queue_ms,
-    (f_us - s_us) / 1e3 AS prefill_ms,
-    (l_us - f_us) / 1e3 AS decode_ms,
-    (e_us - l_us) / 1e3 AS postprocess_ms,
+    preprocess_ms,
+    queue_ms,
+    prefill_ms,
+    decode_ms,
+    postprocess_ms,
     stage_ms,
     map_keys(stage_ms) AS stage_names,
     map_values(stage_ms) AS stage_values_ms,
+    CAST(composites.name1 AS ENUM(
+        'decode+postprocess', 'prefill+decode', 'prefill+decode+postprocess', 'preprocess+queue',
+        'preprocess+queue+prefill', 'preprocess+queue+prefill+decode', 'preprocess+queue+prefill+decode+postprocess',
+        'queue+prefill', 'queue+prefill+decode', 'queue+prefill+decode+postprocess')) AS composite1_name,
+    composites.ms1 AS composite1_ms,
+    CAST(composites.name2 AS ENUM(
+        'decode+postprocess', 'prefill+decode', 'prefill+decode+postprocess', 'preprocess+queue',
+        'preprocess+queue+prefill', 'preprocess+queue+prefill+decode', 'preprocess+queue+prefill+decode+postprocess',
+        'queue+prefill', 'queue+prefill+decode', 'queue+prefill+decode+postprocess')) AS composite2_name,
+    composites.ms2 AS composite2_ms,
     (f_us - a_us) / 1e3 AS ttft_ms,
     CASE WHEN decode_tokens > 0 THEN (coalesce(l_us, e_us) - f_us) / 1e3 / nullif(decode_tokens, 0) END AS tpot_ms,
-    CASE WHEN f_us IS NULL THEN NULL WHEN l_us IS NOT NULL THEN 'decode' ELSE 'decode+postprocess' END AS tpot_basis,
+    CAST(CASE WHEN f_us IS NULL THEN NULL WHEN l_us IS NOT NULL THEN 'decode' ELSE 'decode+postprocess' END
+         AS ENUM('decode', 'decode+postprocess')) AS tpot_basis,
     (e_us - a_us) / 1e3 AS e2e_ms,
     input_tokens,
     output_tokens,
@@ -83,53 +94,112 @@ SELECT
 FROM (
     SELECT
         *,
-        -- defined once: TPOT divides by it, attribution weighs decode's time per token by it
-        greatest(output_tokens - 1, 0) AS decode_tokens,
+        -- stage_ms: the fine columns and the composites of the row's pattern, as one map
         CASE
             WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue': (s_us - q_us) / 1e3,
-                'prefill': (f_us - s_us) / 1e3, 'decode': (l_us - f_us) / 1e3,
-                'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue': queue_ms, 'prefill': prefill_ms,
+                'decode': decode_ms, 'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue': (s_us - q_us) / 1e3,
-                'prefill': (f_us - s_us) / 1e3, 'decode+postprocess': (e_us - f_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue': queue_ms, 'prefill': prefill_ms,
+                'decode+postprocess': composites.ms1} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue': (s_us - q_us) / 1e3,
-                'prefill+decode': (l_us - s_us) / 1e3, 'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue': queue_ms, 'prefill+decode': composites.ms1,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue': (s_us - q_us) / 1e3,
-                'prefill+decode+postprocess': (e_us - s_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue': queue_ms,
+                'prefill+decode+postprocess': composites.ms1} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue+prefill': (f_us - q_us) / 1e3,
-                'decode': (l_us - f_us) / 1e3, 'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue+prefill': composites.ms1, 'decode': decode_ms,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue+prefill': (f_us - q_us) / 1e3,
-                'decode+postprocess': (e_us - f_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue+prefill': composites.ms1,
+                'decode+postprocess': composites.ms2} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue+prefill+decode': (l_us - q_us) / 1e3,
-                'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue+prefill+decode': composites.ms1,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue+prefill+decode+postprocess': (e_us - q_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue+prefill+decode+postprocess': composites.ms1} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess+queue': (s_us - a_us) / 1e3, 'prefill': (f_us - s_us) / 1e3,
-                'decode': (l_us - f_us) / 1e3, 'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue': composites.ms1, 'prefill': prefill_ms, 'decode': decode_ms,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NULL THEN CAST({
-                'preprocess+queue': (s_us - a_us) / 1e3, 'prefill': (f_us - s_us) / 1e3,
-                'decode+postprocess': (e_us - f_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue': composites.ms1, 'prefill': prefill_ms,
+                'decode+postprocess': composites.ms2} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess+queue': (s_us - a_us) / 1e3, 'prefill+decode': (l_us - s_us) / 1e3,
-                'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue': composites.ms1, 'prefill+decode': composites.ms2,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NULL THEN CAST({
-                'preprocess+queue': (s_us - a_us) / 1e3, 'prefill+decode+postprocess': (e_us - s_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue': composites.ms1, 'prefill+decode+postprocess': composites.ms2} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess+queue+prefill': (f_us - a_us) / 1e3, 'decode': (l_us - f_us) / 1e3,
-                'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue+prefill': composites.ms1, 'decode': decode_ms,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NULL THEN CAST({
-                'preprocess+queue+prefill': (f_us - a_us) / 1e3, 'decode+postprocess': (e_us - f_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue+prefill': composites.ms1, 'decode+postprocess': composites.ms2} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess+queue+prefill+decode': (l_us - a_us) / 1e3, 'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue+prefill+decode': composites.ms1, 'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NULL THEN CAST({
-                'preprocess+queue+prefill+decode+postprocess': (e_us - a_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue+prefill+decode+postprocess': composites.ms1} AS MAP(VARCHAR, DOUBLE))
         END AS stage_ms
-    FROM _bounds
+    FROM (
+        SELECT
+            *,
+            (q_us - a_us) / 1e3 AS preprocess_ms,
+            (s_us - q_us) / 1e3 AS queue_ms,
+            (f_us - s_us) / 1e3 AS prefill_ms,
+            (l_us - f_us) / 1e3 AS decode_ms,
+            (e_us - l_us) / 1e3 AS postprocess_ms,
+            -- defined once: TPOT divides by it, attribution weighs decode's time per token by it
+            greatest(output_tokens - 1, 0) AS decode_tokens,
+            -- the composite rule: each run of missing boundaries is one stage from the known boundary
+            -- before it to the known one after it (at most two runs among the four inner boundaries)
+            CASE
+                WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN NULL
+                WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NULL THEN {
+                    'name1': 'decode+postprocess', 'ms1': (e_us - f_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'prefill+decode', 'ms1': (l_us - s_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NULL THEN {
+                    'name1': 'prefill+decode+postprocess', 'ms1': (e_us - s_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'queue+prefill', 'ms1': (f_us - q_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NULL THEN {
+                    'name1': 'queue+prefill', 'ms1': (f_us - q_us) / 1e3,
+                    'name2': 'decode+postprocess', 'ms2': (e_us - f_us) / 1e3}
+                WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'queue+prefill+decode', 'ms1': (l_us - q_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NULL THEN {
+                    'name1': 'queue+prefill+decode+postprocess', 'ms1': (e_us - q_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'preprocess+queue', 'ms1': (s_us - a_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NULL THEN {
+                    'name1': 'preprocess+queue', 'ms1': (s_us - a_us) / 1e3,
+                    'name2': 'decode+postprocess', 'ms2': (e_us - f_us) / 1e3}
+                WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'preprocess+queue', 'ms1': (s_us - a_us) / 1e3,
+                    'name2': 'prefill+decode', 'ms2': (l_us - s_us) / 1e3}
+                WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NULL THEN {
+                    'name1': 'preprocess+queue', 'ms1': (s_us - a_us) / 1e3,
+                    'name2': 'prefill+decode+postprocess', 'ms2': (e_us - s_us) / 1e3}
+                WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'preprocess+queue+prefill', 'ms1': (f_us - a_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NULL THEN {
+                    'name1': 'preprocess+queue+prefill', 'ms1': (f_us - a_us) / 1e3,
+                    'name2': 'decode+postprocess', 'ms2': (e_us - f_us) / 1e3}
+                WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'preprocess+queue+prefill+decode', 'ms1': (l_us - a_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NULL THEN {
+                    'name1': 'preprocess+queue+prefill+decode+postprocess', 'ms1': (e_us - a_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+            END AS composites
+        FROM _bounds
+    ) AS f
 ) AS b

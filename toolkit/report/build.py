@@ -24,6 +24,7 @@ import numpy as np
 
 from toolkit import queries, resources
 from toolkit.attribution import (
+    COMPOSITE_COLUMNS,
     FINE,
     METRICS,
     SEED,
@@ -475,7 +476,6 @@ def _materialize(sides: list[Selection], filt: str) -> None:
     further column 80-160 MB (docs/benchmarks.md). Vantages and formats, read once for the
     description, are counted by ``_side_counts`` instead of being copied.
     """
-    partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
     for group in _by_con(sides).values():
         con = group[0].con
         case = _side_case(group)
@@ -483,12 +483,12 @@ def _materialize(sides: list[Selection], filt: str) -> None:
         labels = ", ".join(f"'{sel.label}'" for sel in sorted(group, key=lambda s: s.label))
         _run(con, f"""CREATE OR REPLACE TEMP TABLE _rb AS SELECT * FROM (
                           SELECT CAST(CASE {case} END AS ENUM({labels})) AS side, epoch_us(ts_arrival) AS a_us,
-                                 {", ".join(RB_COLUMNS)}, CASE WHEN {partial} THEN stage_ms END AS stage_ms
+                                 {", ".join(RB_COLUMNS)}
                           FROM per_request WHERE {filt}) WHERE side IS NOT NULL""", params)
 
 
-RB_COLUMNS = ("ttft_ms", "tpot_ms", "tpot_basis", "e2e_ms", *(f"{s}_ms" for s in FINE), "input_tokens",
-              "decode_tokens")
+RB_COLUMNS = ("ttft_ms", "tpot_ms", "tpot_basis", "e2e_ms", *(f"{s}_ms" for s in FINE), *COMPOSITE_COLUMNS,
+              "input_tokens", "decode_tokens")
 """per_request's columns copied into ``_rb``: what the statistics, the charts and the attribution's
 effects read (``toolkit/attribution.py`` METRICS), nothing more."""
 
