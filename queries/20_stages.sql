@@ -25,6 +25,10 @@
 --   stage_ms: map stage -> ms; every stage present, fine or composite ('prefill+decode'), summing exactly to e2e_ms
 --   stage_names: list of names; the keys of stage_ms in boundary order
 --   stage_values_ms: list of ms; the values of stage_ms, aligned with stage_names
+--   composite1_name: name; the row's first composite stage in boundary order ('decode+postprocess'), null when every boundary is known
+--   composite1_ms: ms; its duration, the same value as stage_ms holds for it
+--   composite2_name: name; the second composite stage, when two boundaries apart are missing ('preprocess+queue' then 'decode+postprocess'), else null
+--   composite2_ms: ms; its duration, the same value as stage_ms holds for it
 --   ttft_ms: ms; first token - arrival at the row's vantage (null without a first token)
 --   tpot_ms: ms/token; (last token - first token) / (output_tokens - 1), first token excluded; when the last token is missing, (end - first token) / (output_tokens - 1) and tpot_basis says so; null when output_tokens <= 1 or no first token
 --   tpot_basis: name; 'decode' (first -> last token) or 'decode+postprocess' (first token -> end, no last token recorded)
@@ -39,14 +43,22 @@
 --
 -- Durations are epoch-microsecond differences divided by 1e3, so every stage is exact to the microsecond
 -- and the stages present add up to e2e_ms (within double rounding of the /1e3).
--- Why stage_ms is a CASE over the 16 patterns of known boundaries (queued, scheduled, first and
--- last token present or not), each casting a STRUCT to the MAP: the keys of a pattern are fixed
--- and distinct, so the cast builds the map without the per-row key checks of map(keys, values) or
--- map_from_entries (about 1.5 us a row: 15 s of CPU at 10 M rows, against about 0.1 s for the
--- cast). Each value is the same integer-microsecond difference / 1e3 as _bounds.segments, in
--- boundary order (the property test checks both agree). stage_names and stage_values_ms are
--- map_keys / map_values of it. Spark port: CAST(STRUCT AS MAP) needs a rule there
--- (map(k1, v1, k2, v2, ...) gives the same map).
+-- The composite rule is the `composites` CASE (innermost): over the 16 patterns of known
+-- boundaries (queued, scheduled, first and last token present or not), each run of missing
+-- boundaries is one stage from the known boundary before it to the known one after it, named by the
+-- stages it covers; a row has at most two. stage_ms assembles, per pattern, the fine columns and
+-- those composites into one map: it restates no boundary arithmetic, only which keys a pattern has
+-- (tests/test_queries_property.py checks the composite columns are stage_ms's composite entries).
+-- Why plain composite columns: a reader of composites alone (the report's materialized rows,
+-- attribution) then never builds the map (about 3 CPU s at 10 M rows, and 0.4 GB held for the 39 %
+-- of rows with a composite in bench_queries.py's mixed set); the names are an ENUM (1 byte a row).
+-- Why stage_ms casts a STRUCT per pattern: the keys of a pattern are fixed and distinct, so the
+-- cast builds the map without the per-row key checks of map(keys, values) or map_from_entries
+-- (about 1.5 us a row: 15 s of CPU at 10 M rows). Each value is the same integer-microsecond
+-- difference / 1e3 as _bounds.segments, in boundary order (the property test checks both agree).
+-- stage_names and stage_values_ms are map_keys / map_values of it; tpot_basis is an ENUM too.
+-- Spark port: CAST(STRUCT AS MAP) and CAST(x AS ENUM(...)) have rules there
+-- (toolkit/engines/translate.py: map(k1, v1, ...), STRING).
 SELECT
     request_id,
     span_id,
