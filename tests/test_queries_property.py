@@ -149,7 +149,7 @@ def test_every_boundary_pattern_has_its_composites_as_columns(tmp_path: Path) ->
     hold exactly the composite stages of docs/stages.md (names and ms, in boundary order), and
     attribution's reading of a stage (request_stage_sql) gives stage_ms's value or 0, for every
     stage name that can occur."""
-    from toolkit.attribution import request_stage_sql
+    from toolkit.report.attribution import request_stage_sql
 
     gaps = (1, 20, 300, 4000, 50000)  # distinct sums: a wrong pair of boundaries gives another number
     rows = []

@@ -240,7 +240,7 @@ def test_entries_are_the_statistic_and_contributions_sum_to_the_decomposition(ba
     mean entry's the means, and every entry's contributions sum to its decomposition's delta."""
     import duckdb
 
-    from toolkit.attribution import METRICS, compare_all, family_stats_by, stage_names_all
+    from toolkit.report.attribution import METRICS, compare_all, family_stats_by, stage_names_all
 
     con = duckdb.connect()
     rows = [(side, *(v / 1.0 for v in r[:5]), r[5], r[6]) for side, grp in (("b", base), ("c", cur)) for r in grp]
@@ -271,6 +271,6 @@ def test_entries_are_the_statistic_and_contributions_sum_to_the_decomposition(ba
 
 
 def attribution_group(con, side: str):  # type: ignore[no-untyped-def]
-    from toolkit.attribution import Group
+    from toolkit.report.attribution import Group
 
     return Group(con, f"side = '{side}'")

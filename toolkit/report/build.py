@@ -23,7 +23,7 @@ import duckdb
 import numpy as np
 
 from toolkit import queries, resources
-from toolkit.attribution import (
+from toolkit.report.attribution import (
     COMPOSITE_COLUMNS,
     FINE,
     METRICS,
@@ -490,7 +490,7 @@ def _materialize(sides: list[Selection], filt: str) -> None:
 RB_COLUMNS = ("ttft_ms", "tpot_ms", "tpot_basis", "e2e_ms", *(f"{s}_ms" for s in FINE), *COMPOSITE_COLUMNS,
               "input_tokens", "decode_tokens")
 """per_request's columns copied into ``_rb``: what the statistics, the charts and the attribution's
-effects read (``toolkit/attribution.py`` METRICS), nothing more."""
+effects read (``toolkit/report/attribution.py`` METRICS), nothing more."""
 
 
 def _side_case(group: list[Selection]) -> str:
