@@ -10,7 +10,7 @@ to the complete response (e2e, not TTFT): ``ts_end = arrival + elapsed`` (derive
 ``Response tokens = 0``: ``status = 'error'``. Vantage: the API front (gateway).
 
 The rows are one spec, ``specs/burstgpt.toml``, compiled by ``compile.py`` (bound to each file's
-header: v1/v2 or BurstGPT_3 columns); this module is its sniff and docs.
+header: v1/v2 or BurstGPT_3 columns); its ``[docs]`` say what it reads; this module is its sniff.
 """
 
 from __future__ import annotations
@@ -18,19 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolkit.importers.mapping import spec_importer
-from toolkit.importers.spec import Docs
 
 NAME = "burstgpt"
 SPEC = Path(__file__).with_name("specs") / "burstgpt.toml"
-DOCS = Docs(
-    description="BurstGPT trace (Azure OpenAI API usage): arrival, model, tokens, e2e in newer files; CSV",
-    file_hint="BurstGPT_[without_fails_]{1,2,3}.csv",
-    boundaries={
-        "ts_arrival": "--clock-origin + Timestamp (s from 0:00 of the first day; relative without --clock-origin)",
-        "ts_end": "arrival + Elapsed time (derived; BurstGPT_3); else = ts_arrival (derived: no latency)",
-    },
-    cannot="workload trace: no TTFT or stage times; without Elapsed time no latency at all; no ids (synthesized)",
-)
 
 
 def sniff(head: bytes) -> bool:
@@ -38,4 +28,4 @@ def sniff(head: bytes) -> bool:
     return first.startswith(b"Timestamp,") and b"Request tokens" in first and b"Response tokens" in first
 
 
-IMPORTER = spec_importer(NAME, "gateway", DOCS, sniff, SPEC)
+IMPORTER = spec_importer(NAME, "gateway", None, sniff, SPEC)

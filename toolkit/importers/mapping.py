@@ -54,7 +54,7 @@ BOUNDARIES = {b: "the column or expression the mapping file gives (derived when 
 CANNOT = "only what the mapping declares; needs --mapping; a CSV record cannot span lines"
 
 _ALIASES = {"µs": "us", "iso": "iso8601", "iso-8601": "iso8601", "ISO-8601": "iso8601", "ISO8601": "iso8601"}
-_SECTIONS = {"name", "source", "columns", "constants", "boundaries", "units", "values", "bad_type"}
+_SECTIONS = {"name", "source", "columns", "constants", "boundaries", "units", "values", "bad_type", "docs"}
 _SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order",
                 "header", "fields", "quotes", "trim", "optional")  # the last five: CSV only
 # our columns the mapping may not set directly: boundaries have their own section, the rest is computed
@@ -162,6 +162,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     for k in doc:
         if k not in _SECTIONS:
             raise t.error(None, k, f"unknown key (known: {', '.join(sorted(_SECTIONS))})")
+    if "docs" in doc and not builtin:
+        raise t.error(None, "docs", "only a built-in importer's spec has [docs] (stagelens formats reads it)")
     for k in _SECTIONS - {"name"}:
         if k in doc and not isinstance(doc[k], dict):
             raise t.error(None, k, "must be a table, e.g. [" + k + "]")
@@ -416,10 +418,19 @@ IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDA
                     Layout(requests=requests_sql), bind=_bind)
 
 
-def spec_importer(name: str, vantage: str, docs: Docs, sniff: Callable[[bytes], bool], spec: Path) -> Importer:
+def spec_docs(spec: Path) -> Docs:
+    """The ``[docs]`` table of a built-in spec: what ``stagelens formats``, the README's formats
+    table and docs/formats/ say of the importer (``Docs``), kept beside the rows it describes.
+    Read with ``tomllib`` alone: the registry is being built (``load`` would look it up)."""
+    d = tomllib.loads(spec.read_text(encoding="utf-8"))["docs"]
+    return Docs(description=d["description"], file_hint=d["file_hint"], boundaries=dict(d["boundaries"]),
+                cannot=d["cannot"])
+
+
+def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[bytes], bool], spec: Path) -> Importer:
     """A built-in importer whose rows are one mapping spec shipped in ``toolkit/importers/specs/``:
     the same compiler as ``--mapping`` (checked, line-numbered errors), bound per file; only the
-    sniff and the docs are the importer's own."""
+    sniff and the docs are the importer's own (``docs`` None: the spec's ``[docs]``, ``spec_docs``)."""
     def bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
         m = load_cached(str(spec), builtin=True)
         assert m.name == name, f"{spec}: names {m.name!r}, registered as {name!r}"
@@ -428,4 +439,4 @@ def spec_importer(name: str, vantage: str, docs: Docs, sniff: Callable[[bytes], 
     def unbound() -> str:
         raise AssertionError(f"{name}: its SQL is compiled per file (bind)")
 
-    return Importer(name, vantage, IDENTITY, docs, sniff, Layout(requests=unbound), bind=bind)
+    return Importer(name, vantage, IDENTITY, docs or spec_docs(spec), sniff, Layout(requests=unbound), bind=bind)
