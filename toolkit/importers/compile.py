@@ -259,7 +259,7 @@ class _Reader:
         line comes as NULL. A line DuckDB cannot cut like the line reader (a lone CR, invalid
         UTF-8) fails the read, and the line reader takes the file."""
         cut = "\x02" if self.delim == "\x01" else "\x01"  # a control character, never the file's delimiter
-        return ("SELECT 1 AS ln, line FROM read_csv(getvariable('source_path'), columns = {'line': 'VARCHAR'}, "
+        return ("SELECT line FROM read_csv(getvariable('source_path'), columns = {'line': 'VARCHAR'}, "
                 f"header = false, skip = 1, delim = '{cut}', quote = '', escape = '', auto_detect = false, "
                 "strict_mode = true, null_padding = false, compression = 'none')")
 

@@ -45,8 +45,8 @@ class JsonColumns:
 @dataclass(frozen=True)
 class OwnRecords:
     """Fast input: the importer's own SELECT over ``getvariable('source_path')`` (``read_csv`` for CSV
-    or text lines), one row per record in file order; ``header_lines`` before the first record (a
-    CSV header) count as skipped."""
+    or text lines), one row per record in file order (the reader numbers them: no ``ln``);
+    ``header_lines`` before the first record (a CSV header) count as skipped."""
 
     sql: Sql
     header_lines: int = 0

@@ -124,7 +124,7 @@ FAST_JSON_SPEC = {"timestamp": "VARCHAR", "level": "VARCHAR", "message": "VARCHA
 
 def fast_records() -> str:
     """The text layout's fast reader (the JSON layout's is ingest's own, from ``FAST_JSON_SPEC``)."""
-    return ("SELECT 1 AS ln, coalesce(line, '') AS line FROM read_csv(getvariable('source_path'), "
+    return ("SELECT coalesce(line, '') AS line FROM read_csv(getvariable('source_path'), "
             "columns = {'line': 'VARCHAR'}, delim = chr(1), quote = '', escape = '', comment = '', "
             "new_line = '\\n', header = false, auto_detect = false, compression = 'none')")
 
