@@ -488,8 +488,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         if k not in m.columns and k not in m.constants and k not in m.values:
             out.append(f"getvariable('{k}') AS {k}")
     if "request_id" not in m.columns and "request_id" not in m.values and "request_id" not in m.constants:
-        # <file hash>-<line>; the fast reader numbers lines after the SQL: it appends them (FAST_LINE_ID)
-        out.append(f"getvariable('file_hash') || '-'{'' if rd.fast else ' || ln'} AS request_id")
+        # <file hash>-<line>, whichever reader runs it (toolkit/ingest/split.py: with_checks)
+        out.append("line_id(ln) AS request_id")
     vantage_check = ""
     if "vantage" not in m.constants:
         vantage_check = ("WHEN vantage NOT IN ('client', 'gateway', 'server') THEN "

@@ -248,7 +248,7 @@ SELECT ln, row_kind,
               {{'code': 'out-of-order', 'detail': 'validation_time + queue_time + inference_time exceed total_time by more than 50 ms'}}
     END AS _r,
     _r['code'] AS reason_code, _r['detail'] AS reason_detail,
-    getvariable('file_hash') || '-' || {"''" if fast else 'ln'} AS request_id,
+    line_id(ln) AS request_id,
     'server' AS vantage,
     getvariable('service') AS service,
     getvariable('model') AS model,

@@ -99,7 +99,7 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
             # ids made of the line number (FAST_LINE_ID): completed once the stream is numbered
             line_id = ((fast.line_id, con.cursor(), imp.name)
                        if table == "requests" and fast is not None and fast.line_id and not document else None)
-            checked, present = with_checks(con, imp, cand, table)
+            checked, present = with_checks(con, imp, cand, table, numbered=document)
             consts = Constants.of(table, imp.name, src.name, present)
             pending: list[pa.RecordBatch] = []
             size = 0
