@@ -18,6 +18,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,7 +37,37 @@ def mooncake(path: Path, n: int, seed: int) -> None:
                                  "hash_ids": list(range(rng.randint(1, 6)))}) + "\n")
 
 
-GENERATORS = {"mooncake": mooncake}
+def azure_llm(path: Path, n: int, seed: int) -> None:
+    """Azure LLM inference trace rows (docs/formats/workload-traces.md): 2024-style times with a
+    +00:00 offset, increasing."""
+    rng = random.Random(seed)
+    t = 1_715_299_200.0  # 2024-05-10 00:00:00 UTC
+    with path.open("w") as fh:
+        fh.write("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+        for _ in range(n):
+            t += rng.expovariate(50)
+            us = round(t * 1e6)
+            s, f = divmod(us, 1_000_000)
+            d = datetime.fromtimestamp(s, UTC)
+            fh.write(f"{d:%Y-%m-%d %H:%M:%S}.{f:06d}+00:00,{rng.randint(10, 8000)},{rng.randint(0, 1000)}\n")
+
+
+def burstgpt(path: Path, n: int, seed: int) -> None:
+    """BurstGPT_3-style rows (docs/formats/workload-traces.md): seconds from the first midnight,
+    session, elapsed time, model and tokens; some failures (0 response tokens)."""
+    rng = random.Random(seed)
+    t = 0.0
+    with path.open("w") as fh:
+        fh.write("Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+        for _ in range(n):
+            t += rng.expovariate(20)
+            inp, out = rng.randint(10, 8000), rng.choice([0, rng.randint(1, 1000)])
+            fh.write(f"{t:.3f},s-{rng.randint(1, 5000)},{rng.uniform(0.1, 30):.3f},{rng.choice(['ChatGPT', 'GPT-4'])},"
+                     f"{inp},{out},{inp + out},Conversation log\n")
+
+
+GENERATORS = {"mooncake": mooncake, "azure-llm": azure_llm, "burstgpt": burstgpt}
+SUFFIX = {"mooncake": "jsonl", "azure-llm": "csv", "burstgpt": "csv"}
 CHILD = """
 import sys
 from toolkit.ingest.plan import import_traces
@@ -70,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args(argv)
     DATA.mkdir(parents=True, exist_ok=True)
-    file = DATA / f"port_{a.format}_{a.n}.jsonl"
+    file = DATA / f"port_{a.format}_{a.n}.{SUFFIX[a.format]}"
     if not file.exists():  # written aside and renamed: an interrupted run leaves no short file
         GENERATORS[a.format](file.with_suffix(".part"), a.n, seed=1)
         file.with_suffix(".part").rename(file)

@@ -359,3 +359,88 @@ def test_mapping_alias_without_derived_is_read(tmp_path: Path) -> None:
 ])
 def test_mapping_spec_key_errors(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
     assert expected in _err(tmp_path, SPEC_KEYS.replace(*change))
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV keys the workload-trace specs need (toolkit/importers/specs/azure_llm.toml, burstgpt.toml):
+# loose header names, fields up to the last one read, no quotes, trimming, optional columns, the
+# boundaries' checks first, bad-type texts, and a value from conditions on the row's own columns
+
+
+CSV_KEYS = """[source]
+format = "csv"
+header = "loose"
+fields = "used"
+quotes = false
+trim = true
+check_order = "boundaries"
+optional = ["Sess"]
+[constants]
+vantage = "gateway"
+[columns]
+session_id = "Sess"
+output_tokens = "Out"
+[values.status]
+cases = { error = "output_tokens = 0", ok = "output_tokens > 0" }
+[bad_type]
+Out = "Out is not an integer"
+[boundaries]
+ts_arrival = { value = "T", missing = "T is missing" }
+ts_end = { value = "ts_arrival", derived = true }
+[units]
+T = "s"
+"""
+CSV_LINES = ["  t ,OUT,Extra", "1, 5 ,x,more", "2,0", "3", ",x", "4,x", '"5",1', "   ", "6,-1"]
+
+
+@pytest.mark.parametrize("gz", [False, True])  # plain: the fast reader (read_csv); .gz: the line reader
+def test_mapping_csv_keys(tmp_path: Path, gz: bool) -> None:
+    import gzip
+
+    spec = tmp_path / "k.toml"
+    spec.write_text(CSV_KEYS)
+    data = ("\n".join(CSV_LINES) + "\n").encode()
+    log = tmp_path / ("a.csv.gz" if gz else "a.csv")
+    log.write_bytes(gzip.compress(data) if gz else data)
+    res = _import([log], spec, tmp_path / "ds")
+    assert (res["read"], res["imported"], res["quarantined"], res["skipped"]) == (7, 3, 4, 2)  # header, blank
+    rows = _rows(tmp_path / "ds")
+    # " 5 " trimmed; the extra fields of line 2 and the absent Extra of line 3 are allowed (only T and
+    # Out are read); Sess is not in the header: null; -1 meets neither case: no status
+    assert [(r["source_line"], r["ts_arrival"], r["output_tokens"], r["status"], r["session_id"]) for r in rows] == [
+        (2, "1970-01-01 00:00:01.000000", 5, "ok", None), (3, "1970-01-01 00:00:02.000000", 0, "error", None),
+        (9, "1970-01-01 00:00:06.000000", -1, None, None)]
+    assert _quarantine(tmp_path / "ds") == [
+        (4, "unparseable", "line has too few fields"),
+        (5, "missing-field", "T is missing"),  # before the bad Out: check_order = "boundaries"
+        (6, "bad-type", "Out is not an integer"),
+        (7, "bad-type", "T is not a number"),  # no quote parsing: '"5"' is the value
+    ]
+
+
+def test_mapping_csv_defaults_differ(tmp_path: Path) -> None:
+    """Without the keys the same file is read the usual CSV way: names exact (`t` is not `T`)."""
+    spec = tmp_path / "k.toml"
+    spec.write_text(CSV_KEYS.replace('header = "loose"\n', ""))
+    log = tmp_path / "a.csv"
+    log.write_text("\n".join(CSV_LINES) + "\n")
+    with pytest.raises(MappingError, match=r"column .T. is not in the header of .*a.csv"):
+        _import([log], spec, tmp_path / "ds")
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (('header = "loose"', 'header = "any"'), ':3: [source] header: must be exact or loose'),
+    (('fields = "used"', 'fields = 3'), ':4: [source] fields: must be header or used'),
+    (("quotes = false", 'quotes = "no"'), ":5: [source] quotes: must be true or false"),
+    (('optional = ["Sess"]', 'optional = "Sess"'), ":8: [source] optional: a list of the CSV columns"),
+    (('format = "csv"', 'format = "jsonl"'), ':3: [source] header: a CSV key: needs format = "csv"'),
+    (('check_order = "boundaries"', 'check_order = "first"'), ":7: [source] check_order: must be types"),
+    (('error = "output_tokens = 0"', 'error = "input_tokens = 0"'),
+     ":15: [values.status] error: 'input_tokens' is not a column this mapping sets"),
+    (('error = "output_tokens = 0"', 'error = "output_tokens"'), ':15: [values.status] error: a case reads'),
+    (("cases = {", 'from = "Out"\ncases = {'), ":16: [values.status] cases: give either from (and map) or cases"),
+    (('Out = "Out is not an integer"', "Out = 1"), ":17: [bad_type] Out: the detail of the bad-type reason"),
+    (("[source]", 'docs = { description = "x" }\n[source]'), ":1: docs: only a built-in importer's spec has [docs]"),
+])
+def test_mapping_csv_key_errors(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
+    assert expected in _err(tmp_path, CSV_KEYS.replace(*change))

@@ -128,3 +128,45 @@ def test_mooncake_is_its_spec_with_a_fast_reader() -> None:
     assert dict(bound.layout.fast.reads.spec) == {"timestamp": "DOUBLE", "input_length": "BIGINT",
                                                   "output_length": "BIGINT", "session_id": "VARCHAR"}
     assert bound.layout.fast.line_id == "request_id"
+
+
+@pytest.mark.parametrize(("name", "path", "used"), [
+    ("azure-llm", "azure-llm/golden_AzureLLMInferenceTrace_code.csv", {"TIMESTAMP": 1, "ContextTokens": 2, "GeneratedTokens": 3}),
+    ("burstgpt", "burstgpt/golden_BurstGPT_1.csv",  # v1: no Session ID, no Elapsed time (optional: null)
+     {"Timestamp": 1, "Elapsed time": None, "Session ID": None, "Model": 2, "Request tokens": 3, "Response tokens": 4}),
+    ("burstgpt", "burstgpt/golden_BurstGPT_3.csv",
+     {"Timestamp": 1, "Elapsed time": 3, "Session ID": 2, "Model": 4, "Request tokens": 5, "Response tokens": 6}),
+])
+def test_csv_workload_traces_are_specs_with_a_fast_reader(name: str, path: str, used: dict) -> None:
+    """azure-llm and burstgpt are their specs (specs/*.toml: no hand-written SQL), their columns
+    found by the header's names, and a plain file binds to the compiler's read_csv fast reader
+    (tests/test_conformance.py checks that it gives the line reader's rows)."""
+    from toolkit.importers import REGISTRY, azure_llm, burstgpt
+    from toolkit.importers.compile import _Reader
+    from toolkit.importers.mapping import load
+    from toolkit.importers.spec import OwnRecords
+    from toolkit.ingest.sources import Source
+
+    mod = azure_llm if name == "azure-llm" else burstgpt
+    assert not hasattr(mod, "requests_sql") and not hasattr(mod, "_sql")
+    m = load(mod.SPEC, builtin=True)
+    assert (m.csv.header, m.csv.fields, m.csv.quotes, m.csv.trim, m.check_order) == ("loose", "used", False, True, "boundaries")
+    p = S / path
+    src = Source(p.name, p, p.stat().st_size, None)
+    rd = _Reader(m, "csv", src)
+    for col in used:
+        rd.use(col, "VARCHAR")
+    assert rd.pos == used
+    bound = REGISTRY[name].for_file(src, ImportOptions())
+    assert bound.layout.fast is not None and isinstance(bound.layout.fast.reads, OwnRecords)
+    assert (bound.layout.fast.reads.header_lines, bound.layout.fast.line_id) == (1, "request_id")
+
+
+def test_csv_workload_header_without_a_required_column(tmp_path: Path) -> None:
+    """A file lacking a required column is refused as before the port: one input error naming it."""
+    from toolkit.ingest.sources import InputError
+
+    f = tmp_path / "t.csv"
+    f.write_text("Timestamp,Model,Response tokens\n1,GPT-4,3\n")
+    with pytest.raises(InputError, match=r"/t.csv: CSV header has no 'Request tokens' column \(Timestamp, Model, Response tokens\)$"):
+        import_traces([str(f)], tmp_path / "ds", fmt="burstgpt", options=ImportOptions())

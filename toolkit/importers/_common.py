@@ -14,8 +14,8 @@ There ``ln`` is 1 on a record's first candidate row and 0 on further rows of the
 (ingest numbers the stream itself). A table that gets no row from a line (otlp: a batch holding
 only tool spans, in the requests stream) still gives it one row of ``row_kind = 'mark'``, which only
 carries the line's number: neither counted nor written. An id synthesized from the line number
-(``<file hash>-<line>``) is named by ``Fast.line_id``: the fast SQL gives its prefix, ingest
-appends the line and hashes the identity once numbered. With ``Fast.nested_spans`` the fast
+(``<file hash>-<line>``) is written ``line_id(ln)`` on both readers (a macro the reader defines)
+and named by ``Fast.line_id``: the fast reader completes it and hashes the identity once numbered. With ``Fast.nested_spans`` the fast
 requests SQL carries each row's spans candidates as ``_spans`` (a list of structs: the spans
 SQL's columns less ``ln``), so the file is parsed once; ingest unnests them once the stream is
 numbered and ``Layout.spans`` serves the line reader only.

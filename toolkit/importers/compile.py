@@ -82,6 +82,26 @@ class Boundary:
 
 
 @dataclass
+class Csv:
+    """How a CSV line becomes fields (``[source]`` keys; README: The mapping file). The defaults
+    read a CSV file as most tools write it; the public workload traces (``specs/azure_llm.toml``,
+    ``specs/burstgpt.toml``) are read as their importers always read them: names matched
+    loosely, fields split at every comma and trimmed, extra fields allowed, some columns absent
+    from older files."""
+
+    # "exact": a column is found by its exact header name; "loose": trimmed, in any case
+    header: str = "exact"
+    # "header": a line has the header's number of fields, else unparseable ("line has N fields, the
+    # header has M"); "used": a line needs only the fields up to the last one the spec reads
+    # (fewer: unparseable, "line has too few fields"), more are allowed, and a blank line is skipped
+    fields: str = "header"
+    quotes: bool = True  # false: no quote parsing, a field ends at every delimiter
+    trim: bool = False  # true: a field's surrounding spaces are removed before it is read
+    # columns that may be absent from the header: read as null (a required one absent refuses the file)
+    optional: frozenset[str] = frozenset()
+
+
+@dataclass
 class Mapping:
     path: str
     name: str
@@ -93,9 +113,19 @@ class Mapping:
     # columns whose value of another type is read as null, not quarantined (``check = false``)
     unchecked: set[str] = field(default_factory=set)
     constants: dict[str, Any] = field(default_factory=dict)
-    values: dict[str, tuple[str, dict[str, str], str | None]] = field(default_factory=dict)
+    # our column -> (source column or None, map, default, cases): ``cases`` are (our column, SQL
+    # operator, literal, value) conditions on the row's own columns, the first that holds wins
+    values: dict[str, tuple[str | None, dict[str, str], str | None, list[tuple[str, str, Any, str]]]] = field(
+        default_factory=dict)
     boundaries: dict[str, Boundary] = field(default_factory=dict)  # in dependency order
     units: dict[str, str] = field(default_factory=dict)
+    csv: Csv = field(default_factory=Csv)
+    # "types": every bad-type check, then the missing boundaries; "boundaries": each required
+    # boundary's missing-field check right after the checks of the columns it reads, before those
+    # of the boundaries and columns after it (the order the workload importers always checked in)
+    check_order: str = "types"
+    bad_type: dict[str, str] = field(default_factory=dict)  # source column -> its bad-type detail
+    builtin: bool = False  # a spec of toolkit/importers/specs/: its errors name the input file only
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,6 +165,7 @@ class _Reader:
         self.m = m
         self.src = src
         self.index: dict[str, int] = {}  # source column -> c<i>
+        self.pos: dict[str, int | None] = {}  # CSV: source column -> its 1-based field (None: absent, optional)
         self.types: dict[str, set[str]] = {}
         self.header: list[str] = []
         self.parquet_cols: set[str] = set()
@@ -155,9 +186,8 @@ class _Reader:
     def use(self, col: str, typ: str) -> str:
         """Register a use of ``col`` wanting DuckDB type ``typ``; returns its raw expression."""
         if col not in self.index:
-            if self.fmt == "csv" and col not in self.header:
-                raise MappingError(f"{self.m.path}: column {col!r} is not in the header of {self.src.name} "
-                                   f"({', '.join(self.header[:20])})")
+            if self.fmt == "csv":
+                self.pos[col] = self._field(col)
             if self.fmt == "parquet" and col not in self.parquet_cols and col.split(".")[0] not in self.parquet_cols:
                 raise MappingError(f"{self.m.path}: column {col!r} is not in {self.src.name} "
                                    f"({', '.join(sorted(self.parquet_cols)[:20])})")
@@ -165,6 +195,23 @@ class _Reader:
             self.types[col] = set()
         self.types[col].add(typ)
         return f"c{self.index[col]}"
+
+    def _field(self, col: str) -> int | None:
+        """The 1-based field of a CSV column by its header name (``Csv.header``); None for an absent
+        optional one. A required one absent refuses the file."""
+        names = self.header
+        if self.m.csv.header == "loose":
+            names, col_key = [h.strip().lower() for h in names], col.lower()
+        else:
+            col_key = col
+        if col_key in names:
+            return names.index(col_key) + 1
+        if col in self.m.csv.optional:
+            return None
+        if self.m.builtin:  # the spec is ours: the user's file lacks the column
+            raise InputError(f"{self.src.name}: CSV header has no {col!r} column ({', '.join(self.header[:12])})")
+        raise MappingError(f"{self.m.path}: column {col!r} is not in the header of {self.src.name} "
+                           f"({', '.join(self.header[:20])})")
 
     def json_type(self, col: str) -> str:
         ts = self.types[col] - {"ANY"}
@@ -212,7 +259,7 @@ class _Reader:
         line comes as NULL. A line DuckDB cannot cut like the line reader (a lone CR, invalid
         UTF-8) fails the read, and the line reader takes the file."""
         cut = "\x02" if self.delim == "\x01" else "\x01"  # a control character, never the file's delimiter
-        return ("SELECT 1 AS ln, line FROM read_csv(getvariable('source_path'), columns = {'line': 'VARCHAR'}, "
+        return ("SELECT line FROM read_csv(getvariable('source_path'), columns = {'line': 'VARCHAR'}, "
                 f"header = false, skip = 1, delim = '{cut}', quote = '', escape = '', auto_detect = false, "
                 "strict_mode = true, null_padding = false, compression = 'none')")
 
@@ -243,31 +290,7 @@ x AS (
         {', ' + access if access else ''}
     FROM r)"""
         if self.fmt == "csv":
-            d = self.delim
-            n = len(self.header)
-            pos = {c: self.header.index(c) + 1 for c in cols}
-            dre = re.escape(d)
-            split_re = _s(f'("(?:[^"]|"")*"|[^{dre}"]*){dre}')
-            access = ", ".join(f"nullif(f[{pos[c]}], '') AS c{i}" for i, c in enumerate(cols))
-            # the line reader's line 1 is the header; the fast reader's records start after it
-            line, table, header = ("coalesce(line, '')", "records", "") if self.fast else ("line", "lines", "WHEN ln = 1 THEN 'skip' ")
-            return f"""
-r AS (SELECT ln, CASE WHEN ends_with(line, chr(13)) THEN rtrim(line, chr(13)) ELSE {line} END AS line
-      FROM {table}),
-s AS (
-    SELECT ln, line,
-        CASE WHEN strpos(line, '"') = 0 THEN string_split(line, {_s(d)})
-             ELSE list_transform(regexp_extract_all(line || {_s(d)}, {split_re}, 1),
-                                 lambda v: CASE WHEN starts_with(v, '"') THEN replace(v[2:-2], '""', '"') ELSE v END)
-        END AS f
-    FROM r),
-x AS (
-    SELECT ln, line,
-        CASE WHEN len(f) <> {n} THEN 'line has ' || len(f) || ' fields, the header has {n}' END AS _bad,
-        CASE {header}WHEN _bad IS NULL THEN 'record' WHEN trim(line) = '' THEN 'skip'
-             ELSE 'record' END AS row_kind
-        {', ' + access if access else ''}
-    FROM s)"""
+            return self._csv_sql(cols)
         # parquet
         acc = []
         for i, c in enumerate(cols):
@@ -281,6 +304,43 @@ x AS (
     SELECT file_row_number + 1 AS ln, NULL AS line, CAST(NULL AS VARCHAR) AS _bad, 'record' AS row_kind
         {', ' + ', '.join(acc) if acc else ''}
     FROM read_parquet(getvariable('source_path'), file_row_number = true))"""
+
+
+    def _csv_sql(self, cols: list[str]) -> str:
+        """CSV lines split into fields (``Csv``: quotes, trimming, how many fields a line needs)."""
+        d, opt = self.delim, self.m.csv
+        dre = re.escape(d)
+        split_re = _s(f'("(?:[^"]|"")*"|[^{dre}"]*){dre}')
+        def value(p: int | None) -> str:
+            if p is None:  # an optional column this file's header lacks
+                return "CAST(NULL AS VARCHAR)"
+            return f"nullif({f'trim(f[{p}])' if opt.trim else f'f[{p}]'}, '')"
+        access = ", ".join(f"{value(self.pos[c])} AS c{i}" for i, c in enumerate(cols))
+        # the line reader's line 1 is the header; the fast reader's records start after it
+        line, table, header = ("coalesce(line, '')", "records", "") if self.fast else ("line", "lines", "WHEN ln = 1 THEN 'skip' ")
+        split = f"string_split(line, {_s(d)})"
+        if opt.quotes:
+            split = f"""CASE WHEN strpos(line, '"') = 0 THEN {split}
+             ELSE list_transform(regexp_extract_all(line || {_s(d)}, {split_re}, 1),
+                                 lambda v: CASE WHEN starts_with(v, '"') THEN replace(v[2:-2], '""', '"') ELSE v END)
+        END"""
+        if opt.fields == "used":
+            need = max((p for p in self.pos.values() if p), default=0)
+            bad = f"CASE WHEN len(f) < {need} THEN 'line has too few fields' END"
+            # a blank line (spaces only, before its CR is cut) holds no record, whatever its fields
+            kind = f"CASE {header}WHEN trim(raw) = '' THEN 'skip' ELSE 'record' END"
+        else:
+            n = len(self.header)
+            bad = f"CASE WHEN len(f) <> {n} THEN 'line has ' || len(f) || ' fields, the header has {n}' END"
+            kind = f"CASE {header}WHEN _bad IS NULL THEN 'record' WHEN trim(line) = '' THEN 'skip' ELSE 'record' END"
+        return f"""
+r AS (SELECT ln, {line} AS raw, CASE WHEN ends_with(line, chr(13)) THEN rtrim(line, chr(13)) ELSE {line} END AS line
+      FROM {table}),
+s AS (SELECT ln, raw, line, {split} AS f FROM r),
+x AS (
+    SELECT ln, line, {bad} AS _bad, {kind} AS row_kind
+        {', ' + access if access else ''}
+    FROM s)"""
 
 
 def _time_us(raw: str, unit: str) -> str:
@@ -324,7 +384,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             conv.append(f"{expr} AS {name}")
             what = "an ISO-8601 time" if m.units[col] == "iso8601" else "a number"
             checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                          f"{{'code': 'bad-type', 'detail': {_s(f'{col} is not {what}')}}}")
+                          f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what}'))}}}")
         return name
 
     def dur_col(col: str) -> str:
@@ -334,7 +394,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             seen_conv.add(name)
             conv.append(f"{_dur_us(raw, m.units[col])} AS {name}")
             checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                          f"{{'code': 'bad-type', 'detail': {_s(f'{col} is not a number')}}}")
+                          f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not a number'))}}}")
             checks.append(f"WHEN {name} < 0 THEN {{'code': 'negative-duration', 'detail': {_s(f'{col} is negative')}}}")
         return name
 
@@ -362,6 +422,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
                    else f"TRY_CAST({raw} AS DOUBLE)")
             rhs = ("true" if lit else "false") if isinstance(lit, bool) else _s(lit) if isinstance(lit, str) else repr(lit)
             value = f"CASE WHEN {lhs} {op} {rhs} THEN {value} END"
+        if m.check_order == "boundaries" and b.name in ("ts_arrival", "ts_end"):
+            checks.append(_missing(m, b.name))
         bsel.append(f"{value} AS x_{b.name}")
         bsel.append(f"coalesce(x_{b.name} IS NOT NULL AND ({flag}), false) AS dv_{b.name}")
         can_derive[b.name] = any(f != "false" for f in flags)
@@ -407,11 +469,15 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         if typ != "VARCHAR" and k not in m.unchecked:
             for s, v in zip(srcs, vals, strict=True):
                 checks.append(f"WHEN {v} IS NULL AND {rd.present(s)} THEN "
-                              f"{{'code': 'bad-type', 'detail': {_s(f'{s} is not a number')}}}")
+                              f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(s, f'{s} is not a number'))}}}")
         if k in ("service", "model"):
             expr = f"coalesce({expr}, getvariable('{k}'))"
         out.append(f"{expr} AS {k}")
-    for k, (s, mp, dflt) in m.values.items():
+    for k, (s, mp, dflt, cases) in m.values.items():
+        if s is None:  # conditions on the row's own columns (lateral aliases of this SELECT)
+            whens = " ".join(f"WHEN {col} {op} {_lit(lit)} THEN {_s(val)}" for col, op, lit, val in cases)
+            out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else 'NULL'} END AS {k}")
+            continue
         raw = f"CAST({rd.use(s, 'VARCHAR')} AS VARCHAR)"
         whens = " ".join(f"WHEN {raw} = {_s(a)} THEN {_s(b)}" for a, b in mp.items())
         out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else raw} END AS {k}")
@@ -422,18 +488,14 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         if k not in m.columns and k not in m.constants and k not in m.values:
             out.append(f"getvariable('{k}') AS {k}")
     if "request_id" not in m.columns and "request_id" not in m.values and "request_id" not in m.constants:
-        # <file hash>-<line>; the fast reader numbers lines after the SQL: it appends them (FAST_LINE_ID)
-        out.append(f"getvariable('file_hash') || '-'{'' if rd.fast else ' || ln'} AS request_id")
+        # <file hash>-<line>, whichever reader runs it (toolkit/ingest/split.py: with_checks)
+        out.append("line_id(ln) AS request_id")
     vantage_check = ""
     if "vantage" not in m.constants:
         vantage_check = ("WHEN vantage NOT IN ('client', 'gateway', 'server') THEN "
                          "{'code': 'bad-type', 'detail': 'vantage is not client, gateway or server'}")
 
-    missing = []
-    for b in ("ts_arrival", "ts_end"):
-        how = ", ".join(a.text for a in m.boundaries[b].alts)
-        detail = m.boundaries[b].missing or f"{b} is missing ({how})"
-        missing.append(f"WHEN p_{b} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}")
+    missing = [] if m.check_order == "boundaries" else [_missing(m, b) for b in ("ts_arrival", "ts_end")]
     if "request_id" in m.columns:
         missing.insert(0, "WHEN request_id IS NULL THEN {'code': 'missing-field', 'detail': "
                        + _s(f"request_id is missing ({', '.join(m.columns['request_id'])})") + "}")
@@ -465,6 +527,18 @@ SELECT ln, row_kind,
 FROM o"""
 
 
+
+
+def _missing(m: Mapping, b: str) -> str:
+    """The missing-field check of a required boundary (its placed value is null)."""
+    how = ", ".join(a.text for a in m.boundaries[b].alts)
+    detail = m.boundaries[b].missing or f"{b} is missing ({how})"
+    return f"WHEN p_{b} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}"
+
+
+def _lit(v: Any) -> str:
+    """A condition's literal as SQL."""
+    return ("true" if v else "false") if isinstance(v, bool) else _s(v) if isinstance(v, str) else repr(v)
 
 
 def bind_mapping(imp: Importer, m: Mapping, src: Source) -> Importer:

@@ -37,6 +37,7 @@ from toolkit.importers.compile import (
     TIME_UNITS,
     Alt,
     Boundary,
+    Csv,
     Mapping,
     MappingError,
     bind_mapping,
@@ -53,7 +54,9 @@ BOUNDARIES = {b: "the column or expression the mapping file gives (derived when 
 CANNOT = "only what the mapping declares; needs --mapping; a CSV record cannot span lines"
 
 _ALIASES = {"µs": "us", "iso": "iso8601", "iso-8601": "iso8601", "ISO-8601": "iso8601", "ISO8601": "iso8601"}
-_SECTIONS = {"name", "source", "columns", "constants", "boundaries", "units", "values"}
+_SECTIONS = {"name", "source", "columns", "constants", "boundaries", "units", "values", "bad_type", "docs"}
+_SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order",
+                "header", "fields", "quotes", "trim", "optional")  # the last five: CSV only
 # our columns the mapping may not set directly: boundaries have their own section, the rest is computed
 _COMPUTED = {"derived", "clock_skew_ms", "clock", "source_format", "source_file", "source_line", *ORDER}
 _OPS = {"=": "=", "==": "=", "!=": "<>", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -159,6 +162,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     for k in doc:
         if k not in _SECTIONS:
             raise t.error(None, k, f"unknown key (known: {', '.join(sorted(_SECTIONS))})")
+    if "docs" in doc and not builtin:
+        raise t.error(None, "docs", "only a built-in importer's spec has [docs] (stagelens formats reads it)")
     for k in _SECTIONS - {"name"}:
         if k in doc and not isinstance(doc[k], dict):
             raise t.error(None, k, "must be a table, e.g. [" + k + "]")
@@ -173,8 +178,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
 
     src = doc.get("source", {})
     for k in src:
-        if k not in ("format", "clock", "delimiter", "skew_tolerance_ms"):
-            raise t.error("source", k, "unknown key (known: format, clock, delimiter, skew_tolerance_ms)")
+        if k not in _SOURCE_KEYS:
+            raise t.error("source", k, f"unknown key (known: {', '.join(_SOURCE_KEYS)})")
     fmt = src.get("format")
     if fmt is not None and fmt not in ("jsonl", "csv", "parquet"):
         raise t.error("source", "format", "must be jsonl, csv or parquet (default: from the file name)")
@@ -187,7 +192,14 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     tol = src.get("skew_tolerance_ms", SKEW_TOLERANCE_US / 1e3)
     if isinstance(tol, bool) or not isinstance(tol, int | float) or tol < 0:
         raise t.error("source", "skew_tolerance_ms", "must be a number of milliseconds >= 0")
-    m = Mapping(path=str(path), name=name, fmt=fmt, clock=clock, delimiter=delim, tolerance_us=round(tol * 1000))
+    m = Mapping(path=str(path), name=name, fmt=fmt, clock=clock, delimiter=delim, tolerance_us=round(tol * 1000),
+                csv=_csv(t, src, fmt), check_order=src.get("check_order", "types"), builtin=builtin)
+    if m.check_order not in ("types", "boundaries"):
+        raise t.error("source", "check_order", "must be types (the default) or boundaries")
+    for k, v in doc.get("bad_type", {}).items():
+        if not isinstance(v, str) or not v.strip():
+            raise t.error("bad_type", k, "the detail of the bad-type reason for this source column: a text")
+        m.bad_type[k] = v
 
     cols = {c.name: c for c in schema.table("requests").columns}
     taken: dict[str, str] = {}
@@ -229,17 +241,19 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         if cols[k].type != "string" or not isinstance(v, dict):
             raise t.error(sec, None, "value translation is for string columns: from = \"col\", map = {...}")
         for kk in v:
-            if kk not in ("from", "map", "default"):
-                raise t.error(sec, kk, "unknown key (known: from, map, default)")
+            if kk not in ("from", "map", "default", "cases"):
+                raise t.error(sec, kk, "unknown key (known: from, map, default, cases)")
+        if "cases" in v:
+            if "from" in v or "map" in v:
+                raise t.error(sec, "cases", "give either from (and map) or cases, not both")
+            m.values[k] = (None, {}, _default(t, sec, v), _cases(t, sec, v["cases"], m))
+            continue
         if not isinstance(v.get("from"), str):
             raise t.error(sec, "from", "the source column to translate is required")
         mp = v.get("map", {})
         if not isinstance(mp, dict) or not all(isinstance(x, str) for x in mp.values()):
             raise t.error(sec, "map", "a table of source value = our value (strings)")
-        dflt = v.get("default")
-        if dflt is not None and not isinstance(dflt, str):
-            raise t.error(sec, "default", "must be a string")
-        m.values[k] = (v["from"], mp, dflt)
+        m.values[k] = (v["from"], mp, _default(t, sec, v), [])
     if "vantage" in m.constants and m.constants["vantage"] not in ("client", "gateway", "server"):
         raise t.error("constants", "vantage", "must be client, gateway or server")
     if "vantage" not in taken:
@@ -336,6 +350,50 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     return m
 
 
+def _csv(t: _Text, src: dict, fmt: str | None) -> Csv:
+    """The ``[source]`` keys that say how a CSV line becomes fields (``compile.Csv``)."""
+    given = [k for k in ("header", "fields", "quotes", "trim", "optional") if k in src]
+    if given and fmt != "csv":
+        raise t.error("source", given[0], 'a CSV key: needs format = "csv"')
+    c = Csv()
+    for k, allowed in (("header", ("exact", "loose")), ("fields", ("header", "used"))):
+        if k in src and src[k] not in allowed:
+            raise t.error("source", k, f"must be {' or '.join(allowed)}")
+    for k in ("quotes", "trim"):
+        if k in src and not isinstance(src[k], bool):
+            raise t.error("source", k, "must be true or false")
+    opt = src.get("optional", [])
+    if not isinstance(opt, list) or not all(isinstance(x, str) and x for x in opt):
+        raise t.error("source", "optional", "a list of the CSV columns that may be absent from the header")
+    return Csv(header=src.get("header", c.header), fields=src.get("fields", c.fields),
+               quotes=src.get("quotes", c.quotes), trim=src.get("trim", c.trim), optional=frozenset(opt))
+
+
+def _default(t: _Text, sec: str, v: dict) -> str | None:
+    dflt = v.get("default")
+    if dflt is not None and not isinstance(dflt, str):
+        raise t.error(sec, "default", "must be a string")
+    return dflt
+
+
+def _cases(t: _Text, sec: str, raw: object, m: Mapping) -> list[tuple[str, str, Any, str]]:
+    """``cases = { <value> = "<our column> <op> <literal>", ... }``: the first that holds gives the
+    value. The column is one the mapping reads into ``requests`` (``[columns]`` or ``[constants]``),
+    so a condition sees the typed value the row keeps (BurstGPT: ``output_tokens = 0`` is a failure)."""
+    if not isinstance(raw, dict) or not raw:
+        raise t.error(sec, "cases", 'a table of value = "<column> <op> <value>", e.g. { error = "output_tokens = 0" }')
+    out = []
+    for val, cond in raw.items():
+        mt = re.fullmatch(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*", cond) if isinstance(cond, str) else None
+        if not mt:
+            raise t.error(sec, val, "a case reads \"<column> <op> <value>\", op one of = != < <= > >=")
+        col = mt.group(1)
+        if col not in m.columns and col not in m.constants:
+            raise t.error(sec, val, f"{col!r} is not a column this mapping sets ([columns] or [constants])")
+        out.append((col, _OPS[mt.group(2)], _literal(t, sec, val, mt.group(3)), val))
+    return out
+
+
 _CACHE: dict[tuple[str, float], Mapping] = {}
 
 
@@ -360,10 +418,19 @@ IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDA
                     Layout(requests=requests_sql), bind=_bind)
 
 
-def spec_importer(name: str, vantage: str, docs: Docs, sniff: Callable[[bytes], bool], spec: Path) -> Importer:
+def spec_docs(spec: Path) -> Docs:
+    """The ``[docs]`` table of a built-in spec: what ``stagelens formats``, the README's formats
+    table and docs/formats/ say of the importer (``Docs``), kept beside the rows it describes.
+    Read with ``tomllib`` alone: the registry is being built (``load`` would look it up)."""
+    d = tomllib.loads(spec.read_text(encoding="utf-8"))["docs"]
+    return Docs(description=d["description"], file_hint=d["file_hint"], boundaries=dict(d["boundaries"]),
+                cannot=d["cannot"])
+
+
+def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[bytes], bool], spec: Path) -> Importer:
     """A built-in importer whose rows are one mapping spec shipped in ``toolkit/importers/specs/``:
     the same compiler as ``--mapping`` (checked, line-numbered errors), bound per file; only the
-    sniff and the docs are the importer's own."""
+    sniff and the docs are the importer's own (``docs`` None: the spec's ``[docs]``, ``spec_docs``)."""
     def bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
         m = load_cached(str(spec), builtin=True)
         assert m.name == name, f"{spec}: names {m.name!r}, registered as {name!r}"
@@ -372,4 +439,4 @@ def spec_importer(name: str, vantage: str, docs: Docs, sniff: Callable[[bytes], 
     def unbound() -> str:
         raise AssertionError(f"{name}: its SQL is compiled per file (bind)")
 
-    return Importer(name, vantage, IDENTITY, docs, sniff, Layout(requests=unbound), bind=bind)
+    return Importer(name, vantage, IDENTITY, docs or spec_docs(spec), sniff, Layout(requests=unbound), bind=bind)

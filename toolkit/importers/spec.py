@@ -45,8 +45,8 @@ class JsonColumns:
 @dataclass(frozen=True)
 class OwnRecords:
     """Fast input: the importer's own SELECT over ``getvariable('source_path')`` (``read_csv`` for CSV
-    or text lines), one row per record in file order; ``header_lines`` before the first record (a
-    CSV header) count as skipped."""
+    or text lines), one row per record in file order (the reader numbers them: no ``ln``);
+    ``header_lines`` before the first record (a CSV header) count as skipped."""
 
     sql: Sql
     header_lines: int = 0
@@ -62,8 +62,9 @@ class Fast:
     the importer writes both tables).
 
     ``accepts``: whether a file's first bytes suit it (a prefixed log line does not).
-    ``line_id``: the IDENTITY column synthesized as ``<file hash>-<line>``: the fast SQL gives the
-    prefix and ingest appends the line once the stream is numbered. ``nested_spans``: the
+    ``line_id``: the IDENTITY column synthesized as ``<file hash>-<line>``, written ``line_id(ln)``
+    in both readers' SQL (a macro the reader defines: ``toolkit/ingest/split.py``, ``with_checks``);
+    the fast reader completes it once the stream is numbered. ``nested_spans``: the
     requests stream carries each row's spans candidates (``_common.NESTED``), so the file is
     parsed once for both tables; ``spans`` then serves no purpose here and is None."""
 

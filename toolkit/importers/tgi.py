@@ -124,7 +124,7 @@ FAST_JSON_SPEC = {"timestamp": "VARCHAR", "level": "VARCHAR", "message": "VARCHA
 
 def fast_records() -> str:
     """The text layout's fast reader (the JSON layout's is ingest's own, from ``FAST_JSON_SPEC``)."""
-    return ("SELECT 1 AS ln, coalesce(line, '') AS line FROM read_csv(getvariable('source_path'), "
+    return ("SELECT coalesce(line, '') AS line FROM read_csv(getvariable('source_path'), "
             "columns = {'line': 'VARCHAR'}, delim = chr(1), quote = '', escape = '', comment = '', "
             "new_line = '\\n', header = false, auto_detect = false, compression = 'none')")
 
@@ -248,7 +248,7 @@ SELECT ln, row_kind,
               {{'code': 'out-of-order', 'detail': 'validation_time + queue_time + inference_time exceed total_time by more than 50 ms'}}
     END AS _r,
     _r['code'] AS reason_code, _r['detail'] AS reason_detail,
-    getvariable('file_hash') || '-' || {"''" if fast else 'ln'} AS request_id,
+    line_id(ln) AS request_id,
     'server' AS vantage,
     getvariable('service') AS service,
     getvariable('model') AS model,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import csv
 
-from toolkit.ingest.sources import InputError, Source
+from toolkit.ingest.sources import Source
 from toolkit.ingest.streams import head
 
 
@@ -28,16 +28,3 @@ def csv_header(src: Source) -> list[str]:
     first = head(src).split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8-sig", errors="replace")
     return next(csv.reader([first]), [])
 
-
-def positions(src: Source, header: list[str], wanted: dict[str, bool]) -> dict[str, int | None]:
-    """1-based position of each wanted column (case-insensitive); required ones must exist."""
-    low = [h.strip().lower() for h in header]
-    out: dict[str, int | None] = {}
-    for name, required in wanted.items():
-        if name.lower() in low:
-            out[name] = low.index(name.lower()) + 1
-        elif required:
-            raise InputError(f"{src.name}: CSV header has no {name!r} column ({', '.join(header[:12])})")
-        else:
-            out[name] = None
-    return out

@@ -113,6 +113,6 @@ def digest_first(imp: Importer) -> bool:
 def file_hash_of(src: Source, imp: Importer) -> str:
     """``getvariable('file_hash')``, the prefix of synthesized ids (``Source.id_prefix``), for an
     importer that makes such ids; '' for the others (no read needed)."""
-    if not any("file_hash" in imp.layout.sql(t) for t in imp.layout.tables):
+    if not any("file_hash" in sql or "line_id(" in sql for sql in map(imp.layout.sql, imp.layout.tables)):
         return ""
     return src.id_prefix(whole=digest_first(imp))

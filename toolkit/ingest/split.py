@@ -39,9 +39,18 @@ def identity_hash(imp: Importer, table: str = "requests") -> str:
     return f"hash(getvariable('source_format'), {imp.identity})"
 
 
-def with_checks(con: duckdb.DuckDBPyConnection, imp: Importer, cand: str, table: str) -> tuple[str, set[str]]:
+def with_checks(con: duckdb.DuckDBPyConnection, imp: Importer, cand: str, table: str,
+                numbered: bool = True) -> tuple[str, set[str]]:
     """An importer's candidate SELECT with the shared checks (``_why``) and the identity hash of
-    each good record (``_k``); and the columns the candidates have (the rest are filled in)."""
+    each good record (``_k``); and the columns the candidates have (the rest are filled in).
+
+    It first defines, for this reader, the macro ``line_id(ln)`` an importer writes for an id made
+    of its record's line, ``<file hash>-<line>``: a reader that knows each record's line
+    (``numbered``: the line reader, a document's own numbering) completes it; the fast reader
+    numbers its stream only after the SQL, so there it is the prefix and the reader appends the
+    line (``Fast.line_id``, ``complete_line_ids``). TEMP: one per connection (or cursor)."""
+    body = "getvariable('file_hash') || '-' || ln" if numbered else "getvariable('file_hash') || '-'"
+    con.execute(f"CREATE OR REPLACE TEMP MACRO line_id(ln) AS {body}")
     present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
     return (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {identity_hash(imp, table)} END AS _k "
             f"FROM ({checked_sql(imp, cand, present, table)})"), present

@@ -28,12 +28,12 @@ GATHER_ROWS = 100_000  # the fast reader's small batches are gathered to this ma
 
 def fast_records_sql(reads: FastInput) -> str:
     """The view ``records`` of the fast reader, by what the layout reads: the importer's own SELECT
-    (``OwnRecords``: over ``getvariable('source_path')``, giving ``1 AS ln`` and its columns, one
-    row per record in file order), else one JSON value per line: a column per key
+    (``OwnRecords``: over ``getvariable('source_path')``, its columns, one row per record in file
+    order; the reader adds ``ln``), else one JSON value per line: a column per key
     (``JsonColumns``) or parsed into ``j`` (``JsonValues``)."""
     match reads:
         case OwnRecords(sql=sql):
-            return sql()
+            return f"SELECT 1 AS ln, * FROM ({sql()})"
         case JsonColumns(columns=columns, give_up=extra):
             # a column per key: no struct to build and take apart again (a fifth of sglang's query).
             # A ``null`` line reads as a row of NULLs, like ``{}``, though the line reader tells them
@@ -99,7 +99,7 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
             # ids made of the line number (FAST_LINE_ID): completed once the stream is numbered
             line_id = ((fast.line_id, con.cursor(), imp.name)
                        if table == "requests" and fast is not None and fast.line_id and not document else None)
-            checked, present = with_checks(con, imp, cand, table)
+            checked, present = with_checks(con, imp, cand, table, numbered=document)
             consts = Constants.of(table, imp.name, src.name, present)
             pending: list[pa.RecordBatch] = []
             size = 0
