@@ -23,7 +23,7 @@ from toolkit.cli._app import (
 @app.command("import")
 def import_cmd(
     paths: Annotated[list[str], typer.Argument(help="Files, directories, globs; .gz/.zst read transparently; - is stdin.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset directory (created if missing).")],
+    out_given: Annotated[str, typer.Option("--out", "-o", metavar="PATH", help="Dataset directory (created if missing).")],
     format: Annotated[str, typer.Option("--format", "-f", help="Importer name, or auto to sniff each file.")] = "auto",
     service: Annotated[str | None, typer.Option(help="Service name for rows that lack one.")] = None,
     model: Annotated[str | None, typer.Option(help="Model name for rows that lack one.")] = None,
@@ -62,12 +62,12 @@ def import_cmd(
     if engine == "spark" and "-" in paths:
         raise fail("-: import --engine spark reads files by path in its tasks, not stdin; save it to a file first",
                    EXIT_USAGE)
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(out)) and not str(out).startswith("file:/"):
-        # a Path made s3a://b/ds s3a:/b/ds: a dataset is written through a filesystem (locks, renames)
-        raise fail(f"--out {out}: an import writes a dataset directory on a filesystem (with --engine spark: one the "
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", out_given) and not out_given.startswith("file://"):
+        # a dataset is written through a filesystem: a lock, fsync and renames (toolkit/store/)
+        raise fail(f"--out {out_given}: an import writes a dataset directory on a filesystem (with --engine spark: one the "
                    "executors see at the same path); object storage URIs are for reading (sql/report --engine spark)",
                    EXIT_USAGE)
-    out = Path(str(out).removeprefix("file:")) if str(out).startswith("file:/") else out
+    out = Path(out_given.removeprefix("file://"))
     check_output(out, "--out", directory=True)
     if mapping is None:
         check_format(format)
