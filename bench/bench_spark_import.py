@@ -4,9 +4,9 @@
 
 Generates ``--files`` sglang files of ``--n`` records each (bench/gen.py, one seed per file), then
 imports them with ``stagelens import`` (DuckDB, the reference) and with ``--engine spark``, each in
-a child process, and prints wall seconds, CPU seconds (user + system of the child and everything
-it waited for: the JVM and its Python workers) and peak RSS (the largest process of the tree), and
-checks that the two imports give the same counts.
+a child process, and prints wall seconds, CPU seconds (user + system of the child's whole process
+tree: the JVM and its Python workers too, read from /proc) and peak RSS (the largest process of the
+tree), and checks that the two imports give the same counts.
 """
 
 from __future__ import annotations
@@ -18,23 +18,57 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gen  # noqa: E402
 
+# Run in the child: the command, then the CPU seconds and peak RSS of this process and every process
+# under it still alive (the JVM, PySpark's worker daemon and its workers: the JVM is not waited for
+# when the driver exits, so the rusage of a child would miss it), read from /proc before exiting.
+_CHILD = """
+import json, os, sys
+from toolkit.cli import app
+try:
+    app(sys.argv[1:])
+except SystemExit as e:
+    code = e.code or 0
+tick = os.sysconf("SC_CLK_TCK")
+kids = {}
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            f = fh.read().rsplit(")", 1)[1].split()
+        kids.setdefault(int(f[1]), []).append(int(pid))
+    except OSError:
+        pass
+cpu, rss, todo = 0.0, 0, [os.getpid()]
+while todo:
+    pid = todo.pop()
+    todo += kids.get(pid, [])
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            f = fh.read().rsplit(")", 1)[1].split()
+        cpu += sum(int(x) for x in f[11:15]) / tick  # utime stime cutime cstime
+        with open(f"/proc/{pid}/status") as fh:
+            rss = max(rss, *(int(l.split()[1]) for l in fh if l.startswith("VmHWM")))
+    except (OSError, ValueError):
+        pass
+print(json.dumps({"cpu": cpu, "rss_mb": rss / 1024}), file=sys.stderr)
+sys.exit(code)
+"""
+
 
 def _run(argv: list[str]) -> tuple[dict, float, float, float]:
-    """One import in a child, under GNU time: its JSON summary, wall s, CPU s and peak RSS MB. A
-    process's rusage counts the descendants it waited for (the JVM, which reaps its Python workers),
-    and its peak RSS is the largest of them."""
-    with tempfile.NamedTemporaryFile("r", suffix=".time") as t:
-        proc = subprocess.run(["/usr/bin/time", "-o", t.name, "-f", "%e %U %S %M", sys.executable, "-m",
-                               "toolkit.cli", *argv], capture_output=True, text=True,
-                              env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        wall, user, system, rss_kb = t.read().split()[-4:]
-    return json.loads(proc.stdout), float(wall), float(user) + float(system), int(rss_kb) / 1024
+    """One import in a child: its JSON summary, wall s, CPU s and peak RSS MB of its process tree."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _CHILD, *argv], capture_output=True, text=True,
+                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    wall = time.perf_counter() - t0
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    usage = json.loads(proc.stderr.strip().splitlines()[-1])
+    return json.loads(proc.stdout), wall, usage["cpu"], usage["rss_mb"]
 
 
 def main() -> int:
