@@ -47,6 +47,7 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
            "--master", "local[2]", "--conf", "spark.driver.memory=1g", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
            "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+           "--conf", "spark.sql.session.timeZone=America/New_York",  # not UTC: the session must set its own
            "--conf", f"spark.connect.grpc.binding.port={port}", "spark-internal"]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -79,3 +80,14 @@ def test_import_through_spark_connect(remote: str, tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / "spark" / "manifest.json").read_text())
     # each file's parts were written by its own task (named after its place in the batch)
     assert {o.rsplit("-", 2)[-2] for o in manifest["imports"][0]["outputs"]} == {"f00000", "f00001"}
+
+
+def test_a_connect_session_gets_the_settings_results_depend_on(remote: str) -> None:
+    """toolkit/engines/spark.py ``ALWAYS`` (UTC timestamps, ``size(NULL)`` NULL) on a Connect session too,
+    whatever the server's defaults (this one's zone is America/New_York)."""
+    probe = ("from toolkit.engines import spark; s = spark.session(); "
+             "print(s.conf.get('spark.sql.session.timeZone'), s.sql('SELECT size(NULL) AS n').collect()[0].n)")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "SPARK_REMOTE": remote, "PYTHONWARNINGS": "ignore"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["UTC", "None"]
