@@ -133,7 +133,8 @@ def _check_same(dataset: str) -> bool:
     reference kept in tests/test_report_scale.py) equals the one with the shared load and every group
     on the bounded-memory percentile path."""
     from tests.test_report_scale import load_before, report_json
-    from toolkit import attribution, queries
+    from toolkit import queries
+    from toolkit.report import attribution
 
     share, limit = queries.share_load, attribution.EXACT_IN_MEMORY_ROWS
     queries.share_load, attribution.EXACT_IN_MEMORY_ROWS = load_before, 10**15  # quantile_cont for every group

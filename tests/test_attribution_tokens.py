@@ -1,6 +1,6 @@
 """Decode's token basis is per_request's ``decode_tokens`` column, never a Python formula.
 
-The mix/rate split of a token-driven stage (toolkit/attribution.py, docs/attribution.md) weighs
+The mix/rate split of a token-driven stage (toolkit/report/attribution.py, docs/attribution.md) weighs
 decode's time per token by the tokens after the first. That count is defined once, in
 queries/20_stages.sql (``decode_tokens``, the divisor of ``tpot_ms`` too). These tests tie the
 attribution's figures to plain SQL over the view, and show that changing the view's column moves
@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers import make_dataset_from_arrow
 from toolkit import queries
-from toolkit.attribution import Group, attribute
+from toolkit.report.attribution import Group, attribute
 
 T0_US = 1_795_996_800_000_000  # 2026-11-30 00:00:00 UTC
 HOUR_US = 3_600_000_000

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import make_dataset_from_arrow
-from toolkit import attribution, queries
-from toolkit.attribution import METRICS, family_stats_by
-from toolkit.report import quantiles
+from toolkit import queries
+from toolkit.report import attribution, quantiles
+from toolkit.report.attribution import METRICS, family_stats_by
 from toolkit.report.quantiles import exact_quantiles, quantile_cont_of
 
 QS = [0.95, 0.5, 0.9, 0.95, 0.99]

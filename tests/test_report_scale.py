@@ -16,11 +16,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from toolkit import attribution, queries
+from toolkit import queries
 from toolkit.demo import DEMO_SERVICE, SAMPLES
 from toolkit.ingest import import_traces
 from toolkit.ingest.sources import is_data_file
-from toolkit.report import quantiles
+from toolkit.report import attribution, quantiles
 from toolkit.report.build import build_report
 from toolkit.report.render import render_json
 

@@ -105,7 +105,7 @@ def test_same_entries_drivers_and_exact_figures(reports: tuple[dict, dict]) -> N
 
 def test_intervals_are_approximate_and_stated(reports: tuple[dict, dict]) -> None:
     """Every interval DuckDB gives, Spark gives, of a similar width; the JSON says they are approximate."""
-    from toolkit.attribution import BOOT_ROWS
+    from toolkit.report.attribution import BOOT_ROWS
 
     duck, spark = reports
     engine = spark["meta"]["engine"]

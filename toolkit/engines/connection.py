@@ -1,6 +1,6 @@
 """A DuckDB-shaped connection over Spark, so the report, ``compare`` and attribution run unchanged.
 
-``toolkit/report/build.py``, ``toolkit/attribution.py`` and ``toolkit/compare.py`` speak to a DuckDB
+``toolkit/report/build.py``, ``toolkit/report/attribution.py`` and ``toolkit/compare.py`` speak to a DuckDB
 connection: ``con.execute(sql, params).fetchall() / fetchone() / fetchnumpy()``, ``con.sql(sql)
 .to_arrow_table()``, and a few statements (``CREATE [OR REPLACE] TEMP TABLE t AS ...``, ``DELETE FROM
 t WHERE ...``, ``INSERT INTO t ...``, ``DROP TABLE t``). ``SparkConnection`` gives the same calls over
@@ -116,7 +116,7 @@ class SparkConnection:
 
     def describe(self) -> dict[str, object]:
         """The report's ``meta.engine``: where it ran, and what is approximate on this engine."""
-        from toolkit.attribution import BOOT_ROWS
+        from toolkit.report.attribution import BOOT_ROWS
 
         return {"name": "spark", "master": self.spark.sparkContext.master, "spark_version": self.spark.version,
                 "bootstrap_rows": BOOT_ROWS,

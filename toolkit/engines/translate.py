@@ -162,7 +162,7 @@ def _rule_hash(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
 def _rule_hash_mod(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
     """``hash(...) % n`` -> ``pmod(xxhash64(...), n)``: DuckDB's hash is unsigned, so ``hash % n`` lies
     in [0, n) and ``hash(...) % n < k`` picks about k rows in n (the report's bootstrap sample and
-    chart share, toolkit/attribution.py). Spark's xxhash64 is signed: plain ``%`` is negative for half
+    chart share, toolkit/report/attribution.py). Spark's xxhash64 is signed: plain ``%`` is negative for half
     the rows, and that filter would keep half of them, unbounded. ``pmod`` is in [0, n) again."""
     if (isinstance(node, exp.Mod) and isinstance(node.this, exp.Anonymous)
             and node.this.name.lower() == "hash"):

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import duckdb
 import numpy as np
 
-from toolkit.attribution import METRICS, Group, stage_names
+from toolkit.report.attribution import METRICS, Group, stage_names
 from toolkit.report.model import ChartData
 
 TIMELINE_MAX = 200

@@ -1,6 +1,6 @@
 """Exact percentiles in memory that does not grow with the rows: bracket selection over DuckDB.
 
-``toolkit/attribution.py`` takes DuckDB's ``quantile_cont`` for a group of up to
+``toolkit/report/attribution.py`` takes DuckDB's ``quantile_cont`` for a group of up to
 ``EXACT_IN_MEMORY_ROWS`` rows (every value held in memory) and this module's ``exact_quantiles``
 beyond: the same values to the last bit (tests/test_exact_quantiles.py), two light scans a metric
 instead of every value in memory. Moved out of attribution.py to keep both under the module size
