@@ -197,7 +197,21 @@ def check_format(fmt: str, option: str = "--format") -> None:
 
 
 
-def _run_on_spark(dataset: Path, named: str | None, query: str | None, params: dict[str, object],
+def dataset_arg(value: str | None, engine: str, what: str = "DATASET") -> str | Path | None:
+    """A dataset as the user gave it. A URI (``s3a://bucket/ds``, ``file:///data/ds``) reaches
+    ``--engine spark`` unchanged: declared as a Path it became ``s3a:/bucket/ds``, which no reader
+    finds. DuckDB reads datasets on a local path only: a URI there is a usage error, said so."""
+    if value is None:
+        return None
+    if "://" in value:
+        if engine != "spark":
+            raise fail(f"{what} {value}: a URI is read with --engine spark; DuckDB reads a dataset directory",
+                       EXIT_USAGE)
+        return value
+    return Path(value)
+
+
+def _run_on_spark(dataset: str | Path, named: str | None, query: str | None, params: dict[str, object],
                   master: str | None):  # type: ignore[no-untyped-def]
     """``sql --engine spark``: Spark's errors become one line (its first: the error class and hint)."""
     from toolkit.engines import spark

@@ -24,6 +24,7 @@ from toolkit.cli._app import (
     check_output,
     check_positive,
     check_window,
+    dataset_arg,
     fail,
     show_progress,
 )
@@ -31,8 +32,10 @@ from toolkit.cli._app import (
 
 @app.command("report")
 def report_cmd(
-    dataset: Annotated[Path, typer.Argument(help="Dataset directory (the current side).")],
-    baseline: Annotated[Path | None, typer.Option(help="Compare with this dataset (e.g. last night's).")] = None,
+    dataset: Annotated[str, typer.Argument(help="Dataset directory (the current side; with --engine spark: or a "
+                                                "URI Spark reads, s3a://...).")],
+    baseline: Annotated[str | None, typer.Option(metavar="PATH",
+                                                 help="Compare with this dataset (e.g. last night's).")] = None,
     window: Annotated[str | None, typer.Option(help="Current window START/END, ISO-8601 UTC (with --baseline: "
                                                      "narrows the current dataset).")] = None,
     baseline_window: Annotated[str | None, typer.Option(help="Baseline window START/END (with --baseline: narrows "
@@ -78,6 +81,8 @@ def report_cmd(
     _check_memory_limit(memory_limit)
     if engine not in ("duckdb", "spark"):
         raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
+    current, base = dataset_arg(dataset, engine), dataset_arg(baseline, engine, "--baseline")
+    assert current is not None
     quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
     from toolkit.report.build import build_report  # after the checks: a mistake costs no import time
     from toolkit.report.render import RENDERERS
@@ -95,7 +100,7 @@ def report_cmd(
 
             def build():  # type: ignore[no-untyped-def]
                 return build_report(
-                    dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
+                    current, baseline_dataset=base, window=window, baseline_window=baseline_window,
                     filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
                     tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=step, memory_limit=memory_limit,
                     engine=engine, master=master,
@@ -109,7 +114,7 @@ def report_cmd(
     except ValueError as e:
         raise fail(str(e), EXIT_USAGE) from None
     except duckdb.Error as e:  # a Parquet file damaged past what opening the dataset checks
-        raise fail(f"{dataset}: the report cannot read the dataset: {str(e).splitlines()[0]}", EXIT_INPUT) from None
+        raise fail(f"{current}: the report cannot read the dataset: {str(e).splitlines()[0]}", EXIT_INPUT) from None
     outputs = {"html": html, "md": md, "json": json_out}
     for kind, target in outputs.items():
         if target is None:
@@ -138,8 +143,8 @@ def report_cmd(
 
 @app.command("compare")
 def compare_cmd(
-    dataset_a: Annotated[Path, typer.Argument(help="Dataset of side A.")],
-    dataset_b: Annotated[Path | None, typer.Argument(help="Dataset of side B (default: the same, with --b).")] = None,
+    dataset_a: Annotated[str, typer.Argument(help="Dataset of side A (with --engine spark: or a URI).")],
+    dataset_b: Annotated[str | None, typer.Argument(help="Dataset of side B (default: the same, with --b).")] = None,
     a: Annotated[str | None, typer.Option("--a", help="Filter for side A, e.g. \"model = 'x'\".")] = None,
     b: Annotated[str | None, typer.Option("--b", help="Filter for side B.")] = None,
     output_tokens: Annotated[int | None, typer.Option(help="Reply length to compare (default: the median).")] = None,
@@ -174,9 +179,11 @@ def compare_cmd(
     _check_memory_limit(memory_limit)
     if engine not in ("duckdb", "spark"):
         raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
+    side_a, side_b = dataset_arg(dataset_a, engine), dataset_arg(dataset_b, engine)
+    assert side_a is not None
     try:
         def run():  # type: ignore[no-untyped-def]
-            return compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit,
+            return compare_datasets(side_a, side_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit,
                                     engine=engine, master=master)
 
         result = _on_spark(run) if engine == "spark" else run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +23,7 @@ from toolkit.cli._app import (
 @app.command("import")
 def import_cmd(
     paths: Annotated[list[str], typer.Argument(help="Files, directories, globs; .gz/.zst read transparently; - is stdin.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset directory (created if missing).")],
+    out_given: Annotated[str, typer.Option("--out", "-o", metavar="PATH", help="Dataset directory (created if missing).")],
     format: Annotated[str, typer.Option("--format", "-f", help="Importer name, or auto to sniff each file.")] = "auto",
     service: Annotated[str | None, typer.Option(help="Service name for rows that lack one.")] = None,
     model: Annotated[str | None, typer.Option(help="Model name for rows that lack one.")] = None,
@@ -37,6 +38,10 @@ def import_cmd(
     max_line_mb: Annotated[float, typer.Option(help="A longer line is quarantined as too-large.")] = 64,
     max_content_gb: Annotated[float, typer.Option(help="Most content read from one compressed file or stdin.")] = 64,
     max_ratio: Annotated[float, typer.Option(help="Most decompressed bytes per compressed byte (past 16 MiB).")] = 1000,
+    engine: Annotated[str, typer.Option(help="duckdb, or spark: each file imported by a Spark task, one commit "
+                                             "(docs/spark-engine.md).")] = "duckdb",
+    master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
+                                                    "spark-defaults.conf, else local[*]).")] = None,
 ) -> None:
     """Import request logs and traces into a dataset.
 
@@ -52,6 +57,17 @@ def import_cmd(
 
     if not 0 <= max_bad_fraction <= 1:
         raise fail("--max-bad-fraction is a share between 0 and 1, e.g. 0.5", EXIT_USAGE)
+    if engine not in ("duckdb", "spark"):
+        raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
+    if engine == "spark" and "-" in paths:
+        raise fail("-: import --engine spark reads files by path in its tasks, not stdin; save it to a file first",
+                   EXIT_USAGE)
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", out_given) and not out_given.startswith("file://"):
+        # a dataset is written through a filesystem: a lock, fsync and renames (toolkit/store/)
+        raise fail(f"--out {out_given}: an import writes a dataset directory on a filesystem (with --engine spark: one the "
+                   "executors see at the same path); object storage URIs are for reading (sql/report --engine spark)",
+                   EXIT_USAGE)
+    out = Path(out_given.removeprefix("file://"))
     check_output(out, "--out", directory=True)
     if mapping is None:
         check_format(format)
@@ -79,15 +95,20 @@ def import_cmd(
 
     limits = Limits(max_line_bytes=int(max_line_mb * (1 << 20)), max_content_bytes=int(max_content_gb * (1 << 30)),
                     max_ratio=max_ratio)
+    if mapping is not None and engine == "spark":
+        mapping = mapping.absolute()  # read by each task, whose working directory is not this one
+    options = ImportOptions(service=service, model=model, mapping=str(mapping) if mapping else None,
+                            clock_origin_us=origin_us)
     try:
-        with progress_bar("reading", None, enabled=show_progress(as_json), unit="bytes") as bar:
-            result = import_traces(
-                paths, out, fmt=format, options=ImportOptions(service=service, model=model,
-                                                              mapping=str(mapping) if mapping else None,
-                                                              clock_origin_us=origin_us),
-                keep_raw=keep_raw, progress=ImportProgress(paths, bar) if show_progress(as_json) else None,
-                max_bad_fraction=max_bad_fraction, limits=limits,
-            )
+        if engine == "spark":
+            result = _import_on_spark(paths, out, format, options, keep_raw, max_bad_fraction, limits, master)
+        else:
+            with progress_bar("reading", None, enabled=show_progress(as_json), unit="bytes") as bar:
+                result = import_traces(
+                    paths, out, fmt=format, options=options,
+                    keep_raw=keep_raw, progress=ImportProgress(paths, bar) if show_progress(as_json) else None,
+                    max_bad_fraction=max_bad_fraction, limits=limits,
+                )
     except (InputError, UnknownFormat) as e:
         raise fail(str(e), EXIT_INPUT) from None
     except DatasetError as e:
@@ -133,6 +154,27 @@ def import_cmd(
             f"{max_bad_fraction:.0%}); wrong --format? Nothing was imported (a higher --max-bad-fraction "
             "keeps the good rows).", EXIT_INPUT,
         )
+
+
+def _import_on_spark(paths: list[str], out: Path, fmt: str, options: object, keep_raw: bool,
+                     max_bad_fraction: float, limits: object, master: str | None):  # type: ignore[no-untyped-def]
+    """``import --engine spark`` (toolkit/engines/spark_import.py). Spark's own failures (a task that
+    died, an executor lost) become one line naming the error's class, exit 4: a task's traceback
+    may quote the input, as DuckDB's messages may (the import was not committed)."""
+    from toolkit.engines import spark
+    from toolkit.engines.spark_import import import_traces_spark
+
+    try:
+        return import_traces_spark(paths, out, master, fmt=fmt, options=options, keep_raw=keep_raw,
+                                   max_bad_fraction=max_bad_fraction, limits=limits)
+    except spark.EngineUnavailable as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except Exception as e:
+        if not type(e).__module__.startswith(("pyspark", "py4j")):
+            raise
+        found = re.findall(r"\b(\w+(?:Error|Exception)):", str(e))
+        raise fail(f"import failed in a Spark task ({found[-1] if found else type(e).__name__}); nothing was "
+                   "imported", EXIT_INPUT) from None
 
 
 def _parse_clock_origin(value: str) -> int:

@@ -17,6 +17,7 @@ from toolkit.cli._app import (
     _out_of_memory,
     _run_on_spark,
     app,
+    dataset_arg,
     fail,
     parse_params,
 )
@@ -24,7 +25,8 @@ from toolkit.cli._app import (
 
 @app.command("sql")
 def sql_cmd(
-    dataset: Annotated[Path | None, typer.Argument(help="Dataset directory.")] = None,
+    dataset: Annotated[str | None, typer.Argument(
+        help="Dataset directory (with --engine spark: or a URI Spark reads, s3a://...).")] = None,
     query: Annotated[str | None, typer.Argument(help="SQL over the views; - reads it from stdin.")] = None,
     file: Annotated[Path | None, typer.Option("--file", help="Read the SQL from this file.")] = None,
     format: Annotated[str, typer.Option("--format", help="table, line, csv, json, ndjson or markdown.")] = "table",
@@ -55,6 +57,8 @@ def sql_cmd(
         return
     if dataset is None:
         raise fail("sql needs a DATASET (or --list)", EXIT_USAGE)
+    target = dataset_arg(dataset, engine)
+    assert target is not None
     if format not in terminal.FORMATS:
         raise fail(f"--format must be one of {', '.join(terminal.FORMATS)}, not {format!r}", EXIT_USAGE)
     if max_rows < 1 or (max_width is not None and max_width < 20):
@@ -75,14 +79,14 @@ def sql_cmd(
     _check_memory_limit(memory_limit)
     try:
         if print_setup:
-            typer.echo(queries.setup_sql(dataset, params), nl=False)
+            typer.echo(queries.setup_sql(target, params), nl=False)
             return
         if named:
-            tbl = (_run_on_spark(dataset, named, None, params, master) if engine == "spark"
-                   else queries.run_query(dataset, named, params, memory_limit, relation=True))
+            tbl = (_run_on_spark(target, named, None, params, master) if engine == "spark"
+                   else queries.run_query(target, named, params, memory_limit, relation=True))
         elif query and query.strip():
-            tbl = (_run_on_spark(dataset, None, query, params, master) if engine == "spark"
-                   else queries.run_sql(dataset, query, params, memory_limit, relation=True))
+            tbl = (_run_on_spark(target, None, query, params, master) if engine == "spark"
+                   else queries.run_sql(target, query, params, memory_limit, relation=True))
         else:
             raise fail("give a SQL string, - (stdin), --file FILE or --query NAME", EXIT_USAGE)
     except DatasetError as e:
@@ -94,7 +98,13 @@ def sql_cmd(
         typer.echo("stagelens: " + terminal.clean(str(e)).strip(), err=True)
         raise typer.Exit(EXIT_USAGE) from None
     if not VERBOSITY["quiet"]:
-        for warning in queries.mixed_vantage_warnings(dataset, query or queries.get_query(named or "").body, tbl):
+        try:
+            warnings = queries.mixed_vantage_warnings(target, query or queries.get_query(named or "").body, tbl)
+        except DatasetError:
+            if isinstance(target, Path):
+                raise
+            warnings = []  # a URI: DuckDB cannot read it for the dataset-wide vantage check
+        for warning in warnings:
             typer.echo(f"stagelens: warning: {warning}", err=True)
     text = terminal.render(tbl, format, max_width=max_width or terminal.terminal_width(), max_rows=max_rows)
     terminal.write_out(text)

@@ -99,8 +99,11 @@ def session(master: str | None = None) -> SparkSession:
         raise EngineUnavailable("--engine spark needs PySpark: pip install 'stagelens[spark]'") from None
     plan = plan_session(master)
     try:
-        if "remote" in plan:
-            return SparkSession.builder.remote(plan["remote"]).getOrCreate()
+        if "remote" in plan:  # Spark Connect: the server's settings, plus those results depend on
+            remote = SparkSession.builder.remote(plan["remote"]).getOrCreate()
+            for k, v in ALWAYS.items():
+                remote.conf.set(k, v)
+            return remote
         if plan["master"].startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, unless told otherwise
         builder = SparkSession.builder.master(plan["master"]).appName("stagelens")
@@ -181,6 +184,13 @@ def _manifest_stamp(dataset: str | Path) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
+def _stopped(spark: SparkSession) -> bool:
+    """Whether a session was stopped. A Spark Connect session has no SparkContext to ask."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return bool(getattr(spark, "is_stopped", False))
+    return spark.sparkContext._jsc is None
+
+
 class SparkViews:
     """A Spark session with the dataset's tables and all views of ``queries/`` registered."""
 
@@ -205,7 +215,7 @@ class SparkViews:
         helper views are computed when made), which ``sql`` would otherwise pay on every call."""
         key = (str(dataset), repr(sorted((params or {}).items())), master, _manifest_stamp(dataset))
         views = _CACHE.get(key)
-        if views is None or views.spark.sparkContext._jsc is None:  # a stopped session is no cache
+        if views is None or _stopped(views.spark):  # a stopped session is no cache
             _CACHE.clear()  # one dataset's views at a time: each holds checkpoints in the JVM
             views = _CACHE[key] = cls(dataset, params, master)
         return views

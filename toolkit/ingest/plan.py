@@ -15,6 +15,7 @@ import threading
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from toolkit import __version__, schema
 from toolkit.importers import detect, get_importer
@@ -109,13 +110,7 @@ def import_traces(
     sources: list[Source] = []
     try:
         with ds.locked(lock_timeout_s):
-            not_logs: list[str] = []
-            sources = expand(paths, skipped=not_logs, limits=limits)
-            # an empty file beside others (a freshly rotated log) holds nothing to detect or import:
-            # listed as "empty"; alone, it is the error resolve_format gives (its format is unknown)
-            empty = {id(s) for s in sources if fmt == "auto" and s.size == 0}
-            if len(empty) == len(sources):
-                empty = set()
+            sources, empty, not_logs = find_inputs(paths, fmt, limits)
             plan = []
             for src in sources:
                 try:
@@ -125,8 +120,7 @@ def import_traces(
                         raise  # a file the user named stays an error
                     not_logs.append(src.name)  # a notes.txt beside the logs: skipped and listed
             if not plan:
-                raise InputError("no log file to import: skipped (not logs): "
-                                 + ", ".join(not_logs[:10]) + (" …" if len(not_logs) > 10 else ""))
+                raise no_log_file(not_logs)
             staging = Staging(ds)
             writer = BackgroundWriter(staging)
             imported_at = datetime.now(UTC).replace(tzinfo=None)
@@ -168,14 +162,7 @@ def import_traces(
                     mark, snapshot = (writer.mark(), seen.snapshot()) if hasher and src.compression else (None, None)
                     import_file(con, writer, seen, src, imp, options, keep_raw, batch_rows, imported_at, res,
                                  progress)
-                    if fmt != "auto" and res.read == 0 and res.skipped:
-                        # every line was something else: likely another format (auto would have said)
-                        res.note = (f"no {imp.name} record in its {res.skipped} lines: is --format {imp.name} "
-                                    "right? (--format auto detects it)")
-                    elif res.read == 0 and not res.skipped:  # never a silent 0
-                        res.note = ("file is empty: nothing to import" if src.size == 0 else
-                                    f"no {imp.name} record found (not the shape of a {imp.name} file?): "
-                                    "nothing imported")
+                    note_nothing_read(res, fmt)
                     if hasher:
                         hasher.join()
                         res.digest = src.digest
@@ -189,21 +176,8 @@ def import_traces(
                     seen_hashes[(res.digest, imp.name)] = src.name
                     sizes.add((src.size, imp.name))  # a same-size file later in this run is hashed first
                 writer.close()
-                entry = {
-                    "time": imported_at.isoformat() + "Z",
-                    "stagelens_version": __version__,
-                    "schema_version": schema.version(),
-                    "options": {"format": fmt, "service": options.service, "model": options.model,
-                                "keep_raw": keep_raw},
-                    "files": [asdict(r) for r in results if r.status == "imported"],
-                }
-                result = ImportResult(dataset=str(out), import_id=None, files=results, not_logs=not_logs)
-                result.rejected = max_bad_fraction is not None and result.bad_fraction > max_bad_fraction
-                if entry["files"] and not result.rejected:
-                    staging.commit(entry)
-                    result.import_id = staging.import_id
-                else:
-                    staging.discard()
+                result = commit(staging, out, results, not_logs, imported_at, fmt, options, keep_raw,
+                                max_bad_fraction)
             except BaseException:
                 writer.close(discard=True)
                 staging.discard()
@@ -220,6 +194,59 @@ def import_traces(
 
 
 
+def find_inputs(paths: list[str], fmt: str, limits: Limits | None) -> tuple[list[Source], set[int], list[str]]:
+    """The input files (``expand``), the ids of those that are empty and not alone (listed as
+    "empty", never read), and the names of files in a directory that are not logs (skipped).
+    Shared by the sequential import and the fanned-out one (toolkit/ingest/fanout.py)."""
+    not_logs: list[str] = []
+    sources = expand(paths, skipped=not_logs, limits=limits)
+    # an empty file beside others (a freshly rotated log) holds nothing to detect or import:
+    # listed as "empty"; alone, it is the error resolve_format gives (its format is unknown)
+    empty = {id(s) for s in sources if fmt == "auto" and s.size == 0}
+    if len(empty) == len(sources):
+        empty = set()
+    return sources, empty, not_logs
+
+
+def no_log_file(not_logs: list[str]) -> InputError:
+    """Every input was skipped as not a log: nothing to import is an error, naming them."""
+    return InputError("no log file to import: skipped (not logs): "
+                      + ", ".join(not_logs[:10]) + (" …" if len(not_logs) > 10 else ""))
+
+
+def note_nothing_read(res: FileResult, fmt: str) -> None:
+    """A file that gave no record is never a silent 0: say why (``res.note``)."""
+    if fmt != "auto" and res.read == 0 and res.skipped:
+        # every line was something else: likely another format (auto would have said)
+        res.note = (f"no {res.format} record in its {res.skipped} lines: is --format {res.format} "
+                    "right? (--format auto detects it)")
+    elif res.read == 0 and not res.skipped:
+        res.note = ("file is empty: nothing to import" if res.size == 0 else
+                    f"no {res.format} record found (not the shape of a {res.format} file?): nothing imported")
+
+
+def commit(staging: Staging, out: str | Path, results: list[FileResult], not_logs: list[str],
+           imported_at: datetime, fmt: str, options: ImportOptions, keep_raw: bool,
+           max_bad_fraction: float | None) -> ImportResult:
+    """The import's result; its one manifest entry committed (``Staging.commit``: atomic), unless
+    nothing was imported or too much was quarantined (``rejected``): then the staged files go."""
+    entry = {
+        "time": imported_at.isoformat() + "Z",
+        "stagelens_version": __version__,
+        "schema_version": schema.version(),
+        "options": {"format": fmt, "service": options.service, "model": options.model, "keep_raw": keep_raw},
+        "files": [asdict(r) for r in results if r.status == "imported"],
+    }
+    result = ImportResult(dataset=str(out), import_id=None, files=results, not_logs=not_logs)
+    result.rejected = max_bad_fraction is not None and result.bad_fraction > max_bad_fraction
+    if entry["files"] and not result.rejected:
+        staging.commit(entry)
+        result.import_id = staging.import_id
+    else:
+        staging.discard()
+    return result
+
+
 def check_whole(src: Source, imp: Importer) -> None:
     """A document cut short (or past the bounds) cannot be parsed: say so, in one line, rather
     than let DuckDB read a truncated stream as nothing. (Line formats import what was read and
@@ -234,7 +261,21 @@ def check_whole(src: Source, imp: Importer) -> None:
 
 
 
-def _known(ds: Dataset, src: Source, fmt: str, seen_hashes: dict[tuple[str, str], str]) -> dict | None:
+class Content(Protocol):
+    """What identifies a file's content (a ``Source``, or what a task found of one:
+    toolkit/ingest/fanout.py): its size, compression and digests."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def compression(self) -> str | None: ...
+    @property
+    def digest(self) -> str: ...
+    @property
+    def bytes_digest(self) -> str: ...
+
+
+def _known(ds: Dataset, src: Content, fmt: str, seen_hashes: dict[tuple[str, str], str]) -> dict | None:
     """An earlier import of the same content: in the dataset, or earlier in this run."""
     if (src.digest, fmt) in seen_hashes:
         return {"path": seen_hashes[(src.digest, fmt)], "import_id": "this import"}
@@ -246,7 +287,7 @@ def _already(res: FileResult, prior: dict) -> None:
     res.note = f"same content as {prior['path']} (import {prior['import_id']}): nothing added"
 
 
-def _prior(ds: Dataset, src: Source, fmt: str) -> dict | None:
+def _prior(ds: Dataset, src: Content, fmt: str) -> dict | None:
     """The manifest entry of an earlier import of the same content: by its content digest, or, for
     a compressed file, by the bytes digest an entry written before content identity recorded."""
     prior = ds.imported_file(src.digest, fmt)
@@ -255,7 +296,7 @@ def _prior(ds: Dataset, src: Source, fmt: str) -> dict | None:
     return prior
 
 
-def _old_entries(ds: Dataset, src: Source, fmt: str) -> bool:
+def _old_entries(ds: Dataset, src: Content, fmt: str) -> bool:
     """Entries without ``digest_of`` of this format and size (only then is the bytes digest read)."""
     return any("digest_of" not in f and f["format"] == fmt and f["size"] == src.size
                for i in ds.manifest()["imports"] for f in i["files"])

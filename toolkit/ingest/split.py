@@ -18,7 +18,7 @@ from toolkit import schema
 from toolkit.importers._common import COMMON_COLUMNS, NESTED, checked_sql
 from toolkit.importers.spec import Importer
 from toolkit.ingest.results import FileResult
-from toolkit.ingest.seen import SeenSet, take_first_new
+from toolkit.ingest.seen import Identity, SeenSet, load_dataset_keys, take_first_new
 from toolkit.ingest.writer import BackgroundWriter
 from toolkit.store import Dataset
 
@@ -34,9 +34,7 @@ WRITE_ROWS = 200_000  # rows per Arrow slice handed to the Parquet writer
 
 def identity_hash(imp: Importer, table: str = "requests") -> str:
     """Hash of a record's identity: format + request id (or trace/span id), per table."""
-    if table == "spans":
-        return f"hash(getvariable('source_format'), 'span', {imp.span_identity})"
-    return f"hash(getvariable('source_format'), {imp.identity})"
+    return Identity.of(imp).hash_sql(table)
 
 
 def with_checks(con: duckdb.DuckDBPyConnection, imp: Importer, cand: str, table: str,
@@ -57,24 +55,9 @@ def with_checks(con: duckdb.DuckDBPyConnection, imp: Importer, cand: str, table:
 
 
 def load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: Importer, seen: SeenSet) -> None:
-    """Identities already in the dataset for this format (requests, and spans for importers that
-    write them), so re-imported records count as duplicates. Hashed as the import hashes its
-    candidates, whose timestamps are BIGINT microseconds: the stored TIMESTAMPs are converted
-    back first (an identity may read one: litellm's request id + arrival)."""
-    con.execute("SET VARIABLE source_format = ?", [imp.name])
-    published = ds.published()
-    for table in imp.layout.tables:
-        files = published[table]
-        if not files:
-            continue
-        stamps = ", ".join(f"epoch_us({c.name}) AS {c.name}" for c in schema.table(table).columns
-                           if c.type == "timestamp")
-        keys = con.execute(
-            f"SELECT DISTINCT {identity_hash(imp, table)} AS k FROM (SELECT * REPLACE ({stamps}) "
-            "FROM read_parquet(?, hive_partitioning = true) WHERE source_format = getvariable('source_format'))",
-            [files],
-        ).fetchnumpy()["k"]
-        seen.add(np.asarray(keys, dtype=np.uint64))
+    """Identities already in the dataset for this format, so re-imported records count as
+    duplicates (``seen.load_dataset_keys``)."""
+    load_dataset_keys(con, ds, Identity.of(imp), seen)
 
 
 TABLES = ("requests", "spans")

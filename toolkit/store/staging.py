@@ -70,6 +70,9 @@ class Staging:
     dataset: Dataset
     import_id: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-"
                            + uuid.uuid4().hex[:8])
+    tag: str = ""
+    """In this Staging's part names after the import id: tasks that write one import's files into
+    its staging folder at once each have their own (toolkit/ingest/fanout.py)."""
     _writers: dict[tuple[str, str], tuple[pq.ParquetWriter, str, int]] = field(default_factory=dict)
     _files: list[str] = field(default_factory=list)
     _seq: int = 0
@@ -105,6 +108,23 @@ class Staging:
             (self.dir / rel).unlink(missing_ok=True)
         del self._files[mark:]
 
+    @property
+    def files(self) -> list[str]:
+        """The staged files (relative to the staging folder), in the order they were begun."""
+        return list(self._files)
+
+    def adopt(self, rels: list[str]) -> None:
+        """Add files other writers (tasks, on their own ``Staging`` with the same import id) staged
+        in this import's folder: ``commit`` publishes them with the rest."""
+        self._files.extend(rels)
+
+    def remove(self, rels: list[str]) -> None:
+        """Delete staged files that will not be published (a task's output the driver dropped)."""
+        for rel in rels:
+            (self.dir / rel).unlink(missing_ok=True)
+        gone = set(rels)
+        self._files = [f for f in self._files if f not in gone]
+
     def _writer(self, table_name: str, day: str, target: pa.Schema, nrows: int) -> pq.ParquetWriter:
         import pyarrow.parquet as pq
 
@@ -116,7 +136,7 @@ class Staging:
                 return w
             w.close()
         self._seq += 1
-        rel = f"{table_name}/date={day}/part-{self.import_id}-{self._seq:04d}.parquet"
+        rel = f"{table_name}/date={day}/part-{self.import_id}-{self.tag}{self._seq:04d}.parquet"
         path = self.dir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         w = pq.ParquetWriter(path, target, **writer_options(target))
