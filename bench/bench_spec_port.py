@@ -52,7 +52,9 @@ def run(tree: Path, fmt: str, file: Path, out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     log = out.with_suffix(".log")
     with log.open("w") as fh:  # a file, not a pipe: wait4 below reaps the child before anyone reads
-        p = subprocess.Popen([sys.executable, "-c", CHILD, str(file), str(out), fmt], env=env, stdout=fh, stderr=fh)
+        # cwd=tree: ``python -c`` puts the working directory first on sys.path, before PYTHONPATH
+        p = subprocess.Popen([sys.executable, "-c", CHILD, str(file), str(out), fmt], env=env, stdout=fh, stderr=fh,
+                             cwd=tree)
         _, status, usage = os.wait4(p.pid, 0)  # this child's own usage (RUSAGE_CHILDREN keeps the max RSS of all)
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
