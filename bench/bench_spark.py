@@ -64,6 +64,26 @@ def jvm_cpu_s() -> float:
     return total
 
 
+def jvm_peak_rss_mb() -> float:
+    """Peak RSS (VmHWM) of this process's JVM child, in MB: the driver heap and Spark's off-heap memory."""
+    me, best = os.getpid(), 0.0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]) != me:
+                continue
+            for line in open(f"/proc/{pid}/status"):
+                if line.startswith("VmHWM:"):
+                    best = max(best, int(line.split()[1]) / 1024)
+        except OSError:
+            continue
+    return best
+
+
+def load_avg() -> str:
+    """The 1-minute load average now: wall times on a shared machine grow with it (docs/benchmarks.md)."""
+    return f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "?"
+
+
 def cpu_s() -> float:
     return time.process_time() + jvm_cpu_s()
 
@@ -96,7 +116,7 @@ def time_report(ds: Path, master: str) -> bool:
     ts, cs = time.perf_counter() - t, cpu_s() - c
     bad = same_report(d, s)
     print(f"{'report':<16} {td:>9.2f} {ts:>9.2f} {ts / max(td, 1e-9):>6.1f}x  {'yes' if not bad else f'NO {bad[:3]}'}"
-          f"   (CPU s: duckdb {cd:.1f}, spark {cs:.1f}, {cs / max(cd, 1e-9):.1f}x; headline: {s['headline']['sentence'][:90]})",
+          f"   (CPU s: duckdb {cd:.1f}, spark {cs:.1f}, {cs / max(cd, 1e-9):.1f}x; load {load_avg()}; headline: {s['headline']['sentence'][:90]})",
           flush=True)
     return not bad
 
@@ -108,14 +128,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--only", nargs="*", help="only these views")
     ap.add_argument("--report", action="store_true", help="also time and check the report on both engines")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the session (e.g. spark.driver.memory=2g); repeatable")
     args = ap.parse_args(argv)
+    conf = dict(c.split("=", 1) for c in args.conf)
     ds = args.dir or ROOT / "bench" / "data" / f"queries-{args.rows // 1_000_000}m"
     generate(ds, args.rows, 2)
-    from toolkit.engines.spark import SparkViews
+    from toolkit.engines.spark import SparkViews, session
 
+    print(f"{args.rows:,} requests, master {args.master}, conf {conf or 'defaults'}, load average {load_avg()}",
+          flush=True)
     t, c = time.perf_counter(), cpu_s()
+    session(args.master, conf=conf)  # started here so the settings apply; the views and the report reuse it
     views = SparkViews(ds, master=args.master)
-    print(f"spark session and views: {time.perf_counter() - t:.1f} s, {cpu_s() - c:.1f} CPU s "
+    print(f"spark session and views: {time.perf_counter() - t:.1f} s, {cpu_s() - c:.1f} CPU s, load {load_avg()} "
           "(helper views read by others are computed here: lazy checkpoints still run their shuffles)", flush=True)
     duck = queries.connect(ds)
     print(f"{'view':<16} {'duckdb s':>9} {'spark s':>9} {'ratio':>7}  same", flush=True)
@@ -132,10 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         agree = same(d, s)
         ok &= agree
         print(f"{name:<16} {td:>9.2f} {ts:>9.2f} {ts / max(td, 1e-9):>6.1f}x  {'yes' if agree else f'NO {d} vs {s}'}"
-              f"   (CPU s {cd:.1f} / {cs:.1f})", flush=True)
+              f"   (CPU s {cd:.1f} / {cs:.1f}, load {load_avg()})", flush=True)
     if args.report:
         ok &= time_report(ds, args.master)
-    print(f"driver process peak RSS {peak_rss_mb():.0f} MB (the JVM is a separate process)", flush=True)
+    print(f"peak RSS: driver process {peak_rss_mb():.0f} MB, JVM {jvm_peak_rss_mb():.0f} MB; load {load_avg()}",
+          flush=True)
     return 0 if ok else 1
 
 

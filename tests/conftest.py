@@ -204,3 +204,40 @@ _KIT = Kit(
 @pytest.fixture(scope="session")
 def kit() -> SimpleNamespace:
     return _KIT
+
+
+SPARK_TEST_CONF = {
+    # the test datasets are a few thousand rows: Spark's default of 200 shuffle partitions makes every
+    # shuffle 200 tasks of almost nothing (most of a spark test's time); 2 = local[2]'s cores
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    # a test JVM lives a few minutes and runs ~100 small jobs: the C2 compiler's work never pays back
+    # there; C1 only cut the samples' view set-up from 64 to 49 CPU s (bench figures keep the default JIT)
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+}
+"""Settings of the test suite's Spark session; none changes a result (tests/test_spark_engine.py checks
+every view against DuckDB under them)."""
+
+
+@pytest.fixture(scope="session")
+def spark_session(tmp_path_factory: pytest.TempPathFactory):  # -> pyspark.sql.SparkSession
+    """The one Spark session every ``spark`` test shares: local[2], bound to loopback, no stray
+    spark-defaults.conf, small shuffles (``SPARK_TEST_CONF``). Started once per pytest run (a JVM costs
+    seconds and ~1 GB); ``toolkit.engines.spark.session()`` and the CLI's ``--master local[2]`` get this
+    same session (getOrCreate), and a report's ``newSession()`` shares its JVM and settings. Skips the
+    test when PySpark or Java is missing (the ``spark`` extra is optional)."""
+    import shutil
+
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java for Spark")
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # docs/spark-engine.md: tests bind to loopback only
+    os.environ.setdefault("SPARK_CONF_DIR", str(tmp_path_factory.mktemp("spark-conf")))
+    from toolkit.engines import spark as engine
+
+    spark = engine.session("local[2]", conf=SPARK_TEST_CONF)
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.driver.bindAddress") == "127.0.0.1" and conf.get("spark.driver.host") == "127.0.0.1"
+    yield spark
+    engine._CACHE.clear()
+    spark.stop()

@@ -1,7 +1,7 @@
 """``--engine spark`` gives DuckDB's results (docs/spark-engine.md): every view and named query of ``queries/``
 (found at run time, so views other branches add are covered too) over the bundled samples, each
-translation rule run on both engines, and the CLI's errors. One local[2] session, 1 GB driver, bound to
-loopback, for the whole module."""
+translation rule run on both engines, and the CLI's errors. The suite's one local[2] session
+(tests/conftest.py ``spark_session``: 1 GB driver, bound to loopback, small shuffles)."""
 
 from __future__ import annotations
 
@@ -40,12 +40,10 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def views(samples: Path, tmp_path_factory: pytest.TempPathFactory) -> engine.SparkViews:
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ.setdefault("SPARK_CONF_DIR", str(tmp_path_factory.mktemp("spark-conf")))  # no stray defaults
+def views(samples: Path, spark_session: object) -> engine.SparkViews:
+    """The samples' views on the suite's one session (tests/conftest.py ``spark_session``)."""
     v = engine.SparkViews.cached(samples, master="local[2]")  # the CLI tests below reuse these views
-    conf = v.spark.sparkContext.getConf()
-    assert conf.get("spark.driver.bindAddress") == "127.0.0.1" and conf.get("spark.driver.host") == "127.0.0.1"
+    assert v.spark is spark_session
     return v
 
 

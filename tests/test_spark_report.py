@@ -42,9 +42,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reports(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ.setdefault("SPARK_CONF_DIR", str(tmp_path_factory.mktemp("spark-conf")))  # no stray defaults
+def reports(demo: Path, spark_session: object) -> tuple[dict, dict]:
+    """Both reports of the demo; Spark's on the suite's one session (tests/conftest.py)."""
     runner = CliRunner()
     duck = runner.invoke(app, ["report", str(demo), "--json", "-"])
     spark = runner.invoke(app, ["report", str(demo), "--json", "-", "--engine", "spark", "--master", "local[2]"])
@@ -133,12 +132,11 @@ def test_unknown_engine_is_a_usage_error(demo: Path) -> None:
     assert r.exit_code == 2 and "--engine must be duckdb or spark" in r.stderr
 
 
-def test_compare_on_spark(demo: Path) -> None:
+def test_compare_on_spark(demo: Path, spark_session: object) -> None:
     """``compare --engine spark``: the vLLM service (through its burst) against the quiet SGLang one.
     Counts, exact percentiles, medians, spans and goodput are equal; the curves too (each side has
     fewer than CURVE_ROWS requests, so both engines' samples hold every row); who finishes sooner, read
     off the noise band (a bootstrap over another order of rows), agrees where the gap is clear."""
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     args = ["compare", str(demo), "--a", "service = 'chat-assistant'", "--b", "service IS NULL",
             "--ttft-slo-ms", "2000", "--tpot-slo-ms", "50", "--json"]
     runner = CliRunner()

@@ -91,8 +91,12 @@ def plan_session(master: str | None = None, env: dict[str, str] | None = None) -
     return {"master": chosen, "conf": conf}
 
 
-def session(master: str | None = None) -> SparkSession:
-    """The process's Spark session (created once; later calls reuse it)."""
+def session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """The process's Spark session (created once; later calls reuse it).
+
+    ``conf`` adds settings to a session started here (the test suite's small shuffle partitions,
+    tests/conftest.py): given to the builder, they are in the SparkContext's conf, so the sessions
+    ``newSession()`` makes from it (a report's, toolkit/engines/connection.py) get them too."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -107,7 +111,7 @@ def session(master: str | None = None) -> SparkSession:
         if plan["master"].startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, unless told otherwise
         builder = SparkSession.builder.master(plan["master"]).appName("stagelens")
-        for k, v in plan["conf"].items():
+        for k, v in {**plan["conf"], **(conf or {})}.items():
             builder = builder.config(k, v)
         spark = builder.getOrCreate()
     except Exception as e:  # the JVM did not start: the message is Spark's, the first line is enough
