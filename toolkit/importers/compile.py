@@ -94,8 +94,16 @@ class Mapping:
     unchecked: set[str] = field(default_factory=set)
     constants: dict[str, Any] = field(default_factory=dict)
     values: dict[str, tuple[str, dict[str, str], str | None]] = field(default_factory=dict)
+    # ``[values.X] rules = [{when, value}, ...]``: the first rule whose condition holds, else default
+    rules: dict[str, tuple[list[tuple[tuple[str, str, Any], str]], str | None]] = field(default_factory=dict)
     boundaries: dict[str, Boundary] = field(default_factory=dict)  # in dependency order
     units: dict[str, str] = field(default_factory=dict)
+    # ``{ unit = "epoch_ns", integer = true }``: only an integer is a value ("<col> is not an integer")
+    integer: set[str] = field(default_factory=set)
+    # ``{ unit = ..., check = false }``: a value that converts to no time reads as null, not bad-type
+    quiet: set[str] = field(default_factory=set)
+    # ``format = "document"``: where the records are in the one JSON document (``Records``)
+    records: Records | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,6 +111,7 @@ class Mapping:
 
 
 def _fmt_of(m: Mapping, src: Source) -> str:
+    """The layout of ``src``: the mapping's ``format``, else guessed from the name or the magic."""
     if m.fmt:
         return m.fmt
     sfx = [s.lower() for s in Path(src.name).suffixes if s.lower() not in (".gz", ".zst", ".zstd")]
@@ -154,6 +163,10 @@ class _Reader:
 
     def use(self, col: str, typ: str) -> str:
         """Register a use of ``col`` wanting DuckDB type ``typ``; returns its raw expression."""
+        if col not in self.index and col.startswith("$"):
+            if self.fmt != "document" or col not in PSEUDO:
+                raise MappingError(f"{self.m.path}: {col!r} is not a column (a JSON document's records have "
+                                   f"{', '.join(PSEUDO)})")
         if col not in self.index:
             if self.fmt == "csv" and col not in self.header:
                 raise MappingError(f"{self.m.path}: column {col!r} is not in the header of {self.src.name} "
@@ -180,7 +193,9 @@ class _Reader:
 
     def present(self, col: str) -> str:
         c = f"c{self.index[col]}"
-        if self.fmt != "jsonl" or self.fast:
+        if col.startswith("$"):
+            return "true"
+        if self.fmt not in ("jsonl", "document") or self.fast:
             # fast JSON: read_json converts strictly (a value it cannot convert fails the whole
             # read, and the line reader takes over), so a value is there iff it is not NULL
             return f"{c} IS NOT NULL"
@@ -192,6 +207,8 @@ class _Reader:
         cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
         spec: dict = {}
         for c in cols:
+            if c.startswith("$"):  # the document reader's own columns (PSEUDO)
+                continue
             node = spec
             keys = c.split(".")
             for k in keys[:-1]:
@@ -219,6 +236,8 @@ class _Reader:
     def extract_sql(self) -> str:
         """The first CTEs, ending in ``x(ln, row_kind, _bad, c0, c1, ...)``."""
         cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
+        if self.fmt == "document":
+            return document_extract(self, cols)
         if self.fmt == "jsonl" and self.fast:
             # records(ln, j): read_json with the type of json_spec(); a line that is not an
             # object of that shape fails the read (the line reader takes over), JSON null is NULL
@@ -300,6 +319,16 @@ def _dur_us(raw: str, unit: str) -> str:
     return f"TRY_CAST(round(TRY_CAST({raw} AS DOUBLE){'' if f == 1 else f' * {f:g}'}) AS BIGINT)"
 
 
+def _int_us(raw: str, unit: str) -> str:
+    """SQL: an integer-only column (``integer = true``) as BIGINT microseconds: a fraction, an
+    exponent or a value past int64 is no value (exact: no double in between)."""
+    v = f"TRY_CAST({raw} AS BIGINT)"
+    u = unit.removeprefix("epoch_")
+    if u in ("ms", "s"):  # through HUGEINT: a product past int64 is no value, not an overflow error
+        return f"TRY_CAST(CAST({v} AS HUGEINT) * {1000 if u == 'ms' else 1000000} AS BIGINT)"
+    return f"{v} // 1000" if u == "ns" else v
+
+
 def _want(unit: str) -> str:
     """DuckDB type to extract a column of this unit as (JSON)."""
     return "VARCHAR" if unit in ("ns", "epoch_ns", "iso8601") else "DOUBLE"
@@ -312,31 +341,47 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     checks: list[str] = []  # WHEN ... THEN {code, detail}
     seen_conv: set[str] = set()
     cols = {c.name: c for c in schema.table("requests").columns}
+    quiet = m.quiet
+
+    def what(col: str) -> str:
+        return ("an integer" if col in m.integer else "an ISO-8601 time" if m.units[col] == "iso8601"
+                else "a number")
 
     def time_col(col: str) -> str:
-        raw = rd.use(col, _want(m.units[col]))
+        raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
         name = f"t{rd.index[col]}"
         if name not in seen_conv:
             seen_conv.add(name)
-            expr = _time_us(raw, m.units[col])
+            expr = _int_us(raw, m.units[col]) if col in m.integer else _time_us(raw, m.units[col])
             if m.clock == "relative":
                 expr = f"({expr}) + coalesce(getvariable('clock_origin_us'), 0)"
             conv.append(f"{expr} AS {name}")
-            what = "an ISO-8601 time" if m.units[col] == "iso8601" else "a number"
-            checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                          f"{{'code': 'bad-type', 'detail': {_s(f'{col} is not {what}')}}}")
+            if col not in quiet:
+                checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
+                              f"{{'code': 'bad-type', 'detail': {_s(f'{col} is not {what(col)}')}}}")
         return name
 
     def dur_col(col: str) -> str:
-        raw = rd.use(col, _want(m.units[col]))
+        raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
         name = f"d{rd.index[col]}"
         if name not in seen_conv:
             seen_conv.add(name)
-            conv.append(f"{_dur_us(raw, m.units[col])} AS {name}")
-            checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                          f"{{'code': 'bad-type', 'detail': {_s(f'{col} is not a number')}}}")
+            conv.append(f"{_int_us(raw, m.units[col]) if col in m.integer else _dur_us(raw, m.units[col])} AS {name}")
+            if col not in quiet:
+                checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
+                              f"{{'code': 'bad-type', 'detail': {_s(f'{col} is not {what(col)}')}}}")
             checks.append(f"WHEN {name} < 0 THEN {{'code': 'negative-duration', 'detail': {_s(f'{col} is negative')}}}")
         return name
+
+    def condition(when: tuple[str, str, Any]) -> str:
+        """SQL of ``<column> <op> <literal>``: the column read as the literal's type."""
+        col, op, lit = when
+        typ = "BOOLEAN" if isinstance(lit, bool) else "VARCHAR" if isinstance(lit, str) else "ANY"
+        raw = rd.use(col, typ)
+        lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
+               else f"TRY_CAST({raw} AS DOUBLE)")
+        rhs = ("true" if lit else "false") if isinstance(lit, bool) else _s(lit) if isinstance(lit, str) else repr(lit)
+        return f"{lhs} {op} {rhs}"
 
     # boundaries, in dependency order (lateral aliases in one SELECT)
     bsel: list[str] = []
@@ -355,13 +400,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         flag = flags[0] if len(flags) == 1 else (
             "CASE " + " ".join(f"WHEN ({v}) IS NOT NULL THEN {f}" for v, f in zip(vals, flags, strict=True)) + " END")
         if b.when:
-            col, op, lit = b.when
-            typ = "BOOLEAN" if isinstance(lit, bool) else "VARCHAR" if isinstance(lit, str) else "ANY"
-            raw = rd.use(col, typ)
-            lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
-                   else f"TRY_CAST({raw} AS DOUBLE)")
-            rhs = ("true" if lit else "false") if isinstance(lit, bool) else _s(lit) if isinstance(lit, str) else repr(lit)
-            value = f"CASE WHEN {lhs} {op} {rhs} THEN {value} END"
+            value = f"CASE WHEN {condition(b.when)} THEN {value} END"
         bsel.append(f"{value} AS x_{b.name}")
         bsel.append(f"coalesce(x_{b.name} IS NOT NULL AND ({flag}), false) AS dv_{b.name}")
         can_derive[b.name] = any(f != "false" for f in flags)
@@ -401,7 +440,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             out.append(f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {f:g}) AS FLOAT[]) AS itl_ms")
             continue
         typ = {"string": "VARCHAR", "int64": "BIGINT", "float64": "DOUBLE"}.get(c.type, "VARCHAR")
-        raws = [rd.use(s, typ) for s in srcs]
+        # a document's integers are read as numbers, then rounded (a report may write a count as 12.0)
+        raws = [rd.use(s, "DOUBLE" if typ == "BIGINT" and fmt == "document" else typ) for s in srcs]
         vals = [f"TRY_CAST({r} AS {typ})" if typ != "VARCHAR" else f"CAST({r} AS VARCHAR)" for r in raws]
         expr = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
         if typ != "VARCHAR" and k not in m.unchecked:
@@ -415,13 +455,16 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         raw = f"CAST({rd.use(s, 'VARCHAR')} AS VARCHAR)"
         whens = " ".join(f"WHEN {raw} = {_s(a)} THEN {_s(b)}" for a, b in mp.items())
         out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else raw} END AS {k}")
+    for k, (rules, dflt) in m.rules.items():
+        whens = " ".join(f"WHEN {condition(w)} THEN {_s(v)}" for w, v in rules)
+        out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else 'NULL'} END AS {k}")
     for k, v in m.constants.items():
         lit = _s(v) if isinstance(v, str) else repr(v)
         out.append(f"CAST({lit} AS {cols[k].duckdb_type}) AS {k}")
     for k in ("service", "model"):
-        if k not in m.columns and k not in m.constants and k not in m.values:
+        if not any(k in d for d in (m.columns, m.constants, m.values, m.rules)):
             out.append(f"getvariable('{k}') AS {k}")
-    if "request_id" not in m.columns and "request_id" not in m.values and "request_id" not in m.constants:
+    if not any("request_id" in d for d in (m.columns, m.values, m.rules, m.constants)):
         # <file hash>-<line>; the fast reader numbers lines after the SQL: it appends them (FAST_LINE_ID)
         out.append(f"getvariable('file_hash') || '-'{'' if rd.fast else ' || ln'} AS request_id")
     vantage_check = ""
@@ -434,7 +477,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         how = ", ".join(a.text for a in m.boundaries[b].alts)
         detail = m.boundaries[b].missing or f"{b} is missing ({how})"
         missing.append(f"WHEN p_{b} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}")
-    if "request_id" in m.columns:
+    if "request_id" in m.columns and "$line" not in m.columns["request_id"]:  # ``$line``: never null
         missing.insert(0, "WHEN request_id IS NULL THEN {'code': 'missing-field', 'detail': "
                        + _s(f"request_id is missing ({', '.join(m.columns['request_id'])})") + "}")
 
@@ -457,7 +500,8 @@ SELECT ln, row_kind,
          {' '.join(skew_checks)}
     END AS _r,
     _r['code'] AS reason_code, _r['detail'] AS reason_detail,
-    {', '.join(k for k in dict.fromkeys([*m.columns, *m.values, *m.constants, 'service', 'model', 'request_id']))},
+    {', '.join(k for k in dict.fromkeys([*m.columns, *m.values, *m.rules, *m.constants, 'service', 'model',
+                                          'request_id']))},
     {', '.join(f'p_{b} AS {b}' for b in defined)},
     {derived} AS derived,
     {skew} AS clock_skew_ms,
@@ -470,8 +514,12 @@ FROM o"""
 def bind_mapping(imp: Importer, m: Mapping, src: Source) -> Importer:
     """``imp`` reading ``src`` with the SQL compiled from ``m``, under the mapping's name."""
     fmt = _fmt_of(m, src)
+    if fmt == "document":
+        from toolkit.importers._document import check
+
+        check(src)  # a malformed document: one clear InputError before anything parses it
     sql = build_sql(m, fmt, src)
-    return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt == "parquet" else "lines",
+    return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt in ("parquet", "document") else "lines",
                                   fast=_fast(m, fmt, src)), name=m.name)
 
 
@@ -504,3 +552,136 @@ def _fast(m: Mapping, fmt: str, src: Source) -> Fast | None:
 def _quoted_key(spec: dict) -> bool:
     """Whether a key of the structure holds a double quote (DuckDB's STRUCT type would not parse it)."""
     return any('"' in k or (isinstance(v, dict) and _quoted_key(v)) for k, v in spec.items())
+
+
+# ---------------------------------------------------------------------------------------------
+# a JSON document's records (``[source] format = "document"``): benchmark clients' reports
+
+
+# The columns a document's record has besides its own fields: ``$line`` the synthesized id
+# ``<file hash>-<record number>``; ``$key`` the key a record was found under (``{a,b}`` in the path).
+PSEUDO = ("$line", "$key")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One array on the way to the records: at ``path`` (object keys, from the value the step
+    before gave), or, with ``keys``, at ``path + [k]`` for each ``k`` in that order (``{a,b}``),
+    the key kept as ``$key``. The root step with no path is a top-level array."""
+
+    path: tuple[str, ...]
+    keys: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Records:
+    """``[source] records = "benchmarks[*].requests.{successful,errored}[*]"``: each ``[*]`` is an
+    array whose elements are walked in order; records are numbered 1.. in document order (the
+    ``source_line``). ``noun``: what a record is called when it is JSON null ("request is not a
+    JSON object")."""
+
+    text: str
+    steps: tuple[Step, ...]
+    noun: str = "record"
+
+
+_SEGMENT = re.compile(r"^(?:(?P<key>[A-Za-z_][A-Za-z0-9_-]*)|\{(?P<keys>[A-Za-z0-9_,\s-]+)\})?(?P<star>\[\*\])?$")
+
+
+def parse_records(text: str, noun: str = "record") -> Records:
+    """``Records`` from its path text; a ``ValueError`` says what is wrong (the loader names the line)."""
+    steps: list[Step] = []
+    path: list[str] = []
+    keys: tuple[str, ...] | None = None
+    parts = text.strip().split(".")
+    for i, part in enumerate(parts):
+        mt = _SEGMENT.match(part.strip())
+        if not mt or not (mt["key"] or mt["keys"] or (mt["star"] and i == 0)):
+            raise ValueError(f"{part!r} is not a key, a key[*] or a {{key,key}} (e.g. \"benchmarks[*].requests[*]\")")
+        if mt["keys"]:
+            if keys is not None:
+                raise ValueError("one {key,key} per path")
+            keys = tuple(k.strip() for k in mt["keys"].split(",") if k.strip())
+        elif mt["key"]:
+            if keys is not None:
+                raise ValueError("a {key,key} is the last key before its [*]")
+            path.append(mt["key"])
+        if mt["star"]:
+            steps.append(Step(tuple(path), keys))
+            path, keys = [], None
+    if path or keys is not None or not steps:
+        raise ValueError("the path must end in [*] (the array of records)")
+    if sum(s.keys is not None for s in steps) > 1:
+        raise ValueError("one {key,key} per path")
+    return Records(text, tuple(steps), noun)
+
+
+def _json_path(keys: tuple[str, ...]) -> str:
+    return _s("$." + ".".join(keys))
+
+
+def document_lines(rec: Records) -> str:
+    """CTEs ending in ``lines(ln, line, _key)``: one row per record, ``line`` its JSON value.
+
+    The document is read by DuckDB once (the first array as the root's column: ``read_json``
+    with ``columns``, so a document of another shape gives no rows, never an error); each further
+    array is ``unnest`` of ``json_extract`` cast to ``JSON[]`` (an element of another type gives
+    none), its index kept with ``generate_subscripts`` for the document order."""
+    first, *rest = rec.steps
+    read = ("read_json(getvariable('source_path'), format = {fmt}, {extra}ignore_errors = true, "
+            "maximum_object_size = 268435456, compression = getvariable('source_compression'), columns = {cols})")
+    ctes = []
+    if not first.path:  # a top-level array
+        ctes.append("d AS (SELECT json FROM " + read.format(fmt="'unstructured'", extra="records = 'false', ",
+                                                            cols="{'json': 'JSON'}") + ")")
+        ctes.append("r0 AS (SELECT unnest(CAST(json AS JSON[])) AS v0, generate_subscripts(CAST(json AS JSON[]), 1) "
+                    "AS i0 FROM d WHERE json_type(json) = 'ARRAY')")
+    else:
+        top, *under = first.path
+        src = top if not under else f"CAST(json_extract({_q(top)}, {_json_path(tuple(under))}) AS JSON[])"
+        typ = "JSON[]" if not under else "JSON"
+        ctes.append("d AS (SELECT * FROM " + read.format(fmt="'auto'", extra="", cols="{" + _s(top) + ": " + _s(typ) + "}")
+                    + ")")
+        ctes.append(f"r0 AS (SELECT unnest({src}) AS v0, generate_subscripts({src}, 1) AS i0 FROM d)")
+    order = ["i0"]
+    carried = "i0"
+    for n, step in enumerate(rest, 1):
+        def arr(keys: tuple[str, ...], n: int = n) -> str:
+            return f"CAST(json_extract(v{n - 1}, {_json_path(keys)}) AS JSON[])"
+        if step.keys is None:
+            ctes.append(f"r{n} AS (SELECT {carried}, unnest({arr(step.path)}) AS v{n}, "
+                        f"generate_subscripts({arr(step.path)}, 1) AS i{n} FROM r{n - 1})")
+        else:
+            ctes.append(f"r{n} AS (" + " UNION ALL ".join(
+                f"SELECT {carried}, {k} AS k{n}, {_s(key)} AS _key, unnest({arr((*step.path, key))}) AS v{n}, "
+                f"generate_subscripts({arr((*step.path, key))}, 1) AS i{n} FROM r{n - 1}"
+                for k, key in enumerate(step.keys, 1)) + ")")
+            order.append(f"k{n}")
+            carried += f", k{n}, _key"
+        order.append(f"i{n}")
+        carried += f", i{n}"
+    last = len(rec.steps) - 1
+    key = "_key" if any(s.keys for s in rec.steps) else "CAST(NULL AS VARCHAR) AS _key"
+    # one array: its index is the record number; more: numbered over them all in document order
+    ln = "i0" if not rest else f"row_number() OVER (ORDER BY {', '.join(order)})"
+    ctes.append(f"lines AS (SELECT {ln} AS ln, v{last} AS line, {key} FROM r{last})")
+    return ",\n".join(ctes)
+
+
+def document_extract(rd: _Reader, cols: list[str]) -> str:
+    """``_Reader.extract_sql`` for a document: its records as ``lines`` (``document_lines``), each
+    typed by one ``json_transform`` with the mapped fields only, as a JSON line is. A record that
+    is JSON null is unparseable; one of another type has no field the mapping names."""
+    rec = rd.m.records
+    assert rec is not None
+    pseudo = {"$line": "getvariable('file_hash') || '-' || ln", "$key": "_key"}
+    access = ", ".join((pseudo[c] if c in pseudo else f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))}")
+                       + f" AS c{i}" for i, c in enumerate(cols))
+    spec_sql = _s(json.dumps(rd.json_spec()))
+    return f"""{document_lines(rec)},
+r AS (SELECT ln, line, _key, try(json_transform(line, {spec_sql})) AS j FROM lines),
+x AS (
+    SELECT ln, line, CASE WHEN j IS NULL THEN {_s(rec.noun + ' is not a JSON object')} END AS _bad,
+        'record' AS row_kind
+        {', ' + access if access else ''}
+    FROM r)"""

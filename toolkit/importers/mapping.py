@@ -39,7 +39,9 @@ from toolkit.importers.compile import (
     Boundary,
     Mapping,
     MappingError,
+    Records,
     bind_mapping,
+    parse_records,
 )
 from toolkit.importers.spec import Docs, Importer, Layout
 from toolkit.ingest.sources import Source
@@ -56,6 +58,7 @@ _ALIASES = {"µs": "us", "iso": "iso8601", "iso-8601": "iso8601", "ISO-8601": "i
 _SECTIONS = {"name", "source", "columns", "constants", "boundaries", "units", "values"}
 # our columns the mapping may not set directly: boundaries have their own section, the rest is computed
 _COMPUTED = {"derived", "clock_skew_ms", "clock", "source_format", "source_file", "source_line", *ORDER}
+_SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "records", "record")
 _OPS = {"=": "=", "==": "=", "!=": "<>", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
@@ -133,6 +136,47 @@ def _literal(t: _Text, section: str, key: str, text: str) -> Any:
         raise t.error(section, key, f"condition value {s!r} is not a number, a quoted string, true or false") from None
 
 
+def _when(t: _Text, section: str, key: str, w: object) -> tuple[str, str, Any]:
+    """A condition ``"<column> <op> <value>"`` as (column, SQL operator, literal)."""
+    mt = re.fullmatch(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*", w) if isinstance(w, str) else None
+    if not mt:
+        raise t.error(section, key, "when must read \"<column> <op> <value>\", op one of = != < <= > >=")
+    return mt.group(1), _OPS[mt.group(2)], _literal(t, section, key, mt.group(3))
+
+
+def _rules(t: _Text, sec: str, v: dict) -> tuple[list[tuple[tuple[str, str, Any], str]], str | None]:
+    """``rules = [{ when = "...", value = "..." }, ...]`` (the first that holds) and ``default``."""
+    if "from" in v or "map" in v:
+        raise t.error(sec, "rules", "give either from/map or rules, not both")
+    rules = v["rules"]
+    if not isinstance(rules, list) or not rules or not all(
+            isinstance(r, dict) and set(r) == {"when", "value"} and isinstance(r["value"], str) for r in rules):
+        raise t.error(sec, "rules", "a list of { when = \"<column> <op> <value>\", value = \"...\" }")
+    dflt = v.get("default")
+    if dflt is not None and not isinstance(dflt, str):
+        raise t.error(sec, "default", "must be a string")
+    return [(_when(t, sec, "rules", r["when"]), r["value"]) for r in rules], dflt
+
+
+def _records(t: _Text, src: dict, fmt: str | None) -> Records | None:
+    """``records`` (and ``record``) of a ``format = "document"`` source."""
+    if fmt != "document":
+        for k in ("records", "record"):
+            if k in src:
+                raise t.error("source", k, "only for format = \"document\"")
+        return None
+    text, noun = src.get("records"), src.get("record", "record")
+    if not isinstance(text, str):
+        raise t.error("source", "records", "a document needs records = \"<path to the array of records>\", "
+                      "e.g. \"benchmarks[*].requests[*]\"")
+    if not isinstance(noun, str) or not noun.strip():
+        raise t.error("source", "record", "what a record is called, e.g. \"request\"")
+    try:
+        return parse_records(text, noun)
+    except ValueError as e:
+        raise t.error("source", "records", str(e)) from None
+
+
 def _str_list(t: _Text, section: str, key: str, v: object, what: str) -> list[str]:
     items = v if isinstance(v, list) else [v]
     if not items or not all(isinstance(x, str) and x.strip() for x in items):
@@ -173,11 +217,11 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
 
     src = doc.get("source", {})
     for k in src:
-        if k not in ("format", "clock", "delimiter", "skew_tolerance_ms"):
-            raise t.error("source", k, "unknown key (known: format, clock, delimiter, skew_tolerance_ms)")
+        if k not in _SOURCE_KEYS:
+            raise t.error("source", k, f"unknown key (known: {', '.join(_SOURCE_KEYS)})")
     fmt = src.get("format")
-    if fmt is not None and fmt not in ("jsonl", "csv", "parquet"):
-        raise t.error("source", "format", "must be jsonl, csv or parquet (default: from the file name)")
+    if fmt is not None and fmt not in ("jsonl", "csv", "parquet", "document"):
+        raise t.error("source", "format", "must be jsonl, csv, parquet or document (default: from the file name)")
     clock = src.get("clock", "wall")
     if clock not in ("wall", "relative"):
         raise t.error("source", "clock", "must be wall or relative")
@@ -187,7 +231,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     tol = src.get("skew_tolerance_ms", SKEW_TOLERANCE_US / 1e3)
     if isinstance(tol, bool) or not isinstance(tol, int | float) or tol < 0:
         raise t.error("source", "skew_tolerance_ms", "must be a number of milliseconds >= 0")
-    m = Mapping(path=str(path), name=name, fmt=fmt, clock=clock, delimiter=delim, tolerance_us=round(tol * 1000))
+    m = Mapping(path=str(path), name=name, fmt=fmt, clock=clock, delimiter=delim, tolerance_us=round(tol * 1000),
+                records=_records(t, src, fmt))
 
     cols = {c.name: c for c in schema.table("requests").columns}
     taken: dict[str, str] = {}
@@ -229,8 +274,11 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         if cols[k].type != "string" or not isinstance(v, dict):
             raise t.error(sec, None, "value translation is for string columns: from = \"col\", map = {...}")
         for kk in v:
-            if kk not in ("from", "map", "default"):
-                raise t.error(sec, kk, "unknown key (known: from, map, default)")
+            if kk not in ("from", "map", "default", "rules"):
+                raise t.error(sec, kk, "unknown key (known: from, map, default, rules)")
+        if "rules" in v:
+            m.rules[k] = _rules(t, sec, v)
+            continue
         if not isinstance(v.get("from"), str):
             raise t.error(sec, "from", "the source column to translate is required")
         mp = v.get("map", {})
@@ -247,6 +295,18 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                       "(constants.vantage = \"client\", \"gateway\" or \"server\")")
 
     for k, v in doc.get("units", {}).items():
+        if isinstance(v, dict):  # { unit = "epoch_ns", integer = true, check = false }
+            for kk in v:
+                if kk not in ("unit", "integer", "check"):
+                    raise t.error("units", k, f"unknown key {kk!r} (known: unit, integer, check)")
+            for kk in ("integer", "check"):
+                if not isinstance(v.get(kk, kk == "check"), bool):
+                    raise t.error("units", k, f"{kk} must be true or false")
+            if v.get("integer"):
+                m.integer.add(k)
+            if not v.get("check", True):
+                m.quiet.add(k)
+            v = v.get("unit")
         m.units[k] = _unit(t, k, v)
 
     raw_b = doc.get("boundaries", {})
@@ -273,11 +333,7 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
             if missing is not None and (not isinstance(missing, str) or not missing.strip()):
                 raise t.error("boundaries", k, "missing must be a text: the detail of the missing-field reason")
             if "when" in v:
-                w = v["when"]
-                mt = re.fullmatch(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*", w) if isinstance(w, str) else None
-                if not mt:
-                    raise t.error("boundaries", k, "when must read \"<column> <op> <value>\", op one of = != < <= > >=")
-                when = (mt.group(1), _OPS[mt.group(2)], _literal(t, "boundaries", k, mt.group(3)))
+                when = _when(t, "boundaries", k, v["when"])
             v = v["value"]
         alts = []
         for text in _str_list(t, "boundaries", k, v, "a column or \"<boundary or column> + <duration column>\""):
@@ -372,4 +428,8 @@ def spec_importer(name: str, vantage: str, docs: Docs, sniff: Callable[[bytes], 
     def unbound() -> str:
         raise AssertionError(f"{name}: its SQL is compiled per file (bind)")
 
-    return Importer(name, vantage, IDENTITY, docs, sniff, Layout(requests=unbound), bind=bind)
+    # what the file is read as is known before it is bound (a document is digested and checked
+    # whole first: toolkit/ingest/plan.py), so the unbound layout says it too, from the spec itself
+    fmt = tomllib.loads(spec.read_text(encoding="utf-8")).get("source", {}).get("format")
+    reads = "document" if fmt == "document" else "lines"
+    return Importer(name, vantage, IDENTITY, docs, sniff, Layout(requests=unbound, reads=reads), bind=bind)
