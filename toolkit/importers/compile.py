@@ -102,6 +102,8 @@ class Mapping:
     integer: set[str] = field(default_factory=set)
     # ``{ unit = ..., check = false }``: a value that converts to no time reads as null, not bad-type
     quiet: set[str] = field(default_factory=set)
+    # ``{ unit = ..., list = true }``: a JSON list of times (``col[1]``, ``col[-1]``, ``len(col)``, gaps)
+    lists: set[str] = field(default_factory=set)
     # ``format = "document"``: where the records are in the one JSON document (``Records``)
     records: Records | None = None
 
@@ -201,6 +203,14 @@ class _Reader:
             return f"{c} IS NOT NULL"
         path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
         return f"coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL'"
+
+    def kind(self, col: str) -> str | None:
+        """SQL: the JSON type of ``col``'s value (NULL when absent); None where the reader has no
+        JSON text to ask (the fast reader fails on a value of another type instead)."""
+        if self.fmt not in ("jsonl", "document") or self.fast:
+            return None
+        path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
+        return f"json_type(line, {_s(path)})"
 
     def json_spec(self) -> dict:
         """The ``json_transform`` structure of one JSON line: the mapped fields only."""
@@ -319,6 +329,10 @@ def _dur_us(raw: str, unit: str) -> str:
     return f"TRY_CAST(round(TRY_CAST({raw} AS DOUBLE){'' if f == 1 else f' * {f:g}'}) AS BIGINT)"
 
 
+_ELEMENT = re.compile(r"(.+)\[(-?[1-9][0-9]*)\]")  # an element of a list of times: col[1], col[-1]
+_LEN = re.compile(r"len\((.+)\)")  # its length, in a condition
+
+
 def _int_us(raw: str, unit: str) -> str:
     """SQL: an integer-only column (``integer = true``) as BIGINT microseconds: a fraction, an
     exponent or a value past int64 is no value (exact: no double in between)."""
@@ -347,7 +361,37 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         return ("an integer" if col in m.integer else "an ISO-8601 time" if m.units[col] == "iso8601"
                 else "a number")
 
+    list_checks: list[str] = []  # a list's own checks: after ts_arrival's missing check (time_list)
+    order_checks: list[str] = []  # its order: after every missing check
+
+    def time_list(col: str) -> str:
+        """A list of times (``list = true``) as a list of BIGINT µs, ``l<i>``."""
+        if rd.fmt not in ("jsonl", "document"):
+            raise MappingError(f"{m.path}: {col!r}: a list of times is read from JSON only")
+        raw = rd.use(col, "VARCHAR[]" if col in m.integer else "DOUBLE[]")
+        name = f"l{rd.index[col]}"
+        if name not in seen_conv:
+            seen_conv.add(name)
+            unit = m.units[col]
+            expr = _int_us("t", unit) if col in m.integer else _time_us("t", unit)
+            if m.clock == "relative":
+                expr = f"({expr}) + coalesce(getvariable('clock_origin_us'), 0)"
+            conv.append(f"list_transform({raw}, lambda t: {expr}) AS {name}")
+            if col not in quiet:
+                kind = rd.kind(col)
+                if kind is not None:  # a value of another type (null too) is no list
+                    list_checks.append(f"WHEN {kind} <> 'ARRAY' THEN "
+                                       f"{{'code': 'bad-type', 'detail': {_s(f'{col} is not a list')}}}")
+                element = "a non-integer" if col in m.integer else "a non-number"
+                list_checks.append(f"WHEN list_contains(list_transform({name}, lambda t: t IS NULL), true) THEN "
+                                   f"{{'code': 'bad-type', 'detail': {_s(f'{col} holds {element}')}}}")
+            order_checks.append(f"WHEN list_contains([{name}[i + 1] < {name}[i] FOR i IN range(1, len({name}))], true) "
+                                f"THEN {{'code': 'out-of-order', 'detail': {_s(f'{col} are not in order')}}}")
+        return name
+
     def time_col(col: str) -> str:
+        if (el := _ELEMENT.fullmatch(col)) and el[1] in m.lists:  # ``col[1]``, ``col[-1]``
+            return f"{time_list(el[1])}[{el[2]}]"
         raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
         name = f"t{rd.index[col]}"
         if name not in seen_conv:
@@ -376,6 +420,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     def condition(when: tuple[str, str, Any]) -> str:
         """SQL of ``<column> <op> <literal>``: the column read as the literal's type."""
         col, op, lit = when
+        if (n := _LEN.fullmatch(col)) and n[1] in m.lists:  # ``len(col)`` of a list of times
+            return f"TRY_CAST(len({time_list(n[1])}) AS DOUBLE) {op} {lit!r}"
         typ = "BOOLEAN" if isinstance(lit, bool) else "VARCHAR" if isinstance(lit, str) else "ANY"
         raw = rd.use(col, typ)
         lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
@@ -433,6 +479,16 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     out: list[str] = []
     for k, srcs in m.columns.items():
         c = cols[k]
+        if k == "itl_ms" and srcs[0] in m.lists:  # the gaps between a list of times, in its own unit
+            t, unit = srcs[0], m.units[srcs[0]]
+            lst = time_list(t)
+            raw = f"c{rd.index[t]}"
+            num = "BIGINT" if t in m.integer else "DOUBLE"
+            f = _TO_US[unit.removeprefix("epoch_")] / 1e3
+            scale = f" / {1 / f:g}" if f < 1 else f" * {f:g}"
+            out.append(f"CASE WHEN len({lst}) >= 2 THEN CAST([(TRY_CAST({raw}[i + 1] AS {num}) - TRY_CAST({raw}[i] AS {num}))"
+                       f"{scale} FOR i IN range(1, len({lst}))] AS FLOAT[]) END AS itl_ms")
+            continue
         if k == "itl_ms":
             unit = m.units[srcs[0]]
             raw = rd.use(srcs[0], "DOUBLE[]")
@@ -476,7 +532,10 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     for b in ("ts_arrival", "ts_end"):
         how = ", ".join(a.text for a in m.boundaries[b].alts)
         detail = m.boundaries[b].missing or f"{b} is missing ({how})"
+        # a list of times is checked once the arrival is there, before the end it may give
+        missing.extend(list_checks if b == "ts_end" else [])
         missing.append(f"WHEN p_{b} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}")
+    missing.extend(order_checks)
     if "request_id" in m.columns and "$line" not in m.columns["request_id"]:  # ``$line``: never null
         missing.insert(0, "WHEN request_id IS NULL THEN {'code': 'missing-field', 'detail': "
                        + _s(f"request_id is missing ({', '.join(m.columns['request_id'])})") + "}")

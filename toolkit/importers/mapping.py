@@ -295,17 +295,19 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                       "(constants.vantage = \"client\", \"gateway\" or \"server\")")
 
     for k, v in doc.get("units", {}).items():
-        if isinstance(v, dict):  # { unit = "epoch_ns", integer = true, check = false }
+        if isinstance(v, dict):  # { unit = "epoch_ns", integer = true, check = false, list = true }
             for kk in v:
-                if kk not in ("unit", "integer", "check"):
-                    raise t.error("units", k, f"unknown key {kk!r} (known: unit, integer, check)")
-            for kk in ("integer", "check"):
+                if kk not in ("unit", "integer", "check", "list"):
+                    raise t.error("units", k, f"unknown key {kk!r} (known: unit, integer, check, list)")
+            for kk in ("integer", "check", "list"):
                 if not isinstance(v.get(kk, kk == "check"), bool):
                     raise t.error("units", k, f"{kk} must be true or false")
             if v.get("integer"):
                 m.integer.add(k)
             if not v.get("check", True):
                 m.quiet.add(k)
+            if v.get("list"):
+                m.lists.add(k)
             v = v.get("unit")
         m.units[k] = _unit(t, k, v)
 
@@ -352,7 +354,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     for b in parsed.values():
         for a in b.alts:
             if not a.base_is_boundary:
-                u = m.units.get(a.base)
+                el = re.fullmatch(r"(.+)\[-?[1-9][0-9]*\]", a.base)  # an element of a list of times
+                u = m.units.get(el[1] if el and el[1] in m.lists else a.base)
                 if u is None:
                     hint = f" (or define boundaries.{a.base})" if a.base in ORDER else ""
                     raise t.error("boundaries", b.name, f"column {a.base!r} has no unit: add it to [units]{hint}")
@@ -387,7 +390,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     for k in sorted(parsed, key=ORDER.index):
         visit(k, [])
     m.boundaries = {k: parsed[k] for k in done}
-    if "itl_ms" in m.columns and m.units.get(m.columns["itl_ms"][0]) not in DURATION_UNITS:
+    itl = m.columns.get("itl_ms", [None])[0]  # a list of gaps (a duration unit) or of times (their gaps)
+    if itl is not None and itl not in m.lists and m.units.get(itl) not in DURATION_UNITS:
         raise t.error("units", m.columns["itl_ms"][0], "itl_ms needs the unit of its gaps: s, ms, us or ns")
     return m
 
