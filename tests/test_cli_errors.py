@@ -1,5 +1,5 @@
 """Every mistake a user can make on the command line: one line on stderr, the exit code of the one
-table (toolkit/cli.py EXIT_CODES = ``--help`` = the README), checked before any work starts."""
+table (toolkit/cli/_app.py EXIT_CODES = ``--help`` = the README), checked before any work starts."""
 
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ import json
 
 from toolkit.importers._common import SKEW_TOLERANCE_US, error_label, us
 from toolkit.importers._otlp import (
+    bigint,
     chain,
     hex_id,
     keys,
@@ -40,6 +41,7 @@ from toolkit.importers._otlp import (
     llm_request_stages,
     spans_of_lines,
     spans_of_records,
+    val,
 )
 from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
 
@@ -118,16 +120,11 @@ def sniff(head: bytes) -> bool:
 def _v(name: str) -> str:
     """The value struct of attribute ``_KEYS[name]`` (NULL when absent): a native search of the key
     list ``ak`` (built once per span), several times cheaper than a lambda filter per attribute."""
-    return f"(sp['attributes'][list_position(ak, '{_KEYS[name]}')])['value']"
+    return val(_KEYS[name])
 
 
 def _s(name: str) -> str:
     return f"{_v(name)}['stringValue']"
-
-
-def _int(col: str) -> str:
-    """BIGINT from a value struct column: intValue (string or number), else a numeric string."""
-    return f"coalesce(TRY_CAST({col}['intValue'] AS BIGINT), TRY_CAST({col}['stringValue'] AS BIGINT))"
 
 
 def _first_of_list(expr: str) -> str:
@@ -209,8 +206,8 @@ def _model_stages() -> list[list[str]]:
     mt = [
         us("coalesce(ttfc_v['doubleValue'], TRY_CAST(ttfc_v['intValue'] AS DOUBLE), "
            "TRY_CAST(ttfc_v['stringValue'] AS DOUBLE))") + " AS ttfc",
-        f"{_int('in_v')} AS input_tokens", f"{_int('out_v')} AS output_tokens",
-        f"{_int('cache_v')} AS cached_input_tokens",
+        f"{bigint('in_v')} AS input_tokens", f"{bigint('out_v')} AS output_tokens",
+        f"{bigint('cache_v')} AS cached_input_tokens",
         "TRY_CAST(fte_raw AS BIGINT) // 1000 AS fte",
         "CASE WHEN len(chunks) > 0 THEN chunks[1] END AS chunk_first",
         "CASE WHEN len(chunks) > 0 THEN chunks[len(chunks)] END AS chunk_last",

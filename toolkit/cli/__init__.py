@@ -1,0 +1,42 @@
+"""The ``stagelens`` command: a thin layer over the library.
+
+One Typer application (``_app.py``: exit codes, help style, the checks every command runs first)
+and one module per group of commands, each registering its commands on it when imported:
+``ingest.py`` (import, formats, schema), ``query.py`` (sql), ``analyze.py`` (report, compare),
+``live.py`` (collect, replay, whatif, demo). Exit codes: ``EXIT_CODES``, which ``--help`` prints and
+the README repeats (tests/test_cli_errors.py checks all three agree). Fast start: no module here
+imports DuckDB, pyarrow, polars or altair at import time (tests/test_fast_start.py).
+"""
+
+from __future__ import annotations
+
+# isort: off
+# Each module registers its commands on app when imported; this order is --help's order.
+from toolkit.cli import ingest, query, analyze, live  # noqa: F401
+# isort: on
+from toolkit.cli._app import (
+    EXIT_CODES,
+    EXIT_INPUT,
+    EXIT_NOT_COMPARED,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    EXIT_USAGE,
+    VERBOSITY,
+    app,
+    fail,
+)
+from toolkit.cli.analyze import compare_cmd, report_cmd
+from toolkit.cli.ingest import formats_cmd, import_cmd, schema_cmd
+from toolkit.cli.live import collect_cmd, demo_cmd, replay_cmd, whatif_cmd
+from toolkit.cli.query import sql_cmd
+
+__all__ = [
+    "EXIT_CODES", "EXIT_INPUT", "EXIT_NOT_COMPARED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_USAGE", "VERBOSITY",
+    "app", "collect_cmd", "compare_cmd", "demo_cmd", "fail", "formats_cmd", "import_cmd", "main", "replay_cmd",
+    "report_cmd", "schema_cmd", "sql_cmd", "whatif_cmd",
+]
+
+
+def main() -> None:
+    """The console script ``stagelens`` (pyproject.toml) and ``python -m toolkit.cli``."""
+    app()

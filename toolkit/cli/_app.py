@@ -1,0 +1,232 @@
+"""The ``stagelens`` application object and what every command shares: the exit-code table, the
+Click-style help, the global options and the checks run before any work.
+
+Exit codes: the table ``EXIT_CODES`` below, which ``--help`` prints and the README repeats (a test
+checks all three agree). Errors are one line on stderr naming the file and the reason, never a
+traceback; DuckDB's own hint lines (``Did you mean``, the ``LINE 1: … ^`` pointer) are kept for `sql`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+# Fast start: `--help`, `--version` and `schema` import neither DuckDB, pyarrow, polars nor altair
+# (0.15 to 0.5 CPU s each); a command imports what it uses, inside its function
+# (tests/test_fast_start.py checks it).
+
+EXIT_OK, EXIT_USAGE, EXIT_REGRESSION, EXIT_INPUT, EXIT_NOT_COMPARED = 0, 2, 3, 4, 5
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "ok",
+    EXIT_USAGE: "usage error: wrong option, value, window, filter or output path",
+    EXIT_REGRESSION: "a significant regression was found (with --fail-on-regression)",
+    EXIT_INPUT: "input unusable: unknown format, unreadable file, too much quarantined",
+    EXIT_NOT_COMPARED: "nothing could be compared (with --fail-on-regression)",
+}
+"""One table for every command (README "Exit codes" = ``stagelens --help`` = this)."""
+
+_METAVARS = {"str": "TEXT", "text": "TEXT", "path": "PATH", "posixpath": "PATH", "float": "FLOAT", "int": "INTEGER",
+             "integer": "INTEGER"}
+
+
+def _argument_metavar(self, ctx, *, usage: bool = False) -> str:  # type: ignore[no-untyped-def]
+    """An argument by its name in capitals, as Click writes it (``{PATHS}...``, ``[SQL]``)."""
+    var = (self.name or "").upper()
+    if usage:
+        var = f"{{{var}}}" if self.required else f"[{var}]"
+    return var + ("..." if self.nargs != 1 else "")
+
+
+class _ClickStyleGroup(typer.core.TyperGroup):
+    """Click's usual metavars (TEXT, PATH, FLOAT, INTEGER; an argument by its name) in every
+    command's help instead of Typer's ``<str>``/``<path>``: what users of other Click tools read."""
+
+    def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
+        cmd = super().get_command(ctx, cmd_name)
+        for p in getattr(cmd, "params", []):
+            if p.metavar is not None or getattr(p, "is_flag", False):
+                continue
+            if p.param_type_name == "argument":
+                p.make_metavar = types.MethodType(_argument_metavar, p)
+            else:
+                kind = getattr(getattr(p, "type", None), "name", None)
+                if kind is None:  # Typer 0.29 keeps the annotation instead of a Click type
+                    annotation = getattr(getattr(p, "type_descriptor", None), "annotation", str)
+                    kind = getattr(getattr(annotation, "__args__", (annotation,))[0], "__name__", "str")
+                p.metavar = _METAVARS.get(kind.lower(), "TEXT")
+        return cmd
+
+
+app = typer.Typer(
+    name="stagelens",
+    cls=_ClickStyleGroup,
+    help="Split LLM-service latency into stages from production logs; find busy periods; attribute regressions.",
+    epilog="\b\nExit codes:\n" + "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items()),  # \b: not rewrapped
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # Click-style help: flags without <bool>, option names never cut
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+VERBOSITY = {"quiet": False, "verbose": False}
+"""Set by the global --quiet/--verbose (``stagelens -q import …``)."""
+MemoryLimit = Annotated[str | None, typer.Option(
+    "--memory-limit", help="DuckDB's memory limit, e.g. 8GB or 60% (default: STAGELENS_MEMORY_LIMIT, else 60% "
+    "of memory); beyond it queries spill to a folder inside the dataset.")]
+
+
+def _check_memory_limit(memory_limit: str | None) -> None:
+    """A bad --memory-limit (or STAGELENS_MEMORY_LIMIT) is a usage error before any query runs."""
+    from toolkit.resources import MemoryLimitError
+    from toolkit.resources import memory_limit as limit
+
+    try:
+        limit(memory_limit)
+    except MemoryLimitError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+
+
+def _out_of_memory(memory_limit: str | None) -> typer.Exit:
+    from toolkit.resources import describe_out_of_memory
+
+    return fail(describe_out_of_memory(memory_limit), EXIT_INPUT)
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    from toolkit.terminal import clean
+
+    typer.echo(f"stagelens: {clean(message, newlines=False)}", err=True)
+    return typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"stagelens {version('stagelens')}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no notes on stderr; errors still.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr (report: each phase and "
+                                          "when it began).")] = False,
+) -> None:
+    """Split LLM-service latency into stages from production logs; find busy periods; attribute regressions."""
+    VERBOSITY.update(quiet=quiet, verbose=verbose)
+
+
+def show_progress(as_json: bool = False) -> bool:
+    """Progress bars only for a person: a terminal on stderr, no --json, no --quiet."""
+    return not (as_json or VERBOSITY["quiet"]) and sys.stderr.isatty()
+
+
+def parse_params(items: list[str] | None) -> dict[str, object]:
+    params: dict[str, object] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise fail(f"--param takes name=value, got {item!r}", EXIT_USAGE)
+        k, v = item.split("=", 1)
+        params[k.strip().lstrip("$")] = v
+    return params
+
+
+def check_output(path: Path | None, option: str, *, directory: bool = False) -> None:
+    """Refuse an output path that cannot be written, before any work (a report computed for a
+    minute and then lost to a missing folder is the failure this prevents). ``-`` is stdout."""
+    import tempfile
+
+    if path is None or (str(path) == "-" and not directory):
+        return
+    target = path.absolute()
+    if directory and target.is_dir():
+        parent = target
+    elif target.is_dir():
+        raise fail(f"{option} {path}: is a directory; give a file name", EXIT_USAGE)
+    else:
+        parent = next((p for p in target.parents if p.exists()), Path("/"))
+        if not directory and parent != target.parent:
+            raise fail(f"{option} {path}: folder {target.parent} does not exist", EXIT_USAGE)
+    if not parent.is_dir():
+        raise fail(f"{option} {path}: {parent} is not a folder", EXIT_USAGE)
+    try:  # a real probe: permissions alone say yes to root in /proc or on a read-only mount
+        probe = Path(tempfile.mkdtemp(prefix=".stagelens-probe-", dir=parent))
+        probe.rmdir()
+    except OSError as e:
+        raise fail(f"{option} {path}: cannot write in {parent} ({e.strerror or type(e).__name__})", EXIT_USAGE) from None
+
+
+def check_window(text: str | None, option: str = "--window") -> None:
+    """The one window syntax (START/END, ISO-8601), checked as the report checks it: a bad one is a
+    usage error (exit 2) in every command."""
+    if text is None:
+        return
+    from toolkit.report.build import _parse_window
+
+    try:
+        _parse_window(text)
+    except ValueError as e:
+        raise fail(f"{option} {str(e).removeprefix('window ')}", EXIT_USAGE) from None
+
+
+def check_positive(*values: tuple[float | None, str]) -> None:
+    """Counts, sizes, times and rates given on the command line are finite numbers above 0."""
+    for value, option in values:
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise fail(f"{option} must be a number above 0, not {value}", EXIT_USAGE)
+
+
+def check_format(fmt: str, option: str = "--format") -> None:
+    """An importer name that does not exist is a usage error, caught before any file is read."""
+    from toolkit.importers import UnknownFormat, get_importer
+
+    if fmt != "auto":
+        try:
+            get_importer(fmt)
+        except UnknownFormat as e:  # its message names the close match and the known formats
+            raise fail(f"{option}: {e}", EXIT_USAGE) from None
+
+
+
+def _run_on_spark(dataset: Path, named: str | None, query: str | None, params: dict[str, object],
+                  master: str | None):  # type: ignore[no-untyped-def]
+    """``sql --engine spark``: Spark's errors become one line (its first: the error class and hint)."""
+    from toolkit.engines import spark
+    from toolkit.store import DatasetError
+
+    try:
+        if named:
+            return spark.run_query(dataset, named, params, master)
+        return spark.run_sql(dataset, query or "", params, master)
+    except spark.EngineUnavailable as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except (ValueError, DatasetError):
+        raise
+    except Exception as e:  # pyspark's AnalysisException and kin: the SQL is wrong for the views
+        if type(e).__module__.startswith(("pyspark", "py4j")):
+            raise fail(f"spark: {(str(e).strip().splitlines() or [type(e).__name__])[0]}", EXIT_USAGE) from None
+        raise
+
+
+def _on_spark(run):  # type: ignore[no-untyped-def]
+    """``report``/``compare --engine spark``: Spark's errors become one line (its first), exit 2."""
+    from toolkit.engines import spark
+
+    try:
+        return run()
+    except spark.EngineUnavailable as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except Exception as e:  # pyspark's AnalysisException and kin
+        if type(e).__module__.startswith(("pyspark", "py4j")):
+            raise fail(f"spark: {(str(e).strip().splitlines() or [type(e).__name__])[0]}", EXIT_USAGE) from None
+        raise
+

@@ -1,0 +1,198 @@
+"""``stagelens report`` and ``compare``: the analysis commands (busy periods, attribution, A/B)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolkit.cli._app import (
+    EXIT_INPUT,
+    EXIT_NOT_COMPARED,
+    EXIT_REGRESSION,
+    EXIT_USAGE,
+    VERBOSITY,
+    MemoryLimit,
+    _check_memory_limit,
+    _on_spark,
+    _out_of_memory,
+    app,
+    check_output,
+    check_positive,
+    check_window,
+    fail,
+    show_progress,
+)
+
+
+@app.command("report")
+def report_cmd(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory (the current side).")],
+    baseline: Annotated[Path | None, typer.Option(help="Compare with this dataset (e.g. last night's).")] = None,
+    window: Annotated[str | None, typer.Option(help="Current window START/END, ISO-8601 UTC (with --baseline: "
+                                                     "narrows the current dataset).")] = None,
+    baseline_window: Annotated[str | None, typer.Option(help="Baseline window START/END (with --baseline: narrows "
+                                                              "the baseline dataset).")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write the self-contained HTML report here.")] = None,
+    md: Annotated[Path | None, typer.Option(help="Write the Markdown summary here (- for stdout).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report JSON here (- for stdout).")] = None,
+    fail_on_regression: Annotated[bool, typer.Option(help="Exit 3 when a significant regression is found, 5 when "
+                                                          "nothing could be compared (no busy period, too few "
+                                                          "requests on a side).")] = False,
+    threshold: Annotated[float, typer.Option(help="Relative change that counts as a regression.")] = 0.10,
+    tail: Annotated[float, typer.Option(help="Tail percentile for the tail statistic, e.g. 95 or 99.")] = 95.0,
+    model: Annotated[str | None, typer.Option(help="Only this model.")] = None,
+    service: Annotated[str | None, typer.Option(help="Only this service.")] = None,
+    replica: Annotated[str | None, typer.Option(help="Only this replica.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+    bucket_s: Annotated[float | None, typer.Option(help="Load bucket width in seconds (default: adapts to the data; "
+                                                                "widened if it would give over 100 000 buckets).")] = None,
+    memory_limit: MemoryLimit = None,
+    engine: Annotated[str, typer.Option(help="duckdb, or spark: the same report computed on Apache Spark "
+                                             "(docs/spark-engine.md).")] = "duckdb",
+    master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
+                                                    "spark-defaults.conf, else local[*]).")] = None,
+) -> None:
+    """Which stage made latency worse: busy periods vs quiet time, two windows, or two datasets.
+
+    Example: stagelens report ds/ --html report.html --fail-on-regression
+    """
+    import duckdb
+
+    from toolkit.store import DatasetError
+
+    if not 50 <= tail < 100:
+        raise fail("--tail is a percentile between 50 and 100, e.g. 95", EXIT_USAGE)
+    if bucket_s is not None and not (bucket_s >= 0.001 and math.isfinite(bucket_s)):
+        raise fail("--bucket-s is a width in seconds, at least 0.001 (leave it out to adapt to the data)", EXIT_USAGE)
+    for target, option in ((html, "--html"), (md, "--md"), (json_out, "--json")):
+        check_output(target, option)
+    check_window(window)
+    check_window(baseline_window, "--baseline-window")
+    if not threshold > 0:
+        raise fail("--threshold is a relative change above 0, e.g. 0.10", EXIT_USAGE)
+    _check_memory_limit(memory_limit)
+    if engine not in ("duckdb", "spark"):
+        raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
+    quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
+    from toolkit.report.build import build_report  # after the checks: a mistake costs no import time
+    from toolkit.report.render import RENDERERS
+    from toolkit.terminal import REPORT_PHASES, progress_bar
+
+    try:
+        with progress_bar("report", REPORT_PHASES, enabled=show_progress(quiet)) as bar:
+            t0 = time.perf_counter()
+
+            def step(msg: str) -> None:  # one line that moves, not five that stay
+                bar.advance()
+                bar.update(description=msg)
+                if VERBOSITY["verbose"]:
+                    typer.echo(f"stagelens: {time.perf_counter() - t0:6.2f} s  {msg}", err=True)
+
+            def build():  # type: ignore[no-untyped-def]
+                return build_report(
+                    dataset, baseline_dataset=baseline, window=window, baseline_window=baseline_window,
+                    filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
+                    tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=step, memory_limit=memory_limit,
+                    engine=engine, master=master,
+                )
+
+            report = _on_spark(build) if engine == "spark" else build()
+    except DatasetError as e:
+        raise fail(str(e), e.exit_code) from None
+    except duckdb.OutOfMemoryException:
+        raise _out_of_memory(memory_limit) from None
+    except ValueError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except duckdb.Error as e:  # a Parquet file damaged past what opening the dataset checks
+        raise fail(f"{dataset}: the report cannot read the dataset: {str(e).splitlines()[0]}", EXIT_INPUT) from None
+    outputs = {"html": html, "md": md, "json": json_out}
+    for kind, target in outputs.items():
+        if target is None:
+            continue
+        text = RENDERERS[kind](report)
+        if str(target) == "-":
+            from toolkit.terminal import write_out
+
+            write_out(text if text.endswith("\n") else text + "\n")  # cleaned on a terminal
+        else:
+            target.write_text(text, encoding="utf-8")
+    if not quiet:
+        from toolkit.terminal import print_report
+
+        print_report(report)  # the headline once, a table, the caveats: no Markdown syntax
+        for kind, target in outputs.items():
+            if target is not None:
+                typer.echo(f"{kind}: {target}")
+    if fail_on_regression and not report.compared:
+        # said on stderr too: a nightly job's log must show why it failed, whatever was written
+        typer.echo(f"stagelens: not compared: {report.reason}", err=True)
+        raise typer.Exit(EXIT_NOT_COMPARED)
+    if fail_on_regression and report.regression:
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+@app.command("compare")
+def compare_cmd(
+    dataset_a: Annotated[Path, typer.Argument(help="Dataset of side A.")],
+    dataset_b: Annotated[Path | None, typer.Argument(help="Dataset of side B (default: the same, with --b).")] = None,
+    a: Annotated[str | None, typer.Option("--a", help="Filter for side A, e.g. \"model = 'x'\".")] = None,
+    b: Annotated[str | None, typer.Option("--b", help="Filter for side B.")] = None,
+    output_tokens: Annotated[int | None, typer.Option(help="Reply length to compare (default: the median).")] = None,
+    ttft_slo_ms: Annotated[float | None, typer.Option(help="TTFT objective for goodput, ms.")] = None,
+    tpot_slo_ms: Annotated[float | None, typer.Option(help="TPOT objective for goodput, ms per token.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    md: Annotated[Path | None, typer.Option(help="Write Markdown here.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page with the chart here.")] = None,
+    memory_limit: MemoryLimit = None,
+    engine: Annotated[str, typer.Option(help="duckdb, or spark: the same comparison computed on Apache Spark "
+                                             "(docs/spark-engine.md).")] = "duckdb",
+    master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
+                                                    "spark-defaults.conf, else local[*]).")] = None,
+) -> None:
+    """Who begins sooner, who finishes sooner, and for which reply lengths.
+
+    Example: stagelens compare tonight/ lastnight/ --output-tokens 300
+    """
+    if dataset_b is None and not (a or b):
+        raise fail("give two datasets, or filters --a/--b on one", EXIT_USAGE)
+    if output_tokens is not None and output_tokens < 1:
+        raise fail(f"--output-tokens is a reply length of at least 1 token, got {output_tokens}", EXIT_USAGE)
+    check_output(md, "--md")
+    check_output(html, "--html")
+    check_positive((output_tokens, "--output-tokens"), (ttft_slo_ms, "--ttft-slo-ms"), (tpot_slo_ms, "--tpot-slo-ms"))
+    import duckdb
+
+    from toolkit.compare import FilterError, compare_datasets
+    from toolkit.report.compare_page import render_html, render_md
+    from toolkit.store import DatasetError
+
+    _check_memory_limit(memory_limit)
+    if engine not in ("duckdb", "spark"):
+        raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
+    try:
+        def run():  # type: ignore[no-untyped-def]
+            return compare_datasets(dataset_a, dataset_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit,
+                                    engine=engine, master=master)
+
+        result = _on_spark(run) if engine == "spark" else run()
+    except DatasetError as e:
+        raise fail(str(e), e.exit_code) from None
+    except FilterError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+    except duckdb.OutOfMemoryException:
+        raise _out_of_memory(memory_limit) from None
+    if md:
+        md.write_text(render_md(result), encoding="utf-8")
+    if html:
+        html.write_text(render_html(result), encoding="utf-8")
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        from toolkit.terminal import print_compare
+
+        print_compare(result)

@@ -1,0 +1,197 @@
+"""``stagelens import``, ``formats`` and ``schema``: reading sources into a dataset and saying what it holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolkit.cli._app import (
+    EXIT_INPUT,
+    EXIT_USAGE,
+    app,
+    check_format,
+    check_output,
+    fail,
+    show_progress,
+)
+
+
+@app.command("import")
+def import_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Files, directories, globs; .gz/.zst read transparently; - is stdin.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset directory (created if missing).")],
+    format: Annotated[str, typer.Option("--format", "-f", help="Importer name, or auto to sniff each file.")] = "auto",
+    service: Annotated[str | None, typer.Option(help="Service name for rows that lack one.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name for rows that lack one.")] = None,
+    keep_raw: Annotated[bool, typer.Option("--keep-raw", help="Keep quarantined lines' raw text (may hold prompts).")] = False,
+    max_bad_fraction: Annotated[float, typer.Option(help="Exit 4, importing nothing, when more than this share of "
+                                                          "records is quarantined (0 to 1).")] = 0.5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
+    mapping: Annotated[Path | None, typer.Option("--mapping", help="TOML mapping file for --format mapping (your own log's columns; implies --format mapping).")] = None,
+    clock_origin: Annotated[str | None, typer.Option(
+        "--clock-origin", help="Wall-clock time of the monotonic clock's zero (ISO-8601, or epoch seconds), to anchor "
+        "Triton / TensorRT-LLM steady-clock times; without it they stay relative (flagged).")] = None,
+    max_line_mb: Annotated[float, typer.Option(help="A longer line is quarantined as too-large.")] = 64,
+    max_content_gb: Annotated[float, typer.Option(help="Most content read from one compressed file or stdin.")] = 64,
+    max_ratio: Annotated[float, typer.Option(help="Most decompressed bytes per compressed byte (past 16 MiB).")] = 1000,
+) -> None:
+    """Import request logs and traces into a dataset.
+
+    Example: stagelens import logs/*.jsonl.gz --out ds/
+    """
+    import duckdb
+
+    from toolkit.importers import UnknownFormat
+    from toolkit.importers._common import ImportOptions
+    from toolkit.ingest import import_traces
+    from toolkit.ingest.sources import InputError
+    from toolkit.store import DatasetError
+
+    if not 0 <= max_bad_fraction <= 1:
+        raise fail("--max-bad-fraction is a share between 0 and 1, e.g. 0.5", EXIT_USAGE)
+    check_output(out, "--out", directory=True)
+    if mapping is None:
+        check_format(format)
+    for p in paths:  # `--keep-raw true`: the flag takes no value, so "true" became a file name
+        if p.lower() in ("true", "false", "yes", "no") and not Path(p).exists():
+            raise fail(f"{p}: no such file (--keep-raw and --json are flags: give them without a value)", EXIT_USAGE)
+    if mapping is not None:
+        from toolkit.importers.mapping import MappingError, load
+
+        if format == "auto":
+            format = "mapping"
+        elif format != "mapping":
+            raise fail(f"--mapping goes with --format mapping, not {format!r}", EXIT_USAGE)
+        try:
+            load(mapping)
+        except MappingError as e:
+            raise fail(str(e), EXIT_USAGE) from None
+    elif format == "mapping":
+        raise fail("--format mapping needs --mapping FILE.toml (see the README: Your own logs)", EXIT_USAGE)
+    origin_us = _parse_clock_origin(clock_origin) if clock_origin is not None else None
+    if min(max_line_mb, max_content_gb, max_ratio) <= 0:
+        raise fail("--max-line-mb, --max-content-gb and --max-ratio are positive numbers", EXIT_USAGE)
+    from toolkit.ingest.sources import Limits
+    from toolkit.terminal import ImportProgress, progress_bar
+
+    limits = Limits(max_line_bytes=int(max_line_mb * (1 << 20)), max_content_bytes=int(max_content_gb * (1 << 30)),
+                    max_ratio=max_ratio)
+    try:
+        with progress_bar("reading", None, enabled=show_progress(as_json), unit="bytes") as bar:
+            result = import_traces(
+                paths, out, fmt=format, options=ImportOptions(service=service, model=model,
+                                                              mapping=str(mapping) if mapping else None,
+                                                              clock_origin_us=origin_us),
+                keep_raw=keep_raw, progress=ImportProgress(paths, bar) if show_progress(as_json) else None,
+                max_bad_fraction=max_bad_fraction, limits=limits,
+            )
+    except (InputError, UnknownFormat) as e:
+        raise fail(str(e), EXIT_INPUT) from None
+    except DatasetError as e:
+        raise fail(str(e), e.exit_code) from None
+    except duckdb.Error as e:
+        # unexpected: DuckDB's message may quote the input (a prompt), so only its class is shown;
+        # the import was not committed (the dataset is as it was)
+        raise fail(f"import failed inside DuckDB ({type(e).__name__}); nothing was imported. "
+                   "Re-run with --format to rule out a wrong importer.", EXIT_INPUT) from None
+    from toolkit.terminal import clean
+
+    summary = result.to_json()
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        for f in result.files:  # file names come from anywhere: through the control-character filter
+            if f.status in ("already-imported", "empty"):
+                typer.echo(clean(f"{f.path}: {f.note}", newlines=False))
+                continue
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(f.by_reason.items()))
+            typer.echo(clean(
+                f"{f.path} [{f.format}]: read {f.read}, imported {f.imported}, quarantined {f.quarantined}"
+                + (f" ({reasons})" if reasons else "")
+                + f", duplicates {f.duplicates}; skipped {f.skipped} (no request: blank lines, other events, start-up spans)",
+                newlines=False))
+        if result.not_logs:
+            names = [Path(n).name for n in result.not_logs]
+            typer.echo(clean(f"{len(names)} file{'s' if len(names) != 1 else ''} skipped (not logs): "
+                             + ", ".join(names[:10]) + (" …" if len(names) > 10 else ""), newlines=False))
+        typer.echo(
+            f"total: read {summary['read']} = imported {summary['imported']} + quarantined "
+            f"{summary['quarantined']} + duplicates {summary['duplicates']}  ->  "
+            + ("nothing written (rejected)" if result.rejected else str(out))
+        )
+        if summary["quarantined"] and not result.rejected:
+            typer.echo(f"see: stagelens sql {out} \"SELECT * FROM quarantine\"")
+    for f in result.files:  # a doubt about the input, on stderr even with --json
+        if f.status == "imported" and f.note:
+            typer.echo(clean(f"warning: {f.path}: {f.note}", newlines=False), err=True)
+    if result.rejected:
+        raise fail(
+            f"{result.bad_fraction:.0%} of records were quarantined (over --max-bad-fraction "
+            f"{max_bad_fraction:.0%}); wrong --format? Nothing was imported (a higher --max-bad-fraction "
+            "keeps the good rows).", EXIT_INPUT,
+        )
+
+
+def _parse_clock_origin(value: str) -> int:
+    """``--clock-origin``: epoch seconds, or an ISO-8601 time (UTC when it has no offset) -> epoch µs."""
+    from datetime import UTC, datetime
+
+    try:
+        return round(float(value) * 1_000_000)
+    except ValueError:
+        pass
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise fail(f"--clock-origin takes an ISO-8601 time or epoch seconds, got {value!r}", EXIT_USAGE) from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    delta = t - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+@app.command("formats")
+def formats_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """List the importers and which stage boundaries each can and cannot measure."""
+    from toolkit.importers import REGISTRY
+    from toolkit.importers._common import describe_boundaries
+
+    rows = []
+    for name, imp in REGISTRY.items():
+        rows.append({
+            "name": name, "vantage": imp.vantage, "description": imp.docs.description, "files": imp.docs.file_hint,
+            "boundaries": dict(describe_boundaries(imp)), "cannot": imp.docs.cannot,
+        })
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        typer.echo(f"{r['name']}  (vantage: {r['vantage']})  {r['description']}")
+        typer.echo(f"  files: {r['files']}")
+        for b, how in r["boundaries"].items():
+            typer.echo(f"  {b:<15} {how}")
+        typer.echo(f"  cannot: {r['cannot']}\n")
+
+
+@app.command("schema")
+def schema_cmd(
+    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown tables (as in the README).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="As JSON: version, tables with their columns, reason codes.")] = False,
+) -> None:
+    """Print the dataset's columns, from schemas/."""
+    from toolkit import schema
+
+    if as_json:
+        tables = {name: {"description": schema.table(name).description,
+                         "columns": [{"name": c.name, "type": c.type, "unit": c.unit, "required": c.required,
+                                      "description": c.description} for c in schema.table(name).columns]}
+                  for name in schema.TABLES}
+        typer.echo(json.dumps({"schema_version": schema.version(), "tables": tables,
+                               "reason_codes": schema.reason_codes()}, indent=2))
+        return
+    typer.echo(schema.describe(markdown=markdown), nl=False)
