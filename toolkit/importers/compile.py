@@ -98,7 +98,7 @@ class Mapping:
     rules: dict[str, tuple[list[tuple[tuple[str, str, Any], str]], str | None]] = field(default_factory=dict)
     boundaries: dict[str, Boundary] = field(default_factory=dict)  # in dependency order
     units: dict[str, str] = field(default_factory=dict)
-    # ``{ unit = "epoch_ns", integer = true }``: only an integer is a value ("<col> is not an integer")
+    # ``{ unit = "epoch_ns", integer = true }``: read as a 64-bit integer ("<col> is not an integer")
     integer: set[str] = field(default_factory=set)
     # ``{ unit = ..., check = false }``: a value that converts to no time reads as null, not bad-type
     quiet: set[str] = field(default_factory=set)
@@ -334,8 +334,8 @@ _LEN = re.compile(r"len\((.+)\)")  # its length, in a condition
 
 
 def _int_us(raw: str, unit: str) -> str:
-    """SQL: an integer-only column (``integer = true``) as BIGINT microseconds: a fraction, an
-    exponent or a value past int64 is no value (exact: no double in between)."""
+    """SQL: an integer column (``integer = true``) as BIGINT microseconds, exact (no double in
+    between); text that is no number or a value past int64 is no value ("is not an integer")."""
     v = f"TRY_CAST({raw} AS BIGINT)"
     u = unit.removeprefix("epoch_")
     if u in ("ms", "s"):  # through HUGEINT: a product past int64 is no value, not an overflow error
