@@ -90,6 +90,7 @@ def genai_perf(path: Path, n: int, seed: int) -> None:
 
 GENERATORS = {"mooncake": mooncake, "guidellm": guidellm, "genai-perf": genai_perf}
 SUFFIX = {"mooncake": ".jsonl"}  # the others are one JSON document
+DOCUMENT_RECORDS = 20_000
 CHILD = """
 import sys
 from toolkit.ingest.plan import import_traces
@@ -105,7 +106,10 @@ def run(tree: Path, fmt: str, file: Path, out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     log = out.with_suffix(".log")
     with log.open("w") as fh:  # a file, not a pipe: wait4 below reaps the child before anyone reads
-        p = subprocess.Popen([sys.executable, "-c", CHILD, str(file), str(out), fmt], env=env, stdout=fh, stderr=fh)
+        # cwd: the tree itself, else ``-c`` puts the current directory (this repo) first on sys.path
+        # and "before" would import this tree's toolkit, not its own
+        p = subprocess.Popen([sys.executable, "-c", CHILD, str(file), str(out), fmt], env=env, stdout=fh, stderr=fh,
+                             cwd=tree)
         _, status, usage = os.wait4(p.pid, 0)  # this child's own usage (RUSAGE_CHILDREN keeps the max RSS of all)
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
@@ -122,7 +126,20 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     DATA.mkdir(parents=True, exist_ok=True)
     file = DATA / f"port_{a.format}_{a.n}{SUFFIX.get(a.format, '.json')}"
-    if not file.exists():  # written aside and renamed: an interrupted run leaves no short file
+    if a.format not in SUFFIX:
+        # one JSON document is parsed whole under the import's 600 MB buffer pool
+        # (toolkit/ingest/duck.py), and ~20 MB is about the largest that fits there (before this
+        # change too): n records are written as documents of DOCUMENT_RECORDS each, imported
+        # together from one folder (each its own seed: identical files would be skipped as known)
+        file = file.with_suffix("")
+        if not file.exists():
+            part = file.with_suffix(".part")
+            shutil.rmtree(part, ignore_errors=True)
+            part.mkdir()
+            for k in range(0, a.n, DOCUMENT_RECORDS):
+                GENERATORS[a.format](part / f"{k // DOCUMENT_RECORDS:04d}.json", min(DOCUMENT_RECORDS, a.n - k), seed=k + 1)
+            part.rename(file)
+    elif not file.exists():  # written aside and renamed: an interrupted run leaves no short file
         GENERATORS[a.format](file.with_suffix(".part"), a.n, seed=1)
         file.with_suffix(".part").rename(file)
     res: dict[str, list[dict]] = {"before": [], "after": []}

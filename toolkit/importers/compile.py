@@ -20,6 +20,11 @@ here, so a format written as a spec reads exactly as a user's mapping of it woul
   reader; tests/test_fast_path.py checks that both give the same dataset.
 * Parquet is read as a document (``read_parquet`` with ``file_row_number``: the row number is the
   ``source_line``).
+* One JSON document (``format = "document"``: a benchmark client's report) is read by DuckDB once;
+  ``records`` is the path to its arrays of records (``document_lines``), numbered in document
+  order, and each record is then read exactly as a JSON line is (``document_extract``), so the
+  rest of the compiler does not know which it reads. The importers written this way (GuideLLM,
+  GenAI-Perf) say nothing of the reader: their ids, numbering and views are the compiler's.
 """
 
 from __future__ import annotations
