@@ -90,7 +90,9 @@ def genai_perf(path: Path, n: int, seed: int) -> None:
 
 GENERATORS = {"mooncake": mooncake, "guidellm": guidellm, "genai-perf": genai_perf}
 SUFFIX = {"mooncake": ".jsonl"}  # the others are one JSON document
-DOCUMENT_RECORDS = 20_000
+# records per document: about the most the import parsed before this change (an export of
+# 20k GenAI-Perf requests ran the "before" tree out of its buffer pool)
+DOCUMENT_RECORDS = {"guidellm": 20_000, "genai-perf": 10_000}
 CHILD = """
 import sys
 from toolkit.ingest.plan import import_traces
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     file = DATA / f"port_{a.format}_{a.n}{SUFFIX.get(a.format, '.json')}"
     if a.format not in SUFFIX:
         # one JSON document is parsed whole under the import's 600 MB buffer pool
-        # (toolkit/ingest/duck.py), and ~20 MB is about the largest that fits there (before this
+        # (toolkit/ingest/duck.py), and ~10 MB is about the largest that fits there (before this
         # change too): n records are written as documents of DOCUMENT_RECORDS each, imported
         # together from one folder (each its own seed: identical files would be skipped as known)
         file = file.with_suffix("")
@@ -136,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
             part = file.with_suffix(".part")
             shutil.rmtree(part, ignore_errors=True)
             part.mkdir()
-            for k in range(0, a.n, DOCUMENT_RECORDS):
-                GENERATORS[a.format](part / f"{k // DOCUMENT_RECORDS:04d}.json", min(DOCUMENT_RECORDS, a.n - k), seed=k + 1)
+            per = DOCUMENT_RECORDS[a.format]
+            for k in range(0, a.n, per):
+                GENERATORS[a.format](part / f"{k // per:04d}.json", min(per, a.n - k), seed=k + 1)
             part.rename(file)
     elif not file.exists():  # written aside and renamed: an interrupted run leaves no short file
         GENERATORS[a.format](file.with_suffix(".part"), a.n, seed=1)
