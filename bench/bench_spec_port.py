@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, list[dict]] = {"before": [], "after": []}
     for i in range(a.runs):
         for label, tree in (("before", a.before), ("after", REPO)) if i % 2 == 0 else (("after", REPO), ("before", a.before)):
-            r = run(tree, a.format, file, DATA / f"port_{label}_ds")
+            r = run(tree, a.format, file, DATA / f"port_{a.format}_{label}_ds")  # one per format: runs may overlap
             res[label].append(r)
             print(f"{a.format} {label} run {i + 1}: CPU {r['cpu_s']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
     b, f = (statistics.median(r["cpu_s"] for r in res[k]) for k in ("before", "after"))
