@@ -52,8 +52,8 @@ def guidellm(path: Path, n: int, seed: int) -> None:
                 kind = "successful" if rng.random() < 0.9 else rng.choice(["incomplete", "errored"])
                 ft = t + rng.uniform(0.05, 0.5)
                 kinds[kind].append(json.dumps({
-                    "type_": "generative_request_stats", "request_id": f"g-{b}-{i}",
-                    "response_id": None if kind == "errored" else f"chatcmpl-{b}-{i}",
+                    "type_": "generative_request_stats", "request_id": f"g-{seed}-{b}-{i}",
+                    "response_id": None if kind == "errored" else f"chatcmpl-{seed}-{b}-{i}",
                     "request_args": '{"messages": [{"content": "a prompt"}]}', "output": "an answer",
                     "info": {"conversation_id": f"conv-{i % 997}", "status": "completed",
                              "timings": {"request_start": round(t, 6), "first_token_iteration": round(ft, 6),
