@@ -108,8 +108,7 @@ def run(tree: Path, fmt: str, file: Path, out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     log = out.with_suffix(".log")
     with log.open("w") as fh:  # a file, not a pipe: wait4 below reaps the child before anyone reads
-        # cwd: the tree itself, else ``-c`` puts the current directory (this repo) first on sys.path
-        # and "before" would import this tree's toolkit, not its own
+        # cwd=tree: ``python -c`` puts the working directory first on sys.path, before PYTHONPATH
         p = subprocess.Popen([sys.executable, "-c", CHILD, str(file), str(out), fmt], env=env, stdout=fh, stderr=fh,
                              cwd=tree)
         _, status, usage = os.wait4(p.pid, 0)  # this child's own usage (RUSAGE_CHILDREN keeps the max RSS of all)

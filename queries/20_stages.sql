@@ -25,6 +25,10 @@
 --   stage_ms: map stage -> ms; every stage present, fine or composite ('prefill+decode'), summing exactly to e2e_ms
 --   stage_names: list of names; the keys of stage_ms in boundary order
 --   stage_values_ms: list of ms; the values of stage_ms, aligned with stage_names
+--   composite1_name: name; the row's first composite stage in boundary order ('decode+postprocess'), null when every boundary is known
+--   composite1_ms: ms; its duration, the same value as stage_ms holds for it
+--   composite2_name: name; the second composite stage, when two boundaries apart are missing ('preprocess+queue' then 'decode+postprocess'), else null
+--   composite2_ms: ms; its duration, the same value as stage_ms holds for it
 --   ttft_ms: ms; first token - arrival at the row's vantage (null without a first token)
 --   tpot_ms: ms/token; (last token - first token) / (output_tokens - 1), first token excluded; when the last token is missing, (end - first token) / (output_tokens - 1) and tpot_basis says so; null when output_tokens <= 1 or no first token
 --   tpot_basis: name; 'decode' (first -> last token) or 'decode+postprocess' (first token -> end, no last token recorded)
@@ -39,14 +43,22 @@
 --
 -- Durations are epoch-microsecond differences divided by 1e3, so every stage is exact to the microsecond
 -- and the stages present add up to e2e_ms (within double rounding of the /1e3).
--- Why stage_ms is a CASE over the 16 patterns of known boundaries (queued, scheduled, first and
--- last token present or not), each casting a STRUCT to the MAP: the keys of a pattern are fixed
--- and distinct, so the cast builds the map without the per-row key checks of map(keys, values) or
--- map_from_entries (about 1.5 us a row: 15 s of CPU at 10 M rows, against about 0.1 s for the
--- cast). Each value is the same integer-microsecond difference / 1e3 as _bounds.segments, in
--- boundary order (the property test checks both agree). stage_names and stage_values_ms are
--- map_keys / map_values of it. Spark port: CAST(STRUCT AS MAP) needs a rule there
--- (map(k1, v1, k2, v2, ...) gives the same map).
+-- The composite rule is the `composites` CASE (innermost): over the 16 patterns of known
+-- boundaries (queued, scheduled, first and last token present or not), each run of missing
+-- boundaries is one stage from the known boundary before it to the known one after it, named by the
+-- stages it covers; a row has at most two. stage_ms assembles, per pattern, the fine columns and
+-- those composites into one map: it restates no boundary arithmetic, only which keys a pattern has
+-- (tests/test_queries_property.py checks the composite columns are stage_ms's composite entries).
+-- Why plain composite columns: a reader of composites alone (the report's materialized rows,
+-- attribution) then never builds the map (about 3 CPU s at 10 M rows, and 0.4 GB held for the 39 %
+-- of rows with a composite in bench_queries.py's mixed set); the names are an ENUM (1 byte a row).
+-- Why stage_ms casts a STRUCT per pattern: the keys of a pattern are fixed and distinct, so the
+-- cast builds the map without the per-row key checks of map(keys, values) or map_from_entries
+-- (about 1.5 us a row: 15 s of CPU at 10 M rows). Each value is the same integer-microsecond
+-- difference / 1e3 as _bounds.segments, in boundary order (the property test checks both agree).
+-- stage_names and stage_values_ms are map_keys / map_values of it; tpot_basis is an ENUM too.
+-- Spark port: CAST(STRUCT AS MAP) and CAST(x AS ENUM(...)) have rules there
+-- (toolkit/engines/translate.py: map(k1, v1, ...), STRING).
 SELECT
     request_id,
     span_id,
@@ -61,17 +73,28 @@ SELECT
     status,
     ts_arrival,
     ts_end,
-    (q_us - a_us) / 1e3 AS preprocess_ms,
-    (s_us - q_us) / 1e3 AS queue_ms,
-    (f_us - s_us) / 1e3 AS prefill_ms,
-    (l_us - f_us) / 1e3 AS decode_ms,
-    (e_us - l_us) / 1e3 AS postprocess_ms,
+    preprocess_ms,
+    queue_ms,
+    prefill_ms,
+    decode_ms,
+    postprocess_ms,
     stage_ms,
     map_keys(stage_ms) AS stage_names,
     map_values(stage_ms) AS stage_values_ms,
+    CAST(composites.name1 AS ENUM(
+        'decode+postprocess', 'prefill+decode', 'prefill+decode+postprocess', 'preprocess+queue',
+        'preprocess+queue+prefill', 'preprocess+queue+prefill+decode', 'preprocess+queue+prefill+decode+postprocess',
+        'queue+prefill', 'queue+prefill+decode', 'queue+prefill+decode+postprocess')) AS composite1_name,
+    composites.ms1 AS composite1_ms,
+    CAST(composites.name2 AS ENUM(
+        'decode+postprocess', 'prefill+decode', 'prefill+decode+postprocess', 'preprocess+queue',
+        'preprocess+queue+prefill', 'preprocess+queue+prefill+decode', 'preprocess+queue+prefill+decode+postprocess',
+        'queue+prefill', 'queue+prefill+decode', 'queue+prefill+decode+postprocess')) AS composite2_name,
+    composites.ms2 AS composite2_ms,
     (f_us - a_us) / 1e3 AS ttft_ms,
     CASE WHEN decode_tokens > 0 THEN (coalesce(l_us, e_us) - f_us) / 1e3 / nullif(decode_tokens, 0) END AS tpot_ms,
-    CASE WHEN f_us IS NULL THEN NULL WHEN l_us IS NOT NULL THEN 'decode' ELSE 'decode+postprocess' END AS tpot_basis,
+    CAST(CASE WHEN f_us IS NULL THEN NULL WHEN l_us IS NOT NULL THEN 'decode' ELSE 'decode+postprocess' END
+         AS ENUM('decode', 'decode+postprocess')) AS tpot_basis,
     (e_us - a_us) / 1e3 AS e2e_ms,
     input_tokens,
     output_tokens,
@@ -83,53 +106,112 @@ SELECT
 FROM (
     SELECT
         *,
-        -- defined once: TPOT divides by it, attribution weighs decode's time per token by it
-        greatest(output_tokens - 1, 0) AS decode_tokens,
+        -- stage_ms: the fine columns and the composites of the row's pattern, as one map
         CASE
             WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue': (s_us - q_us) / 1e3,
-                'prefill': (f_us - s_us) / 1e3, 'decode': (l_us - f_us) / 1e3,
-                'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue': queue_ms, 'prefill': prefill_ms,
+                'decode': decode_ms, 'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue': (s_us - q_us) / 1e3,
-                'prefill': (f_us - s_us) / 1e3, 'decode+postprocess': (e_us - f_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue': queue_ms, 'prefill': prefill_ms,
+                'decode+postprocess': composites.ms1} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue': (s_us - q_us) / 1e3,
-                'prefill+decode': (l_us - s_us) / 1e3, 'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue': queue_ms, 'prefill+decode': composites.ms1,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue': (s_us - q_us) / 1e3,
-                'prefill+decode+postprocess': (e_us - s_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue': queue_ms,
+                'prefill+decode+postprocess': composites.ms1} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue+prefill': (f_us - q_us) / 1e3,
-                'decode': (l_us - f_us) / 1e3, 'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue+prefill': composites.ms1, 'decode': decode_ms,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue+prefill': (f_us - q_us) / 1e3,
-                'decode+postprocess': (e_us - f_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue+prefill': composites.ms1,
+                'decode+postprocess': composites.ms2} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue+prefill+decode': (l_us - q_us) / 1e3,
-                'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue+prefill+decode': composites.ms1,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NULL THEN CAST({
-                'preprocess': (q_us - a_us) / 1e3, 'queue+prefill+decode+postprocess': (e_us - q_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess': preprocess_ms, 'queue+prefill+decode+postprocess': composites.ms1} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess+queue': (s_us - a_us) / 1e3, 'prefill': (f_us - s_us) / 1e3,
-                'decode': (l_us - f_us) / 1e3, 'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue': composites.ms1, 'prefill': prefill_ms, 'decode': decode_ms,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NULL THEN CAST({
-                'preprocess+queue': (s_us - a_us) / 1e3, 'prefill': (f_us - s_us) / 1e3,
-                'decode+postprocess': (e_us - f_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue': composites.ms1, 'prefill': prefill_ms,
+                'decode+postprocess': composites.ms2} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess+queue': (s_us - a_us) / 1e3, 'prefill+decode': (l_us - s_us) / 1e3,
-                'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue': composites.ms1, 'prefill+decode': composites.ms2,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NULL THEN CAST({
-                'preprocess+queue': (s_us - a_us) / 1e3, 'prefill+decode+postprocess': (e_us - s_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue': composites.ms1, 'prefill+decode+postprocess': composites.ms2} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess+queue+prefill': (f_us - a_us) / 1e3, 'decode': (l_us - f_us) / 1e3,
-                'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue+prefill': composites.ms1, 'decode': decode_ms,
+                'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NULL THEN CAST({
-                'preprocess+queue+prefill': (f_us - a_us) / 1e3, 'decode+postprocess': (e_us - f_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue+prefill': composites.ms1, 'decode+postprocess': composites.ms2} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NOT NULL THEN CAST({
-                'preprocess+queue+prefill+decode': (l_us - a_us) / 1e3, 'postprocess': (e_us - l_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue+prefill+decode': composites.ms1, 'postprocess': postprocess_ms} AS MAP(VARCHAR, DOUBLE))
             WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NULL THEN CAST({
-                'preprocess+queue+prefill+decode+postprocess': (e_us - a_us) / 1e3} AS MAP(VARCHAR, DOUBLE))
+                'preprocess+queue+prefill+decode+postprocess': composites.ms1} AS MAP(VARCHAR, DOUBLE))
         END AS stage_ms
-    FROM _bounds
+    FROM (
+        SELECT
+            *,
+            (q_us - a_us) / 1e3 AS preprocess_ms,
+            (s_us - q_us) / 1e3 AS queue_ms,
+            (f_us - s_us) / 1e3 AS prefill_ms,
+            (l_us - f_us) / 1e3 AS decode_ms,
+            (e_us - l_us) / 1e3 AS postprocess_ms,
+            -- defined once: TPOT divides by it, attribution weighs decode's time per token by it
+            greatest(output_tokens - 1, 0) AS decode_tokens,
+            -- the composite rule: each run of missing boundaries is one stage from the known boundary
+            -- before it to the known one after it (at most two runs among the four inner boundaries)
+            CASE
+                WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN NULL
+                WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NULL THEN {
+                    'name1': 'decode+postprocess', 'ms1': (e_us - f_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'prefill+decode', 'ms1': (l_us - s_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NOT NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NULL THEN {
+                    'name1': 'prefill+decode+postprocess', 'ms1': (e_us - s_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'queue+prefill', 'ms1': (f_us - q_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NULL THEN {
+                    'name1': 'queue+prefill', 'ms1': (f_us - q_us) / 1e3,
+                    'name2': 'decode+postprocess', 'ms2': (e_us - f_us) / 1e3}
+                WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'queue+prefill+decode', 'ms1': (l_us - q_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NOT NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NULL THEN {
+                    'name1': 'queue+prefill+decode+postprocess', 'ms1': (e_us - q_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'preprocess+queue', 'ms1': (s_us - a_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NOT NULL AND l_us IS NULL THEN {
+                    'name1': 'preprocess+queue', 'ms1': (s_us - a_us) / 1e3,
+                    'name2': 'decode+postprocess', 'ms2': (e_us - f_us) / 1e3}
+                WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'preprocess+queue', 'ms1': (s_us - a_us) / 1e3,
+                    'name2': 'prefill+decode', 'ms2': (l_us - s_us) / 1e3}
+                WHEN q_us IS NULL AND s_us IS NOT NULL AND f_us IS NULL AND l_us IS NULL THEN {
+                    'name1': 'preprocess+queue', 'ms1': (s_us - a_us) / 1e3,
+                    'name2': 'prefill+decode+postprocess', 'ms2': (e_us - s_us) / 1e3}
+                WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'preprocess+queue+prefill', 'ms1': (f_us - a_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NOT NULL AND l_us IS NULL THEN {
+                    'name1': 'preprocess+queue+prefill', 'ms1': (f_us - a_us) / 1e3,
+                    'name2': 'decode+postprocess', 'ms2': (e_us - f_us) / 1e3}
+                WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NOT NULL THEN {
+                    'name1': 'preprocess+queue+prefill+decode', 'ms1': (l_us - a_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+                WHEN q_us IS NULL AND s_us IS NULL AND f_us IS NULL AND l_us IS NULL THEN {
+                    'name1': 'preprocess+queue+prefill+decode+postprocess', 'ms1': (e_us - a_us) / 1e3,
+                    'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
+            END AS composites
+        FROM _bounds
+    ) AS f
 ) AS b

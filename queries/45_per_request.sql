@@ -28,6 +28,10 @@
 --   stage_ms: map stage -> ms; every stage present, fine or composite ('prefill+decode'), summing exactly to e2e_ms
 --   stage_names: list of names; the keys of stage_ms in boundary order
 --   stage_values_ms: list of ms; the values of stage_ms, aligned with stage_names
+--   composite1_name: name; the row's first composite stage in boundary order ('decode+postprocess'), null when every boundary is known
+--   composite1_ms: ms; its duration, the same value as stage_ms holds for it
+--   composite2_name: name; the second composite stage, when two boundaries apart are missing ('preprocess+queue' then 'decode+postprocess'), else null
+--   composite2_ms: ms; its duration, the same value as stage_ms holds for it
 --   ttft_ms: ms; first token - arrival at the row's vantage (null without a first token)
 --   tpot_ms: ms/token; (last token - first token) / (output_tokens - 1), first token excluded; when the last token is missing, (end - first token) / (output_tokens - 1) and tpot_basis says so; null when output_tokens <= 1 or no first token
 --   tpot_basis: name; 'decode' (first -> last token) or 'decode+postprocess' (first token -> end, no last token recorded)

@@ -9,6 +9,7 @@ Python must give the same split as the SQL sweep.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -107,11 +108,16 @@ def test_stages_and_turns_sum_exactly(tmp_path_factory, data: tuple[list[dict], 
     con = queries.connect(ds)
 
     # stages: each row's stages, fine or composite, sum exactly (in integer microseconds) to e2e
-    got = con.sql("SELECT request_id, map_entries(stage_ms), stage_names, stage_values_ms, e2e_ms, preprocess_ms, "
+    got = con.sql("SELECT request_id, map_entries(stage_ms), stage_names, stage_values_ms, "
+                  "[{'n': composite1_name, 'v': composite1_ms}, {'n': composite2_name, 'v': composite2_ms}], e2e_ms, "
+                  "preprocess_ms, "
                   "queue_ms, prefill_ms, decode_ms, postprocess_ms FROM stages").fetchall()
     assert len(got) == len(reqs)
-    for rid, entries, names, values, e2e, *fine in got:
+    for rid, entries, names, values, composites, e2e, *fine in got:
         assert [e["key"] for e in entries] == names and [e["value"] for e in entries] == values
+        # the composite columns are stage_ms's composite entries, in boundary order, null-padded to two
+        plus = [(e["key"], e["value"]) for e in entries if "+" in e["key"]]
+        assert [tuple(c.values()) for c in composites] == plus + [(None, None)] * (2 - len(plus))
         r = reqs[int(rid[1:])]
         assert sum(round(e["value"] * 1000) for e in entries) == round(e2e * 1000)
         assert round(e2e) == r["ts_end"] - r["ts_arrival"]
@@ -136,6 +142,44 @@ def test_stages_and_turns_sum_exactly(tmp_path_factory, data: tuple[list[dict], 
         assert round(tool_ms) == want.get("tool", 0) and round(orch_ms) == want.get("orchestration", 0)
         for stage, value in zip(STAGES, fine, strict=True):
             assert round(value) == want.get(stage, 0)
+
+
+def test_every_boundary_pattern_has_its_composites_as_columns(tmp_path: Path) -> None:
+    """All 16 patterns of known middle boundaries: the composite columns of stages and per_request
+    hold exactly the composite stages of docs/stages.md (names and ms, in boundary order), and
+    attribution's reading of a stage (request_stage_sql) gives stage_ms's value or 0, for every
+    stage name that can occur."""
+    from toolkit.attribution import request_stage_sql
+
+    gaps = (1, 20, 300, 4000, 50000)  # distinct sums: a wrong pair of boundaries gives another number
+    rows = []
+    for mask in range(16):
+        times = [1000]
+        for g in gaps:
+            times.append(times[-1] + g)
+        row = {"request_id": f"r{mask}", "trace_id": None, "output_tokens": 3,
+               "ts_arrival": ms(times[0]), "ts_end": ms(times[5])}
+        for k, name in enumerate(BOUNDS[1:5]):
+            if not mask >> k & 1:
+                row[name] = ms(times[k + 1])
+        rows.append(row)
+    con = queries.connect(make_dataset(tmp_path, rows))
+    every = ["+".join(STAGES[i:j]) for i in range(5) for j in range(i + 1, 6)]
+    reads = ", ".join(f"{request_stage_sql(k)} AS \"{k}\"" for k in every)
+    for view in ("stages", "per_request"):
+        got = con.sql(f"SELECT request_id, composite1_name, composite1_ms, composite2_name, composite2_ms, "
+                      f"map_entries(stage_ms), {reads} FROM {view} ORDER BY request_id").fetchall()
+        assert len(got) == 16
+        for rid, n1, v1, n2, v2, entries, *read in got:
+            r = rows[int(rid[1:])]
+            known = [r[b] for b in BOUNDS if r.get(b) is not None]
+            seg = {name: (b - a) / timedelta(microseconds=1) / 1e3 for name, a, b in _segments(r)}
+            assert len(seg) == len(known) - 1
+            want = [(k, v) for k, v in seg.items() if "+" in k]
+            assert [(n1, v1), (n2, v2)] == want + [(None, None)] * (2 - len(want)), (view, rid)
+            stage_ms = {e["key"]: e["value"] for e in entries}
+            assert stage_ms == pytest.approx(seg)
+            assert dict(zip(every, read, strict=True)) == {k: stage_ms.get(k, 0) for k in every}
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

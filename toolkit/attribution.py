@@ -22,8 +22,8 @@ Method (docs/attribution.md:
 Inputs: views only. TTFT, e2e, TPOT and the stages of a request are the columns of
 ``per_request`` (queries/45_per_request.sql, which takes them from ``stages``); turns and joined
 calls are ``turns`` and ``calls``. Nothing here derives a metric, a stage or the composite rule
-from boundaries. Speed: fine stages are read from their own columns, composites from ``stage_ms``
-(``request_stage_sql``), and all metrics of one view share three passes, each serving every group
+from boundaries. Speed: fine stages are read from their own columns, composites from the
+composite columns (``request_stage_sql``), and all metrics of one view share three passes, each serving every group
 at once (``family_stats_by``): point estimates with exact percentiles, tail means, a sample.
 """
 
@@ -51,14 +51,21 @@ BOUNDS = ("a_us", "q_us", "s_us", "f_us", "l_us", "e_us")  # stage i runs from B
 PRE_FIRST_TOKEN = {"preprocess", "queue", "prefill", "uplink", "gateway"}
 
 
+COMPOSITE_COLUMNS = ("composite1_name", "composite1_ms", "composite2_name", "composite2_ms")
+"""per_request's composite stages of a row (queries/20_stages.sql): at most two, in boundary order."""
+
+
 def request_stage_sql(key: str) -> str:
     """SQL over ``per_request`` (or a copy of its rows): ms the row spends in stage ``key``, 0 when
     the row has no such stage. A fine stage is read from its own column (``queue_ms``), which holds
-    a value exactly when ``stage_ms`` has that key (both its boundaries known): the same number
-    without a map lookup per row. A composite (``prefill+decode``) is read from ``stage_ms``."""
+    a value exactly when ``stage_ms`` has that key (both its boundaries known); a composite
+    (``prefill+decode``) from the composite column that names it (``composite1_name``): the same
+    numbers as ``stage_ms`` holds, without building or reading a map per row."""
     if key in FINE:
         return f"coalesce({key}_ms, 0)"
-    return f"coalesce(stage_ms['{key.replace(chr(39), chr(39) * 2)}'], 0)"
+    lit = "'" + key.replace("'", "''") + "'"
+    return (f"CASE WHEN composite1_name = {lit} THEN composite1_ms "
+            f"WHEN composite2_name = {lit} THEN composite2_ms ELSE 0 END")
 
 
 @dataclass(frozen=True)
@@ -145,11 +152,10 @@ def stage_names_all(groups: list[Group], specs: list[MetricSpec], views: dict[st
                     ) -> dict[str, list[str]]:
     """Every stage that appears for each metric's rows in any group.
 
-    Per-request views: the fine stages whose column has a value in some row, and the composite
-    keys of ``stage_ms`` in the rows that have one (a row has a composite exactly when one of its
-    fine columns is null); TPOT: the distinct ``tpot_basis``. All per-request metrics of a group
-    share one DISTINCT over a few flags (a handful of patterns, whatever the row count), and the
-    map is read only when a pattern has a composite. Stage-map views: the map's keys."""
+    Per-request views: the fine stages whose column has a value in some row, and the names in the
+    composite columns (``composite1_name``, ``composite2_name``); TPOT: the distinct ``tpot_basis``.
+    All per-request metrics of a group share one DISTINCT over a few flags and those names (a
+    handful of patterns, whatever the row count). Stage-map views: the map's keys."""
     names: dict[str, set[str]] = {sp.name: set() for sp in specs}
     by_view: dict[str, list[MetricSpec]] = {}
     for sp in specs:
@@ -178,14 +184,15 @@ def _rows_of(sp: MetricSpec) -> str:
 
 
 def _request_stage_names(g: Group, view: str, specs: list[MetricSpec], names: dict[str, set[str]]) -> None:
-    """``stage_names_all`` for the metrics of a per-request view, over one group."""
+    """``stage_names_all`` for the metrics of a per-request view, over one group: one DISTINCT over
+    each metric's row flag, the fine columns' flags, TPOT's basis and the composite columns."""
     k = len(specs)
     own = [sp.names_sql or "NULL" for sp in specs]
-    cols = [_rows_of(sp) for sp in specs] + [f"{s}_ms IS NOT NULL" for s in FINE] + own
+    cols = [_rows_of(sp) for sp in specs] + [f"{s}_ms IS NOT NULL" for s in FINE] + own + ["composite1_name",
+                                                                                          "composite2_name"]
     patterns = g.con.execute(f"SELECT DISTINCT {', '.join(cols)} FROM {view} WHERE {g.where}", g.params).fetchall()
-    split = [i for i, sp in enumerate(specs) if sp.names_sql is None]  # metrics split by stage_ms
     for p in patterns:
-        rows_of, fine, values = p[:k], p[k : k + len(FINE)], p[k + len(FINE):]
+        rows_of, fine, values, composites = p[:k], p[k : k + len(FINE)], p[k + len(FINE) : -2], p[-2:]
         for i, sp in enumerate(specs):
             if not rows_of[i]:
                 continue
@@ -194,15 +201,7 @@ def _request_stage_names(g: Group, view: str, specs: list[MetricSpec], names: di
                     names[sp.name].add(values[i])
             else:
                 names[sp.name].update(s for s, known in zip(FINE, fine, strict=True) if known)
-    if not any(not all(p[k : k + len(FINE)]) and any(p[i] for i in split) for p in patterns):
-        return  # no row of a stage-split metric has a composite: the map need not be read
-    partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
-    rows = g.con.execute(f"SELECT DISTINCT {', '.join(_rows_of(specs[i]) for i in split)}, map_keys(stage_ms) "
-                         f"FROM {view} WHERE ({g.where}) AND ({partial})", g.params).fetchall()
-    for r in rows:
-        for j, i in enumerate(split):
-            if r[j]:
-                names[specs[i].name].update(key for key in (r[-1] or []) if key is not None and "+" in key)
+                names[sp.name].update(c for c in composites if c is not None)
 
 
 def _stage_order(name: str) -> tuple[int, str]:

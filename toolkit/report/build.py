@@ -24,6 +24,7 @@ import numpy as np
 
 from toolkit import queries, resources
 from toolkit.attribution import (
+    COMPOSITE_COLUMNS,
     FINE,
     METRICS,
     SEED,
@@ -467,15 +468,14 @@ def _materialize(sides: list[Selection], filt: str) -> None:
     Every later statistic of these requests reads this compact copy instead of re-deriving the
     views from Parquet (a pass over the views costs far more than one over an in-memory table).
     It holds the view's own columns, never a re-derivation, and only those the report reads
-    (``RB_COLUMNS``): the metrics, the fine stages, the token counts, and ``stage_ms`` only for
-    the rows that have a composite stage (those with a fine column null; in the others it holds
-    nothing their fine columns do not); ``a_us`` is the arrival as epoch us, for the charts'
-    buckets; ``side`` an ENUM (1 byte a row, not a 16-byte string). One pass over the view: a
+    (``RB_COLUMNS``): the metrics, the fine stages, the composite stages' plain columns (the view's
+    ``composite1_name``/``composite1_ms``, ...: the ``stage_ms`` map is never built, which cost
+    about 4 CPU s and 0.4 GB at 10 M mixed records), the token counts; ``a_us`` is the arrival as
+    epoch us, for the charts' buckets; ``side`` an ENUM (1 byte a row, not a 16-byte string). One pass over the view: a
     second one for the composite rows (and a DELETE) cost 8 CPU s at 10 M mixed records, and every
     further column 80-160 MB (docs/benchmarks.md). Vantages and formats, read once for the
     description, are counted by ``_side_counts`` instead of being copied.
     """
-    partial = " OR ".join(f"{s}_ms IS NULL" for s in FINE)
     for group in _by_con(sides).values():
         con = group[0].con
         case = _side_case(group)
@@ -483,12 +483,12 @@ def _materialize(sides: list[Selection], filt: str) -> None:
         labels = ", ".join(f"'{sel.label}'" for sel in sorted(group, key=lambda s: s.label))
         _run(con, f"""CREATE OR REPLACE TEMP TABLE _rb AS SELECT * FROM (
                           SELECT CAST(CASE {case} END AS ENUM({labels})) AS side, epoch_us(ts_arrival) AS a_us,
-                                 {", ".join(RB_COLUMNS)}, CASE WHEN {partial} THEN stage_ms END AS stage_ms
+                                 {", ".join(RB_COLUMNS)}
                           FROM per_request WHERE {filt}) WHERE side IS NOT NULL""", params)
 
 
-RB_COLUMNS = ("ttft_ms", "tpot_ms", "tpot_basis", "e2e_ms", *(f"{s}_ms" for s in FINE), "input_tokens",
-              "decode_tokens")
+RB_COLUMNS = ("ttft_ms", "tpot_ms", "tpot_basis", "e2e_ms", *(f"{s}_ms" for s in FINE), *COMPOSITE_COLUMNS,
+              "input_tokens", "decode_tokens")
 """per_request's columns copied into ``_rb``: what the statistics, the charts and the attribution's
 effects read (``toolkit/attribution.py`` METRICS), nothing more."""
 

@@ -1,0 +1,78 @@
+"""bench/bench_jsonl.py measures what it says: every JSON-lines importer's generated file imports
+whole (no record quarantined or skipped), and each DuckDB reference reads every record of the same
+file into typed columns, the fields the importer reads and no fewer (a reference that read
+nothing, as a first draft of sglang-timing's did, would make any import look slow)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from toolkit.importers._common import ImportOptions
+from toolkit.ingest import import_traces
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+N = 300
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location("bench_jsonl", BENCH / "bench_jsonl.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.path.remove(str(BENCH))
+
+
+# the reference's columns: at least the fields the importer reads (tgi: the span's durations)
+MIN_COLUMNS = {"sglang": 13, "sglang-timing": 12, "mapping": 8, "litellm": 24, "tgi": 10, "otlp": 20,
+               "vllm-otlp": 15}
+
+
+MIN_FILLED = {"sglang": 13, "sglang-timing": 12, "mapping": 8, "litellm": 18, "tgi": 10, "otlp": 18,
+              "vllm-otlp": 15}
+
+
+@pytest.mark.parametrize("fmt", ["sglang", "sglang-timing", "mapping", "litellm", "tgi", "otlp", "vllm-otlp"])
+def test_file_imports_whole_and_reference_reads_every_record(bench, tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / f"{fmt}.jsonl"
+    bench.generate(fmt, path, N)
+    mapping = None
+    if fmt == "mapping":
+        mapping = tmp_path / "gateway.toml"
+        mapping.write_text(bench._bench_module("bench_mapping").MAPPING)
+    res = import_traces([str(path)], tmp_path / "ds", fmt=fmt, options=ImportOptions(mapping=mapping)).to_json()
+    assert (res["read"], res["imported"], res["quarantined"], res["duplicates"]) == (N, N, 0, 0), res["by_reason"]
+    out = tmp_path / "ref.parquet"
+    con = duckdb.connect()
+    con.execute(f"COPY ({bench.reference_sql(fmt, str(path))}) TO '{out}' (FORMAT parquet)")
+    cols = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{out}')").fetchall()
+    names, types = [c[0] for c in cols], [c[1] for c in cols]
+    assert len(names) >= MIN_COLUMNS[fmt], names
+    # typed: numbers are read as numbers, not kept as text
+    assert any(t in ("DOUBLE", "BIGINT", "TIMESTAMP") for t in types), types
+    nonnull = ", ".join(f'count("{c}")' for c in names)
+    counts = con.execute(f"SELECT count(*), {nonnull} FROM read_parquet('{out}')").fetchall()[0]
+    assert counts[0] == N
+    # columns with a value: the reference finds the fields (OTLP's names every convention's
+    # attribute key, as the importer looks for each; the generated spans carry the GenAI ones)
+    filled = [c for c, k in zip(names, counts[1:], strict=True) if k > 0]
+    assert len(filled) >= MIN_FILLED[fmt], filled
+
+
+def test_child_imports_the_tree_it_is_given(bench, tmp_path: Path) -> None:
+    """``python -c`` puts the working folder first on the path: the import child runs from the
+    tree it measures, so a ``--before`` tree is not silently this one."""
+    env = {"PYTHONPATH": str(tmp_path)}
+    (tmp_path / "toolkit").mkdir()
+    (tmp_path / "toolkit" / "__init__.py").write_text("")
+    out = subprocess.run([sys.executable, "-c", "import toolkit; print(toolkit.__file__)"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(tmp_path / "toolkit" / "__init__.py")
