@@ -66,8 +66,65 @@ def burstgpt(path: Path, n: int, seed: int) -> None:
                      f"{inp},{out},{inp + out},Conversation log\n")
 
 
-GENERATORS = {"mooncake": mooncake, "azure-llm": azure_llm, "burstgpt": burstgpt}
-SUFFIX = {"mooncake": "jsonl", "azure-llm": "csv", "burstgpt": "csv"}
+def guidellm(path: Path, n: int, seed: int) -> None:
+    """A GuideLLM benchmarks.json (docs/formats/guidellm.md, v0.4+ shape): two benchmarks, each
+    request successful (90 %), incomplete or errored, with the timings and token counts read."""
+    rng = random.Random(seed)
+    kinds: dict[str, list[str]] = {"successful": [], "incomplete": [], "errored": []}
+    t = 1767268800.0
+    with path.open("w") as fh:
+        fh.write('{"metadata": {"guidellm_version": "0.8.1"}, "benchmarks": [')
+        for b in range(2):
+            for k in kinds.values():
+                k.clear()
+            for i in range(n // 2):
+                t += rng.expovariate(50)
+                kind = "successful" if rng.random() < 0.9 else rng.choice(["incomplete", "errored"])
+                ft = t + rng.uniform(0.05, 0.5)
+                kinds[kind].append(json.dumps({
+                    "type_": "generative_request_stats", "request_id": f"g-{seed}-{b}-{i}",
+                    "response_id": None if kind == "errored" else f"chatcmpl-{seed}-{b}-{i}",
+                    "request_args": '{"messages": [{"content": "a prompt"}]}', "output": "an answer",
+                    "info": {"conversation_id": f"conv-{i % 997}", "status": "completed",
+                             "timings": {"request_start": round(t, 6), "first_token_iteration": round(ft, 6),
+                                         "last_token_iteration": round(ft + 1.0, 6),
+                                         "request_end": round(ft + 1.002, 6)}},
+                    "prompt_tokens": rng.randint(10, 4000), "output_tokens": rng.randint(1, 1000),
+                    "cached_tokens": rng.randint(0, 1000)}))
+            fh.write(("," if b else "") + '{"type_": "generative_benchmark", "requests": {'
+                     + ", ".join(f'"{k}": [{", ".join(v)}]' for k, v in kinds.items()) + "}}")
+        fh.write("]}\n")
+
+
+def genai_perf(path: Path, n: int, seed: int) -> None:
+    """A GenAI-Perf profile_export.json (docs/formats/genai-perf.md): two experiments, each request
+    with its send time and 1-8 response times (epoch ns), a session id and a payload never read."""
+    rng = random.Random(seed)
+    t = 1767268800_000_000_000
+    with path.open("w") as fh:
+        fh.write('{"service_kind": "openai", "experiments": [')
+        for e in range(2):
+            reqs = []
+            for _ in range(n // 2):
+                t += int(rng.expovariate(50) * 1e9)
+                r, rs = t + int(rng.uniform(0.05, 0.5) * 1e9), []
+                for _ in range(rng.randint(1, 8)):
+                    rs.append(r)
+                    r += int(rng.uniform(0.001, 0.05) * 1e9)
+                reqs.append(json.dumps({"timestamp": t, "request_inputs": {"payload": "a prompt", "session_id": "s-1"},
+                                        "response_timestamps": rs, "response_outputs": [{"response": "x"}] * len(rs)}))
+            fh.write(("," if e else "") + '{"experiment": {"mode": "concurrency", "value": 8}, "requests": ['
+                     + ", ".join(reqs) + "]}")
+        fh.write("]}\n")
+
+
+
+GENERATORS = {"mooncake": mooncake, "azure-llm": azure_llm, "burstgpt": burstgpt, "guidellm": guidellm,
+              "genai-perf": genai_perf}
+SUFFIX = {"mooncake": ".jsonl", "azure-llm": ".csv", "burstgpt": ".csv"}  # the others are one JSON document
+# records per document: about the most the import parsed before this change (an export of
+# 20k GenAI-Perf requests ran the "before" tree out of its buffer pool)
+DOCUMENT_RECORDS = {"guidellm": 20_000, "genai-perf": 10_000}
 CHILD = """
 import sys
 from toolkit.ingest.plan import import_traces
@@ -101,14 +158,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args(argv)
     DATA.mkdir(parents=True, exist_ok=True)
-    file = DATA / f"port_{a.format}_{a.n}.{SUFFIX[a.format]}"
-    if not file.exists():  # written aside and renamed: an interrupted run leaves no short file
+    file = DATA / f"port_{a.format}_{a.n}{SUFFIX.get(a.format, '.json')}"
+    if a.format not in SUFFIX:
+        # one JSON document is parsed whole under the import's 600 MB buffer pool
+        # (toolkit/ingest/duck.py), and ~10 MB is about the largest that fits there (before this
+        # change too): n records are written as documents of DOCUMENT_RECORDS each, imported
+        # together from one folder (each its own seed: identical files would be skipped as known)
+        file = file.with_suffix("")
+        if not file.exists():
+            part = file.with_suffix(".part")
+            shutil.rmtree(part, ignore_errors=True)
+            part.mkdir()
+            per = DOCUMENT_RECORDS[a.format]
+            for k in range(0, a.n, per):
+                GENERATORS[a.format](part / f"{k // per:04d}.json", min(per, a.n - k), seed=k + 1)
+            part.rename(file)
+    elif not file.exists():  # written aside and renamed: an interrupted run leaves no short file
         GENERATORS[a.format](file.with_suffix(".part"), a.n, seed=1)
         file.with_suffix(".part").rename(file)
     res: dict[str, list[dict]] = {"before": [], "after": []}
     for i in range(a.runs):
         for label, tree in (("before", a.before), ("after", REPO)) if i % 2 == 0 else (("after", REPO), ("before", a.before)):
-            r = run(tree, a.format, file, DATA / f"port_{label}_ds")
+            r = run(tree, a.format, file, DATA / f"port_{a.format}_{label}_ds")  # one per format: runs may overlap
             res[label].append(r)
             print(f"{a.format} {label} run {i + 1}: CPU {r['cpu_s']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
     b, f = (statistics.median(r["cpu_s"] for r in res[k]) for k in ("before", "after"))

@@ -142,7 +142,7 @@ def test_csv_workload_traces_are_specs_with_a_fast_reader(name: str, path: str, 
     found by the header's names, and a plain file binds to the compiler's read_csv fast reader
     (tests/test_conformance.py checks that it gives the line reader's rows)."""
     from toolkit.importers import REGISTRY, azure_llm, burstgpt
-    from toolkit.importers.compile import _Reader
+    from toolkit.importers.compile_read import _Reader
     from toolkit.importers.mapping import load
     from toolkit.importers.spec import OwnRecords
     from toolkit.ingest.sources import Source

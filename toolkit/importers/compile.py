@@ -20,12 +20,17 @@ here, so a format written as a spec reads exactly as a user's mapping of it woul
   reader; tests/test_fast_path.py checks that both give the same dataset.
 * Parquet is read as a document (``read_parquet`` with ``file_row_number``: the row number is the
   ``source_line``).
+* Reading each layout's source columns is ``compile_read.py`` (``_Reader``); this module converts,
+  checks and places them.
+* One JSON document (``format = "document"``: a benchmark client's report) is read by DuckDB once;
+  ``records`` is the path to its arrays of records (``document_lines``), numbered in document
+  order, and each record is then read exactly as a JSON line is (``document_extract``), so the
+  rest of the compiler does not know which it reads. The importers written this way (GuideLLM,
+  GenAI-Perf) say nothing of the reader: their ids, numbering and views are the compiler's.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,14 +39,9 @@ from typing import Any
 from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import derived_list
+from toolkit.importers.compile_read import MappingError, Records, _Reader, _s
 from toolkit.importers.spec import Fast, FastInput, Importer, JsonValues, Layout, OwnRecords
-from toolkit.ingest.sources import InputError, Source
-from toolkit.ingest.streams import head
-
-
-class MappingError(InputError):
-    """The mapping file is unusable; the message names its line and key."""
-
+from toolkit.ingest.sources import Source
 
 # ---------------------------------------------------------------------------------------------
 # units
@@ -117,14 +117,26 @@ class Mapping:
     # operator, literal, value) conditions on the row's own columns, the first that holds wins
     values: dict[str, tuple[str | None, dict[str, str], str | None, list[tuple[str, str, Any, str]]]] = field(
         default_factory=dict)
+    # ``[values.X] rules = [{when, value}, ...]``: conditions on the source's columns (``$key``,
+    # ``len(list)`` too), the first rule whose condition holds, else default
+    rules: dict[str, tuple[list[tuple[tuple[str, str, Any], str]], str | None]] = field(default_factory=dict)
     boundaries: dict[str, Boundary] = field(default_factory=dict)  # in dependency order
     units: dict[str, str] = field(default_factory=dict)
+    # ``{ unit = "epoch_ns", integer = true }``: read as a 64-bit integer ("<col> is not an integer")
+    integer: set[str] = field(default_factory=set)
+    # ``{ unit = ..., check = false }``: a value that converts to no time reads as null, not bad-type
+    quiet: set[str] = field(default_factory=set)
+    # ``{ unit = ..., list = true }``: a JSON list of times (``col[1]``, ``col[-1]``, ``len(col)``, gaps)
+    lists: set[str] = field(default_factory=set)
+    # ``format = "document"``: where the records are in the one JSON document (``Records``)
+    records: Records | None = None
     csv: Csv = field(default_factory=Csv)
     # "types": every bad-type check, then the missing boundaries; "boundaries": each required
     # boundary's missing-field check right after the checks of the columns it reads, before those
     # of the boundaries and columns after it (the order the workload importers always checked in)
     check_order: str = "types"
-    bad_type: dict[str, str] = field(default_factory=dict)  # source column -> its bad-type detail
+    # source column -> its bad-type detail (else "<col> is not a number", "an integer", "an ISO-8601 time")
+    bad_type: dict[str, str] = field(default_factory=dict)
     builtin: bool = False  # a spec of toolkit/importers/specs/: its errors name the input file only
 
 
@@ -133,6 +145,7 @@ class Mapping:
 
 
 def _fmt_of(m: Mapping, src: Source) -> str:
+    """The layout of ``src``: the mapping's ``format``, else guessed from the name or the magic."""
     if m.fmt:
         return m.fmt
     sfx = [s.lower() for s in Path(src.name).suffixes if s.lower() not in (".gz", ".zst", ".zstd")]
@@ -146,201 +159,6 @@ def _fmt_of(m: Mapping, src: Source) -> str:
             if fh.read(4) == b"PAR1":
                 return "parquet"
     return "jsonl"
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _s(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-class _Reader:
-    """Per source layout: how to read a source column's raw value, and whether it was present."""
-
-    def __init__(self, m: Mapping, fmt: str, src: Source, fast: bool = False) -> None:
-        self.fmt = fmt
-        self.fast = fast  # read ``records`` (ingest's fast reader) instead of ``lines``
-        self.m = m
-        self.src = src
-        self.index: dict[str, int] = {}  # source column -> c<i>
-        self.pos: dict[str, int | None] = {}  # CSV: source column -> its 1-based field (None: absent, optional)
-        self.types: dict[str, set[str]] = {}
-        self.header: list[str] = []
-        self.parquet_cols: set[str] = set()
-        if fmt == "csv":
-            self.delim = m.delimiter or ("\t" if src.name.lower().rstrip(".gz").endswith(".tsv") else ",")
-            first = head(src).split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8-sig", errors="replace")
-            self.header = next(csv.reader([first], delimiter=self.delim), [])
-            if not self.header or self.header == [""]:
-                raise MappingError(f"{src.name}: CSV file has no header line (the mapping names columns by header)")
-        elif fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            try:
-                self.parquet_cols = set(pq.read_schema(src.path).names)
-            except Exception as e:  # noqa: BLE001 - any pyarrow error: unreadable file
-                raise InputError(f"{src.name}: not a readable Parquet file ({type(e).__name__})") from None
-
-    def use(self, col: str, typ: str) -> str:
-        """Register a use of ``col`` wanting DuckDB type ``typ``; returns its raw expression."""
-        if col not in self.index:
-            if self.fmt == "csv":
-                self.pos[col] = self._field(col)
-            if self.fmt == "parquet" and col not in self.parquet_cols and col.split(".")[0] not in self.parquet_cols:
-                raise MappingError(f"{self.m.path}: column {col!r} is not in {self.src.name} "
-                                   f"({', '.join(sorted(self.parquet_cols)[:20])})")
-            self.index[col] = len(self.index)
-            self.types[col] = set()
-        self.types[col].add(typ)
-        return f"c{self.index[col]}"
-
-    def _field(self, col: str) -> int | None:
-        """The 1-based field of a CSV column by its header name (``Csv.header``); None for an absent
-        optional one. A required one absent refuses the file."""
-        names = self.header
-        if self.m.csv.header == "loose":
-            names, col_key = [h.strip().lower() for h in names], col.lower()
-        else:
-            col_key = col
-        if col_key in names:
-            return names.index(col_key) + 1
-        if col in self.m.csv.optional:
-            return None
-        if self.m.builtin:  # the spec is ours: the user's file lacks the column
-            raise InputError(f"{self.src.name}: CSV header has no {col!r} column ({', '.join(self.header[:12])})")
-        raise MappingError(f"{self.m.path}: column {col!r} is not in the header of {self.src.name} "
-                           f"({', '.join(self.header[:20])})")
-
-    def json_type(self, col: str) -> str:
-        ts = self.types[col] - {"ANY"}
-        if not ts:
-            return "VARCHAR"
-        if len(ts) == 1:
-            return next(iter(ts))
-        if ts <= {"BIGINT", "DOUBLE"}:
-            return "DOUBLE"
-        if any(x.endswith("[]") for x in ts):
-            raise MappingError(f"{self.m.path}: column {col!r} is used both as a list (itl_ms) and as a value")
-        return "VARCHAR"
-
-    def present(self, col: str) -> str:
-        c = f"c{self.index[col]}"
-        if self.fmt != "jsonl" or self.fast:
-            # fast JSON: read_json converts strictly (a value it cannot convert fails the whole
-            # read, and the line reader takes over), so a value is there iff it is not NULL
-            return f"{c} IS NOT NULL"
-        path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
-        return f"coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL'"
-
-    def json_spec(self) -> dict:
-        """The ``json_transform`` structure of one JSON line: the mapped fields only."""
-        cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
-        spec: dict = {}
-        for c in cols:
-            node = spec
-            keys = c.split(".")
-            for k in keys[:-1]:
-                nxt = node.setdefault(k, {})
-                if not isinstance(nxt, dict):
-                    raise MappingError(f"{self.m.path}: {k!r} is used both as a value and as an object")
-                node = nxt
-            if isinstance(node.get(keys[-1]), dict):
-                raise MappingError(f"{self.m.path}: {c!r} is used both as a value and as an object")
-            node[keys[-1]] = self.json_type(c)
-        return spec or {"_": "VARCHAR"}
-
-    def fast_records(self) -> str:
-        """CSV for ingest's fast reader: DuckDB's parallel ``read_csv`` cuts the file into whole
-        lines only (one VARCHAR column: no quoting, a delimiter no text line holds; a line that
-        holds it fails the read), and ``extract_sql`` splits them with the line reader's own SQL,
-        so both readers see the same fields. The header is skipped (``fast_first_line``); a blank
-        line comes as NULL. A line DuckDB cannot cut like the line reader (a lone CR, invalid
-        UTF-8) fails the read, and the line reader takes the file."""
-        cut = "\x02" if self.delim == "\x01" else "\x01"  # a control character, never the file's delimiter
-        return ("SELECT line FROM read_csv(getvariable('source_path'), columns = {'line': 'VARCHAR'}, "
-                f"header = false, skip = 1, delim = '{cut}', quote = '', escape = '', auto_detect = false, "
-                "strict_mode = true, null_padding = false, compression = 'none')")
-
-    def extract_sql(self) -> str:
-        """The first CTEs, ending in ``x(ln, row_kind, _bad, c0, c1, ...)``."""
-        cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
-        if self.fmt == "jsonl" and self.fast:
-            # records(ln, j): read_json with the type of json_spec(); a line that is not an
-            # object of that shape fails the read (the line reader takes over), JSON null is NULL
-            access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
-            return f"""
-x AS (
-    SELECT ln, CAST(NULL AS VARCHAR) AS line,
-        CASE WHEN j IS NULL THEN 'line is not a JSON object' END AS _bad, 'record' AS row_kind
-        {', ' + access if access else ''}
-    FROM records)"""
-        if self.fmt == "jsonl":
-            spec_sql = _s(json.dumps(self.json_spec()))
-            access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
-            return f"""
-r AS (SELECT ln, line, try(json_transform(line, {spec_sql})) AS j FROM lines),
-x AS (
-    SELECT ln, line,
-        CASE WHEN j IS NOT NULL AND (CASE WHEN starts_with(line, '{{') THEN true
-                                          ELSE starts_with(ltrim(line), '{{') END) THEN NULL
-             ELSE 'line is not a JSON object' END AS _bad,
-        CASE WHEN _bad IS NULL THEN 'record' WHEN trim(line) = '' THEN 'skip' ELSE 'record' END AS row_kind
-        {', ' + access if access else ''}
-    FROM r)"""
-        if self.fmt == "csv":
-            return self._csv_sql(cols)
-        # parquet
-        acc = []
-        for i, c in enumerate(cols):
-            if c in self.parquet_cols:
-                acc.append(f"{_q(c)} AS c{i}")
-            else:
-                first, *rest = c.split(".")
-                acc.append(f"{_q(first)}{''.join('[' + _s(k) + ']' for k in rest)} AS c{i}")
-        return f"""
-x AS (
-    SELECT file_row_number + 1 AS ln, NULL AS line, CAST(NULL AS VARCHAR) AS _bad, 'record' AS row_kind
-        {', ' + ', '.join(acc) if acc else ''}
-    FROM read_parquet(getvariable('source_path'), file_row_number = true))"""
-
-
-    def _csv_sql(self, cols: list[str]) -> str:
-        """CSV lines split into fields (``Csv``: quotes, trimming, how many fields a line needs)."""
-        d, opt = self.delim, self.m.csv
-        dre = re.escape(d)
-        split_re = _s(f'("(?:[^"]|"")*"|[^{dre}"]*){dre}')
-        def value(p: int | None) -> str:
-            if p is None:  # an optional column this file's header lacks
-                return "CAST(NULL AS VARCHAR)"
-            return f"nullif({f'trim(f[{p}])' if opt.trim else f'f[{p}]'}, '')"
-        access = ", ".join(f"{value(self.pos[c])} AS c{i}" for i, c in enumerate(cols))
-        # the line reader's line 1 is the header; the fast reader's records start after it
-        line, table, header = ("coalesce(line, '')", "records", "") if self.fast else ("line", "lines", "WHEN ln = 1 THEN 'skip' ")
-        split = f"string_split(line, {_s(d)})"
-        if opt.quotes:
-            split = f"""CASE WHEN strpos(line, '"') = 0 THEN {split}
-             ELSE list_transform(regexp_extract_all(line || {_s(d)}, {split_re}, 1),
-                                 lambda v: CASE WHEN starts_with(v, '"') THEN replace(v[2:-2], '""', '"') ELSE v END)
-        END"""
-        if opt.fields == "used":
-            need = max((p for p in self.pos.values() if p), default=0)
-            bad = f"CASE WHEN len(f) < {need} THEN 'line has too few fields' END"
-            # a blank line (spaces only, before its CR is cut) holds no record, whatever its fields
-            kind = f"CASE {header}WHEN trim(raw) = '' THEN 'skip' ELSE 'record' END"
-        else:
-            n = len(self.header)
-            bad = f"CASE WHEN len(f) <> {n} THEN 'line has ' || len(f) || ' fields, the header has {n}' END"
-            kind = f"CASE {header}WHEN _bad IS NULL THEN 'record' WHEN trim(line) = '' THEN 'skip' ELSE 'record' END"
-        return f"""
-r AS (SELECT ln, {line} AS raw, CASE WHEN ends_with(line, chr(13)) THEN rtrim(line, chr(13)) ELSE {line} END AS line
-      FROM {table}),
-s AS (SELECT ln, raw, line, {split} AS f FROM r),
-x AS (
-    SELECT ln, line, {bad} AS _bad, {kind} AS row_kind
-        {', ' + access if access else ''}
-    FROM s)"""
 
 
 def _time_us(raw: str, unit: str) -> str:
@@ -360,6 +178,20 @@ def _dur_us(raw: str, unit: str) -> str:
     return f"TRY_CAST(round(TRY_CAST({raw} AS DOUBLE){'' if f == 1 else f' * {f:g}'}) AS BIGINT)"
 
 
+_ELEMENT = re.compile(r"(.+)\[(-?[1-9][0-9]*)\]")  # an element of a list of times: col[1], col[-1]
+_LEN = re.compile(r"len\((.+)\)")  # its length, in a condition
+
+
+def _int_us(raw: str, unit: str) -> str:
+    """SQL: an integer column (``integer = true``) as BIGINT microseconds, exact (no double in
+    between); text that is no number or a value past int64 is no value ("is not an integer")."""
+    v = f"TRY_CAST({raw} AS BIGINT)"
+    u = unit.removeprefix("epoch_")
+    if u in ("ms", "s"):  # through HUGEINT: a product past int64 is no value, not an overflow error
+        return f"TRY_CAST(CAST({v} AS HUGEINT) * {1000 if u == 'ms' else 1000000} AS BIGINT)"
+    return f"{v} // 1000" if u == "ns" else v
+
+
 def _want(unit: str) -> str:
     """DuckDB type to extract a column of this unit as (JSON)."""
     return "VARCHAR" if unit in ("ns", "epoch_ns", "iso8601") else "DOUBLE"
@@ -372,31 +204,78 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     checks: list[str] = []  # WHEN ... THEN {code, detail}
     seen_conv: set[str] = set()
     cols = {c.name: c for c in schema.table("requests").columns}
+    quiet = m.quiet
+
+    def what(col: str) -> str:
+        return ("an integer" if col in m.integer else "an ISO-8601 time" if m.units[col] == "iso8601"
+                else "a number")
+
+    list_checks: list[str] = []  # a list's own checks: after ts_arrival's missing check (time_list)
+    order_checks: list[str] = []  # its order: after every missing check
+
+    def time_list(col: str) -> str:
+        """A list of times (``list = true``) as a list of BIGINT µs, ``l<i>``."""
+        if rd.fmt not in ("jsonl", "document"):
+            raise MappingError(f"{m.path}: {col!r}: a list of times is read from JSON only")
+        raw = rd.use(col, "VARCHAR[]" if col in m.integer else "DOUBLE[]")
+        name = f"l{rd.index[col]}"
+        if name not in seen_conv:
+            seen_conv.add(name)
+            unit = m.units[col]
+            expr = _int_us("t", unit) if col in m.integer else _time_us("t", unit)
+            if m.clock == "relative":
+                expr = f"({expr}) + coalesce(getvariable('clock_origin_us'), 0)"
+            conv.append(f"list_transform({raw}, lambda t: {expr}) AS {name}")
+            if col not in quiet:
+                kind = rd.kind(col)
+                if kind is not None:  # a value of another type (null too) is no list
+                    list_checks.append(f"WHEN {kind} <> 'ARRAY' THEN "
+                                       f"{{'code': 'bad-type', 'detail': {_s(f'{col} is not a list')}}}")
+                element = "a non-integer" if col in m.integer else "a non-number"
+                list_checks.append(f"WHEN list_contains(list_transform({name}, lambda t: t IS NULL), true) THEN "
+                                   f"{{'code': 'bad-type', 'detail': {_s(f'{col} holds {element}')}}}")
+            order_checks.append(f"WHEN list_contains([{name}[i + 1] < {name}[i] FOR i IN range(1, len({name}))], true) "
+                                f"THEN {{'code': 'out-of-order', 'detail': {_s(f'{col} are not in order')}}}")
+        return name
 
     def time_col(col: str) -> str:
-        raw = rd.use(col, _want(m.units[col]))
+        if (el := _ELEMENT.fullmatch(col)) and el[1] in m.lists:  # ``col[1]``, ``col[-1]``
+            return f"{time_list(el[1])}[{el[2]}]"
+        raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
         name = f"t{rd.index[col]}"
         if name not in seen_conv:
             seen_conv.add(name)
-            expr = _time_us(raw, m.units[col])
+            expr = _int_us(raw, m.units[col]) if col in m.integer else _time_us(raw, m.units[col])
             if m.clock == "relative":
                 expr = f"({expr}) + coalesce(getvariable('clock_origin_us'), 0)"
             conv.append(f"{expr} AS {name}")
-            what = "an ISO-8601 time" if m.units[col] == "iso8601" else "a number"
-            checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                          f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what}'))}}}")
+            if col not in quiet:
+                checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
+                              f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}")
         return name
 
     def dur_col(col: str) -> str:
-        raw = rd.use(col, _want(m.units[col]))
+        raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
         name = f"d{rd.index[col]}"
         if name not in seen_conv:
             seen_conv.add(name)
-            conv.append(f"{_dur_us(raw, m.units[col])} AS {name}")
-            checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                          f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not a number'))}}}")
+            conv.append(f"{_int_us(raw, m.units[col]) if col in m.integer else _dur_us(raw, m.units[col])} AS {name}")
+            if col not in quiet:
+                checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
+                              f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}")
             checks.append(f"WHEN {name} < 0 THEN {{'code': 'negative-duration', 'detail': {_s(f'{col} is negative')}}}")
         return name
+
+    def condition(when: tuple[str, str, Any]) -> str:
+        """SQL of ``<column> <op> <literal>``: the column read as the literal's type."""
+        col, op, lit = when
+        if (n := _LEN.fullmatch(col)) and n[1] in m.lists:  # ``len(col)`` of a list of times
+            return f"TRY_CAST(len({time_list(n[1])}) AS DOUBLE) {op} {lit!r}"
+        typ = "BOOLEAN" if isinstance(lit, bool) else "VARCHAR" if isinstance(lit, str) else "ANY"
+        raw = rd.use(col, typ)
+        lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
+               else f"TRY_CAST({raw} AS DOUBLE)")
+        return f"{lhs} {op} {_lit(lit)}"
 
     # boundaries, in dependency order (lateral aliases in one SELECT)
     bsel: list[str] = []
@@ -415,13 +294,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         flag = flags[0] if len(flags) == 1 else (
             "CASE " + " ".join(f"WHEN ({v}) IS NOT NULL THEN {f}" for v, f in zip(vals, flags, strict=True)) + " END")
         if b.when:
-            col, op, lit = b.when
-            typ = "BOOLEAN" if isinstance(lit, bool) else "VARCHAR" if isinstance(lit, str) else "ANY"
-            raw = rd.use(col, typ)
-            lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
-                   else f"TRY_CAST({raw} AS DOUBLE)")
-            rhs = ("true" if lit else "false") if isinstance(lit, bool) else _s(lit) if isinstance(lit, str) else repr(lit)
-            value = f"CASE WHEN {lhs} {op} {rhs} THEN {value} END"
+            value = f"CASE WHEN {condition(b.when)} THEN {value} END"
         if m.check_order == "boundaries" and b.name in ("ts_arrival", "ts_end"):
             checks.append(_missing(m, b.name))
         bsel.append(f"{value} AS x_{b.name}")
@@ -456,6 +329,16 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     out: list[str] = []
     for k, srcs in m.columns.items():
         c = cols[k]
+        if k == "itl_ms" and srcs[0] in m.lists:  # the gaps between a list of times, in its own unit
+            t, unit = srcs[0], m.units[srcs[0]]
+            lst = time_list(t)
+            raw = f"c{rd.index[t]}"
+            num = "BIGINT" if t in m.integer else "DOUBLE"
+            f = _TO_US[unit.removeprefix("epoch_")] / 1e3
+            scale = f" / {1 / f:g}" if f < 1 else f" * {f:g}"
+            out.append(f"CASE WHEN len({lst}) >= 2 THEN CAST([(TRY_CAST({raw}[i + 1] AS {num}) - TRY_CAST({raw}[i] AS {num}))"
+                       f"{scale} FOR i IN range(1, len({lst}))] AS FLOAT[]) END AS itl_ms")
+            continue
         if k == "itl_ms":
             unit = m.units[srcs[0]]
             raw = rd.use(srcs[0], "DOUBLE[]")
@@ -463,7 +346,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             out.append(f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {f:g}) AS FLOAT[]) AS itl_ms")
             continue
         typ = {"string": "VARCHAR", "int64": "BIGINT", "float64": "DOUBLE"}.get(c.type, "VARCHAR")
-        raws = [rd.use(s, typ) for s in srcs]
+        # a document's integers are read as numbers, then rounded (a report may write a count as 12.0)
+        raws = [rd.use(s, "DOUBLE" if typ == "BIGINT" and fmt == "document" else typ) for s in srcs]
         vals = [f"TRY_CAST({r} AS {typ})" if typ != "VARCHAR" else f"CAST({r} AS VARCHAR)" for r in raws]
         expr = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
         if typ != "VARCHAR" and k not in m.unchecked:
@@ -481,13 +365,16 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         raw = f"CAST({rd.use(s, 'VARCHAR')} AS VARCHAR)"
         whens = " ".join(f"WHEN {raw} = {_s(a)} THEN {_s(b)}" for a, b in mp.items())
         out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else raw} END AS {k}")
+    for k, (rules, dflt) in m.rules.items():
+        whens = " ".join(f"WHEN {condition(w)} THEN {_s(v)}" for w, v in rules)
+        out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else 'NULL'} END AS {k}")
     for k, v in m.constants.items():
         lit = _s(v) if isinstance(v, str) else repr(v)
         out.append(f"CAST({lit} AS {cols[k].duckdb_type}) AS {k}")
     for k in ("service", "model"):
-        if k not in m.columns and k not in m.constants and k not in m.values:
+        if not any(k in d for d in (m.columns, m.constants, m.values, m.rules)):
             out.append(f"getvariable('{k}') AS {k}")
-    if "request_id" not in m.columns and "request_id" not in m.values and "request_id" not in m.constants:
+    if not any("request_id" in d for d in (m.columns, m.values, m.rules, m.constants)):
         # <file hash>-<line>, whichever reader runs it (toolkit/ingest/split.py: with_checks)
         out.append("line_id(ln) AS request_id")
     vantage_check = ""
@@ -495,8 +382,13 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         vantage_check = ("WHEN vantage NOT IN ('client', 'gateway', 'server') THEN "
                          "{'code': 'bad-type', 'detail': 'vantage is not client, gateway or server'}")
 
-    missing = [] if m.check_order == "boundaries" else [_missing(m, b) for b in ("ts_arrival", "ts_end")]
-    if "request_id" in m.columns:
+    # a list of times is checked once the arrival is there, before the end it may give; its order
+    # after every missing check (with check_order = "boundaries" both follow the boundaries' checks)
+    if m.check_order == "boundaries":
+        missing = [*list_checks, *order_checks]
+    else:
+        missing = [_missing(m, "ts_arrival"), *list_checks, _missing(m, "ts_end"), *order_checks]
+    if "request_id" in m.columns and "$line" not in m.columns["request_id"]:  # ``$line``: never null
         missing.insert(0, "WHEN request_id IS NULL THEN {'code': 'missing-field', 'detail': "
                        + _s(f"request_id is missing ({', '.join(m.columns['request_id'])})") + "}")
 
@@ -519,7 +411,8 @@ SELECT ln, row_kind,
          {' '.join(skew_checks)}
     END AS _r,
     _r['code'] AS reason_code, _r['detail'] AS reason_detail,
-    {', '.join(k for k in dict.fromkeys([*m.columns, *m.values, *m.constants, 'service', 'model', 'request_id']))},
+    {', '.join(k for k in dict.fromkeys([*m.columns, *m.values, *m.rules, *m.constants, 'service', 'model',
+                                          'request_id']))},
     {', '.join(f'p_{b} AS {b}' for b in defined)},
     {derived} AS derived,
     {skew} AS clock_skew_ms,
@@ -544,8 +437,12 @@ def _lit(v: Any) -> str:
 def bind_mapping(imp: Importer, m: Mapping, src: Source) -> Importer:
     """``imp`` reading ``src`` with the SQL compiled from ``m``, under the mapping's name."""
     fmt = _fmt_of(m, src)
+    if fmt == "document":
+        from toolkit.importers._document import check
+
+        check(src)  # a malformed document: one clear InputError before anything parses it
     sql = build_sql(m, fmt, src)
-    return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt == "parquet" else "lines",
+    return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt in ("parquet", "document") else "lines",
                                   fast=_fast(m, fmt, src)), name=m.name)
 
 

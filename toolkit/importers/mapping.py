@@ -42,6 +42,7 @@ from toolkit.importers.compile import (
     MappingError,
     bind_mapping,
 )
+from toolkit.importers.compile_read import Records, parse_records
 from toolkit.importers.spec import Docs, Importer, Layout
 from toolkit.ingest.sources import Source
 
@@ -56,9 +57,11 @@ CANNOT = "only what the mapping declares; needs --mapping; a CSV record cannot s
 _ALIASES = {"µs": "us", "iso": "iso8601", "iso-8601": "iso8601", "ISO-8601": "iso8601", "ISO8601": "iso8601"}
 _SECTIONS = {"name", "source", "columns", "constants", "boundaries", "units", "values", "bad_type", "docs"}
 _SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order",
-                "header", "fields", "quotes", "trim", "optional")  # the last five: CSV only
+                "header", "fields", "quotes", "trim", "optional",  # these five: CSV only
+                "records", "record")  # these two: format = "document" only
 # our columns the mapping may not set directly: boundaries have their own section, the rest is computed
 _COMPUTED = {"derived", "clock_skew_ms", "clock", "source_format", "source_file", "source_line", *ORDER}
+_CONDITION = re.compile(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*")  # <column> <op> <value>
 _OPS = {"=": "=", "==": "=", "!=": "<>", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
@@ -136,6 +139,44 @@ def _literal(t: _Text, section: str, key: str, text: str) -> Any:
         raise t.error(section, key, f"condition value {s!r} is not a number, a quoted string, true or false") from None
 
 
+def _when(t: _Text, section: str, key: str, w: object) -> tuple[str, str, Any]:
+    """A condition ``"<column> <op> <value>"`` as (column, SQL operator, literal)."""
+    mt = _CONDITION.fullmatch(w) if isinstance(w, str) else None
+    if not mt:
+        raise t.error(section, key, "when must read \"<column> <op> <value>\", op one of = != < <= > >=")
+    return mt.group(1), _OPS[mt.group(2)], _literal(t, section, key, mt.group(3))
+
+
+def _rules(t: _Text, sec: str, v: dict) -> tuple[list[tuple[tuple[str, str, Any], str]], str | None]:
+    """``rules = [{ when = "...", value = "..." }, ...]`` (the first that holds) and ``default``."""
+    if "from" in v or "map" in v:
+        raise t.error(sec, "rules", "give either from/map or rules, not both")
+    rules = v["rules"]
+    if not isinstance(rules, list) or not rules or not all(
+            isinstance(r, dict) and set(r) == {"when", "value"} and isinstance(r["value"], str) for r in rules):
+        raise t.error(sec, "rules", "a list of { when = \"<column> <op> <value>\", value = \"...\" }")
+    return [(_when(t, sec, "rules", r["when"]), r["value"]) for r in rules], _default(t, sec, v)
+
+
+def _records(t: _Text, src: dict, fmt: str | None) -> Records | None:
+    """``records`` (and ``record``) of a ``format = "document"`` source."""
+    if fmt != "document":
+        for k in ("records", "record"):
+            if k in src:
+                raise t.error("source", k, "only for format = \"document\"")
+        return None
+    text, noun = src.get("records"), src.get("record", "record")
+    if not isinstance(text, str):
+        raise t.error("source", "records", "a document needs records = \"<path to the array of records>\", "
+                      "e.g. \"benchmarks[*].requests[*]\"")
+    if not isinstance(noun, str) or not noun.strip():
+        raise t.error("source", "record", "what a record is called, e.g. \"request\"")
+    try:
+        return parse_records(text, noun)
+    except ValueError as e:
+        raise t.error("source", "records", str(e)) from None
+
+
 def _str_list(t: _Text, section: str, key: str, v: object, what: str) -> list[str]:
     items = v if isinstance(v, list) else [v]
     if not items or not all(isinstance(x, str) and x.strip() for x in items):
@@ -181,8 +222,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         if k not in _SOURCE_KEYS:
             raise t.error("source", k, f"unknown key (known: {', '.join(_SOURCE_KEYS)})")
     fmt = src.get("format")
-    if fmt is not None and fmt not in ("jsonl", "csv", "parquet"):
-        raise t.error("source", "format", "must be jsonl, csv or parquet (default: from the file name)")
+    if fmt is not None and fmt not in ("jsonl", "csv", "parquet", "document"):
+        raise t.error("source", "format", "must be jsonl, csv, parquet or document (default: from the file name)")
     clock = src.get("clock", "wall")
     if clock not in ("wall", "relative"):
         raise t.error("source", "clock", "must be wall or relative")
@@ -193,7 +234,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     if isinstance(tol, bool) or not isinstance(tol, int | float) or tol < 0:
         raise t.error("source", "skew_tolerance_ms", "must be a number of milliseconds >= 0")
     m = Mapping(path=str(path), name=name, fmt=fmt, clock=clock, delimiter=delim, tolerance_us=round(tol * 1000),
-                csv=_csv(t, src, fmt), check_order=src.get("check_order", "types"), builtin=builtin)
+                csv=_csv(t, src, fmt), check_order=src.get("check_order", "types"), builtin=builtin,
+                records=_records(t, src, fmt))
     if m.check_order not in ("types", "boundaries"):
         raise t.error("source", "check_order", "must be types (the default) or boundaries")
     for k, v in doc.get("bad_type", {}).items():
@@ -241,12 +283,17 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         if cols[k].type != "string" or not isinstance(v, dict):
             raise t.error(sec, None, "value translation is for string columns: from = \"col\", map = {...}")
         for kk in v:
-            if kk not in ("from", "map", "default", "cases"):
-                raise t.error(sec, kk, "unknown key (known: from, map, default, cases)")
+            if kk not in ("from", "map", "default", "cases", "rules"):
+                raise t.error(sec, kk, "unknown key (known: from, map, default, cases, rules)")
         if "cases" in v:
             if "from" in v or "map" in v:
                 raise t.error(sec, "cases", "give either from (and map) or cases, not both")
+            if "rules" in v:
+                raise t.error(sec, "cases", "give either cases or rules, not both")
             m.values[k] = (None, {}, _default(t, sec, v), _cases(t, sec, v["cases"], m))
+            continue
+        if "rules" in v:
+            m.rules[k] = _rules(t, sec, v)
             continue
         if not isinstance(v.get("from"), str):
             raise t.error(sec, "from", "the source column to translate is required")
@@ -261,6 +308,20 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                       "(constants.vantage = \"client\", \"gateway\" or \"server\")")
 
     for k, v in doc.get("units", {}).items():
+        if isinstance(v, dict):  # { unit = "epoch_ns", integer = true, check = false, list = true }
+            for kk in v:
+                if kk not in ("unit", "integer", "check", "list"):
+                    raise t.error("units", k, f"unknown key {kk!r} (known: unit, integer, check, list)")
+            for kk in ("integer", "check", "list"):
+                if not isinstance(v.get(kk, kk == "check"), bool):
+                    raise t.error("units", k, f"{kk} must be true or false")
+            if v.get("integer"):
+                m.integer.add(k)
+            if not v.get("check", True):
+                m.quiet.add(k)
+            if v.get("list"):
+                m.lists.add(k)
+            v = v.get("unit")
         m.units[k] = _unit(t, k, v)
 
     raw_b = doc.get("boundaries", {})
@@ -287,11 +348,7 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
             if missing is not None and (not isinstance(missing, str) or not missing.strip()):
                 raise t.error("boundaries", k, "missing must be a text: the detail of the missing-field reason")
             if "when" in v:
-                w = v["when"]
-                mt = re.fullmatch(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*", w) if isinstance(w, str) else None
-                if not mt:
-                    raise t.error("boundaries", k, "when must read \"<column> <op> <value>\", op one of = != < <= > >=")
-                when = (mt.group(1), _OPS[mt.group(2)], _literal(t, "boundaries", k, mt.group(3)))
+                when = _when(t, "boundaries", k, v["when"])
             v = v["value"]
         alts = []
         for text in _str_list(t, "boundaries", k, v, "a column or \"<boundary or column> + <duration column>\""):
@@ -310,7 +367,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     for b in parsed.values():
         for a in b.alts:
             if not a.base_is_boundary:
-                u = m.units.get(a.base)
+                el = re.fullmatch(r"(.+)\[-?[1-9][0-9]*\]", a.base)  # an element of a list of times
+                u = m.units.get(el[1] if el and el[1] in m.lists else a.base)
                 if u is None:
                     hint = f" (or define boundaries.{a.base})" if a.base in ORDER else ""
                     raise t.error("boundaries", b.name, f"column {a.base!r} has no unit: add it to [units]{hint}")
@@ -345,7 +403,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     for k in sorted(parsed, key=ORDER.index):
         visit(k, [])
     m.boundaries = {k: parsed[k] for k in done}
-    if "itl_ms" in m.columns and m.units.get(m.columns["itl_ms"][0]) not in DURATION_UNITS:
+    itl = m.columns.get("itl_ms", [None])[0]  # a list of gaps (a duration unit) or of times (their gaps)
+    if itl is not None and itl not in m.lists and m.units.get(itl) not in DURATION_UNITS:
         raise t.error("units", m.columns["itl_ms"][0], "itl_ms needs the unit of its gaps: s, ms, us or ns")
     return m
 
@@ -384,7 +443,7 @@ def _cases(t: _Text, sec: str, raw: object, m: Mapping) -> list[tuple[str, str, 
         raise t.error(sec, "cases", 'a table of value = "<column> <op> <value>", e.g. { error = "output_tokens = 0" }')
     out = []
     for val, cond in raw.items():
-        mt = re.fullmatch(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*", cond) if isinstance(cond, str) else None
+        mt = _CONDITION.fullmatch(cond) if isinstance(cond, str) else None
         if not mt:
             raise t.error(sec, val, "a case reads \"<column> <op> <value>\", op one of = != < <= > >=")
         col = mt.group(1)
@@ -439,4 +498,9 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
     def unbound() -> str:
         raise AssertionError(f"{name}: its SQL is compiled per file (bind)")
 
-    return Importer(name, vantage, IDENTITY, docs or spec_docs(spec), sniff, Layout(requests=unbound), bind=bind)
+    # what the file is read as is known before it is bound (a document is digested and checked
+    # whole first: toolkit/ingest/plan.py), so the unbound layout says it too, from the spec itself
+    fmt = tomllib.loads(spec.read_text(encoding="utf-8")).get("source", {}).get("format")
+    reads = "document" if fmt == "document" else "lines"
+    return Importer(name, vantage, IDENTITY, docs or spec_docs(spec), sniff, Layout(requests=unbound, reads=reads),
+                    bind=bind)

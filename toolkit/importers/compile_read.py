@@ -1,0 +1,375 @@
+"""Reading a source's columns for the mapping compiler (``compile.py``): ``_Reader`` gives, per
+layout (JSON lines, CSV, Parquet, one JSON document), the first CTEs of the candidate SELECT,
+ending in ``x(ln, row_kind, _bad, c0, c1, ...)``: each mapped source column's raw value and
+whether it was there. A JSON document's records (``format = "document"``) are found by their
+path (``Records``, ``parse_records``) and read as JSON lines are (``document_extract``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from toolkit.ingest.sources import InputError, Source
+from toolkit.ingest.streams import head
+
+if TYPE_CHECKING:
+    from toolkit.importers.compile import Mapping
+
+
+class MappingError(InputError):
+    """The mapping file is unusable; the message names its line and key."""
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _s(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class _Reader:
+    """Per source layout: how to read a source column's raw value, and whether it was present."""
+
+    def __init__(self, m: Mapping, fmt: str, src: Source, fast: bool = False) -> None:
+        self.fmt = fmt
+        self.fast = fast  # read ``records`` (ingest's fast reader) instead of ``lines``
+        self.m = m
+        self.src = src
+        self.index: dict[str, int] = {}  # source column -> c<i>
+        self.pos: dict[str, int | None] = {}  # CSV: source column -> its 1-based field (None: absent, optional)
+        self.types: dict[str, set[str]] = {}
+        self.header: list[str] = []
+        self.parquet_cols: set[str] = set()
+        if fmt == "csv":
+            self.delim = m.delimiter or ("\t" if src.name.lower().rstrip(".gz").endswith(".tsv") else ",")
+            first = head(src).split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8-sig", errors="replace")
+            self.header = next(csv.reader([first], delimiter=self.delim), [])
+            if not self.header or self.header == [""]:
+                raise MappingError(f"{src.name}: CSV file has no header line (the mapping names columns by header)")
+        elif fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            try:
+                self.parquet_cols = set(pq.read_schema(src.path).names)
+            except Exception as e:  # noqa: BLE001 - any pyarrow error: unreadable file
+                raise InputError(f"{src.name}: not a readable Parquet file ({type(e).__name__})") from None
+
+    def use(self, col: str, typ: str) -> str:
+        """Register a use of ``col`` wanting DuckDB type ``typ``; returns its raw expression."""
+        if col not in self.index and col.startswith("$"):
+            if self.fmt != "document" or col not in PSEUDO:
+                raise MappingError(f"{self.m.path}: {col!r} is not a column (a JSON document's records have "
+                                   f"{', '.join(PSEUDO)})")
+        if col not in self.index:
+            if self.fmt == "csv":
+                self.pos[col] = self._field(col)
+            if self.fmt == "parquet" and col not in self.parquet_cols and col.split(".")[0] not in self.parquet_cols:
+                raise MappingError(f"{self.m.path}: column {col!r} is not in {self.src.name} "
+                                   f"({', '.join(sorted(self.parquet_cols)[:20])})")
+            self.index[col] = len(self.index)
+            self.types[col] = set()
+        self.types[col].add(typ)
+        return f"c{self.index[col]}"
+
+    def _field(self, col: str) -> int | None:
+        """The 1-based field of a CSV column by its header name (``Csv.header``); None for an absent
+        optional one. A required one absent refuses the file."""
+        names = self.header
+        if self.m.csv.header == "loose":
+            names, col_key = [h.strip().lower() for h in names], col.lower()
+        else:
+            col_key = col
+        if col_key in names:
+            return names.index(col_key) + 1
+        if col in self.m.csv.optional:
+            return None
+        if self.m.builtin:  # the spec is ours: the user's file lacks the column
+            raise InputError(f"{self.src.name}: CSV header has no {col!r} column ({', '.join(self.header[:12])})")
+        raise MappingError(f"{self.m.path}: column {col!r} is not in the header of {self.src.name} "
+                           f"({', '.join(self.header[:20])})")
+
+    def json_type(self, col: str) -> str:
+        ts = self.types[col] - {"ANY"}
+        if not ts:
+            return "VARCHAR"
+        if len(ts) == 1:
+            return next(iter(ts))
+        if ts <= {"BIGINT", "DOUBLE"}:
+            return "DOUBLE"
+        if any(x.endswith("[]") for x in ts):
+            raise MappingError(f"{self.m.path}: column {col!r} is used both as a list (itl_ms) and as a value")
+        return "VARCHAR"
+
+    def present(self, col: str) -> str:
+        c = f"c{self.index[col]}"
+        if col.startswith("$"):
+            return "true"
+        if self.fmt == "document" and col in self.m.integer:
+            # read as text (_int_us), which any JSON value but null gives: no second parse of the record
+            return f"{c} IS NOT NULL"
+        if self.fmt not in ("jsonl", "document") or self.fast:
+            # fast JSON: read_json converts strictly (a value it cannot convert fails the whole
+            # read, and the line reader takes over), so a value is there iff it is not NULL
+            return f"{c} IS NOT NULL"
+        path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
+        return f"coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL'"
+
+    def kind(self, col: str) -> str | None:
+        """SQL: the JSON type of ``col``'s value (NULL when absent); None where the reader has no
+        JSON text to ask (the fast reader fails on a value of another type instead)."""
+        if self.fmt not in ("jsonl", "document") or self.fast:
+            return None
+        path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
+        return f"json_type(line, {_s(path)})"
+
+    def json_spec(self) -> dict:
+        """The ``json_transform`` structure of one JSON line: the mapped fields only."""
+        cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
+        spec: dict = {}
+        for c in cols:
+            if c.startswith("$"):  # the document reader's own columns (PSEUDO)
+                continue
+            node = spec
+            keys = c.split(".")
+            for k in keys[:-1]:
+                nxt = node.setdefault(k, {})
+                if not isinstance(nxt, dict):
+                    raise MappingError(f"{self.m.path}: {k!r} is used both as a value and as an object")
+                node = nxt
+            if isinstance(node.get(keys[-1]), dict):
+                raise MappingError(f"{self.m.path}: {c!r} is used both as a value and as an object")
+            node[keys[-1]] = self.json_type(c)
+        return spec or {"_": "VARCHAR"}
+
+    def fast_records(self) -> str:
+        """CSV for ingest's fast reader: DuckDB's parallel ``read_csv`` cuts the file into whole
+        lines only (one VARCHAR column: no quoting, a delimiter no text line holds; a line that
+        holds it fails the read), and ``extract_sql`` splits them with the line reader's own SQL,
+        so both readers see the same fields. The header is skipped (``fast_first_line``); a blank
+        line comes as NULL. A line DuckDB cannot cut like the line reader (a lone CR, invalid
+        UTF-8) fails the read, and the line reader takes the file."""
+        cut = "\x02" if self.delim == "\x01" else "\x01"  # a control character, never the file's delimiter
+        return ("SELECT line FROM read_csv(getvariable('source_path'), columns = {'line': 'VARCHAR'}, "
+                f"header = false, skip = 1, delim = '{cut}', quote = '', escape = '', auto_detect = false, "
+                "strict_mode = true, null_padding = false, compression = 'none')")
+
+    def extract_sql(self) -> str:
+        """The first CTEs, ending in ``x(ln, row_kind, _bad, c0, c1, ...)``."""
+        cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
+        if self.fmt == "document":
+            return document_extract(self, cols)
+        if self.fmt == "jsonl" and self.fast:
+            # records(ln, j): read_json with the type of json_spec(); a line that is not an
+            # object of that shape fails the read (the line reader takes over), JSON null is NULL
+            access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
+            return f"""
+x AS (
+    SELECT ln, CAST(NULL AS VARCHAR) AS line,
+        CASE WHEN j IS NULL THEN 'line is not a JSON object' END AS _bad, 'record' AS row_kind
+        {', ' + access if access else ''}
+    FROM records)"""
+        if self.fmt == "jsonl":
+            spec_sql = _s(json.dumps(self.json_spec()))
+            access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
+            return f"""
+r AS (SELECT ln, line, try(json_transform(line, {spec_sql})) AS j FROM lines),
+x AS (
+    SELECT ln, line,
+        CASE WHEN j IS NOT NULL AND (CASE WHEN starts_with(line, '{{') THEN true
+                                          ELSE starts_with(ltrim(line), '{{') END) THEN NULL
+             ELSE 'line is not a JSON object' END AS _bad,
+        CASE WHEN _bad IS NULL THEN 'record' WHEN trim(line) = '' THEN 'skip' ELSE 'record' END AS row_kind
+        {', ' + access if access else ''}
+    FROM r)"""
+        if self.fmt == "csv":
+            return self._csv_sql(cols)
+        # parquet
+        acc = []
+        for i, c in enumerate(cols):
+            if c in self.parquet_cols:
+                acc.append(f"{_q(c)} AS c{i}")
+            else:
+                first, *rest = c.split(".")
+                acc.append(f"{_q(first)}{''.join('[' + _s(k) + ']' for k in rest)} AS c{i}")
+        return f"""
+x AS (
+    SELECT file_row_number + 1 AS ln, NULL AS line, CAST(NULL AS VARCHAR) AS _bad, 'record' AS row_kind
+        {', ' + ', '.join(acc) if acc else ''}
+    FROM read_parquet(getvariable('source_path'), file_row_number = true))"""
+
+
+    def _csv_sql(self, cols: list[str]) -> str:
+        """CSV lines split into fields (``Csv``: quotes, trimming, how many fields a line needs)."""
+        d, opt = self.delim, self.m.csv
+        dre = re.escape(d)
+        split_re = _s(f'("(?:[^"]|"")*"|[^{dre}"]*){dre}')
+        def value(p: int | None) -> str:
+            if p is None:  # an optional column this file's header lacks
+                return "CAST(NULL AS VARCHAR)"
+            return f"nullif({f'trim(f[{p}])' if opt.trim else f'f[{p}]'}, '')"
+        access = ", ".join(f"{value(self.pos[c])} AS c{i}" for i, c in enumerate(cols))
+        # the line reader's line 1 is the header; the fast reader's records start after it
+        line, table, header = ("coalesce(line, '')", "records", "") if self.fast else ("line", "lines", "WHEN ln = 1 THEN 'skip' ")
+        split = f"string_split(line, {_s(d)})"
+        if opt.quotes:
+            split = f"""CASE WHEN strpos(line, '"') = 0 THEN {split}
+             ELSE list_transform(regexp_extract_all(line || {_s(d)}, {split_re}, 1),
+                                 lambda v: CASE WHEN starts_with(v, '"') THEN replace(v[2:-2], '""', '"') ELSE v END)
+        END"""
+        if opt.fields == "used":
+            need = max((p for p in self.pos.values() if p), default=0)
+            bad = f"CASE WHEN len(f) < {need} THEN 'line has too few fields' END"
+            # a blank line (spaces only, before its CR is cut) holds no record, whatever its fields
+            kind = f"CASE {header}WHEN trim(raw) = '' THEN 'skip' ELSE 'record' END"
+        else:
+            n = len(self.header)
+            bad = f"CASE WHEN len(f) <> {n} THEN 'line has ' || len(f) || ' fields, the header has {n}' END"
+            kind = f"CASE {header}WHEN _bad IS NULL THEN 'record' WHEN trim(line) = '' THEN 'skip' ELSE 'record' END"
+        return f"""
+r AS (SELECT ln, {line} AS raw, CASE WHEN ends_with(line, chr(13)) THEN rtrim(line, chr(13)) ELSE {line} END AS line
+      FROM {table}),
+s AS (SELECT ln, raw, line, {split} AS f FROM r),
+x AS (
+    SELECT ln, line, {bad} AS _bad, {kind} AS row_kind
+        {', ' + access if access else ''}
+    FROM s)"""
+
+
+# ---------------------------------------------------------------------------------------------
+# a JSON document's records (``[source] format = "document"``): benchmark clients' reports
+
+
+# The columns a document's record has besides its own fields: ``$line`` the synthesized id
+# ``<file hash>-<record number>``; ``$key`` the key a record was found under (``{a,b}`` in the path).
+PSEUDO = ("$line", "$key")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One array on the way to the records: at ``path`` (object keys, from the value the step
+    before gave), or, with ``keys``, at ``path + [k]`` for each ``k`` in that order (``{a,b}``),
+    the key kept as ``$key``. The root step with no path is a top-level array."""
+
+    path: tuple[str, ...]
+    keys: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Records:
+    """``[source] records = "benchmarks[*].requests.{successful,errored}[*]"``: each ``[*]`` is an
+    array whose elements are walked in order; records are numbered 1.. in document order (the
+    ``source_line``). ``noun``: what a record is called when it is JSON null ("request is not a
+    JSON object")."""
+
+    text: str
+    steps: tuple[Step, ...]
+    noun: str = "record"
+
+
+_SEGMENT = re.compile(r"^(?:(?P<key>[A-Za-z_][A-Za-z0-9_-]*)|\{(?P<keys>[A-Za-z0-9_,\s-]+)\})?(?P<star>\[\*\])?$")
+
+
+def parse_records(text: str, noun: str = "record") -> Records:
+    """``Records`` from its path text; a ``ValueError`` says what is wrong (the loader names the line)."""
+    steps: list[Step] = []
+    path: list[str] = []
+    keys: tuple[str, ...] | None = None
+    parts = text.strip().split(".")
+    for i, part in enumerate(parts):
+        mt = _SEGMENT.match(part.strip())
+        if not mt or not (mt["key"] or mt["keys"] or (mt["star"] and i == 0)):
+            raise ValueError(f"{part!r} is not a key, a key[*] or a {{key,key}} (e.g. \"benchmarks[*].requests[*]\")")
+        if mt["keys"]:
+            if keys is not None:
+                raise ValueError("one {key,key} per path")
+            keys = tuple(k.strip() for k in mt["keys"].split(",") if k.strip())
+        elif mt["key"]:
+            if keys is not None:
+                raise ValueError("a {key,key} is the last key before its [*]")
+            path.append(mt["key"])
+        if mt["star"]:
+            steps.append(Step(tuple(path), keys))
+            path, keys = [], None
+    if path or keys is not None or not steps:
+        raise ValueError("the path must end in [*] (the array of records)")
+    if sum(s.keys is not None for s in steps) > 1:
+        raise ValueError("one {key,key} per path")
+    return Records(text, tuple(steps), noun)
+
+
+def _json_path(keys: tuple[str, ...]) -> str:
+    return _s("$." + ".".join(keys))
+
+
+def document_lines(rec: Records) -> str:
+    """CTEs ending in ``lines(ln, line, _key)``: one row per record, ``line`` its JSON value.
+
+    The document is read by DuckDB once (the first array as the root's column: ``read_json``
+    with ``columns``, so a document of another shape gives no rows, never an error); each further
+    array is ``unnest`` of ``json_extract`` cast to ``JSON[]`` (an element of another type gives
+    none), its index kept with ``generate_subscripts`` for the document order."""
+    first, *rest = rec.steps
+    read = ("read_json(getvariable('source_path'), format = {fmt}, {extra}ignore_errors = true, "
+            "maximum_object_size = 268435456, compression = getvariable('source_compression'), columns = {cols})")
+    ctes = []
+    if not first.path:  # a top-level array
+        ctes.append("d AS (SELECT json FROM " + read.format(fmt="'unstructured'", extra="records = 'false', ",
+                                                            cols="{'json': 'JSON'}") + ")")
+        ctes.append("r0 AS (SELECT unnest(CAST(json AS JSON[])) AS v0, generate_subscripts(CAST(json AS JSON[]), 1) "
+                    "AS i0 FROM d WHERE json_type(json) = 'ARRAY')")
+    else:
+        top, *under = first.path
+        src = top if not under else f"CAST(json_extract({_q(top)}, {_json_path(tuple(under))}) AS JSON[])"
+        typ = "JSON[]" if not under else "JSON"
+        # records = 'true': the root's keys are columns (left to 'auto', a root read as one column
+        # ran DuckDB 2.0 out of a 600 MB pool on a 3 MB GenAI-Perf export)
+        ctes.append("d AS (SELECT * FROM " + read.format(fmt="'auto'", extra="records = 'true', ",
+                                                         cols="{" + _s(top) + ": " + _s(typ) + "}") + ")")
+        ctes.append(f"r0 AS (SELECT unnest({src}) AS v0, generate_subscripts({src}, 1) AS i0 FROM d)")
+    order = ["i0"]
+    carried = "i0"
+    for n, step in enumerate(rest, 1):
+        def arr(keys: tuple[str, ...], n: int = n) -> str:
+            return f"CAST(json_extract(v{n - 1}, {_json_path(keys)}) AS JSON[])"
+        if step.keys is None:
+            ctes.append(f"r{n} AS (SELECT {carried}, unnest({arr(step.path)}) AS v{n}, "
+                        f"generate_subscripts({arr(step.path)}, 1) AS i{n} FROM r{n - 1})")
+        else:
+            ctes.append(f"r{n} AS (" + " UNION ALL ".join(
+                f"SELECT {carried}, {k} AS k{n}, {_s(key)} AS _key, unnest({arr((*step.path, key))}) AS v{n}, "
+                f"generate_subscripts({arr((*step.path, key))}, 1) AS i{n} FROM r{n - 1}"
+                for k, key in enumerate(step.keys, 1)) + ")")
+            order.append(f"k{n}")
+            carried += f", k{n}, _key"
+        order.append(f"i{n}")
+        carried += f", i{n}"
+    last = len(rec.steps) - 1
+    key = "_key" if any(s.keys for s in rec.steps) else "CAST(NULL AS VARCHAR) AS _key"
+    # one array: its index is the record number; more: numbered over them all in document order
+    ln = "i0" if not rest else f"row_number() OVER (ORDER BY {', '.join(order)})"
+    ctes.append(f"lines AS (SELECT {ln} AS ln, v{last} AS line, {key} FROM r{last})")
+    return ",\n".join(ctes)
+
+
+def document_extract(rd: _Reader, cols: list[str]) -> str:
+    """``_Reader.extract_sql`` for a document: its records as ``lines`` (``document_lines``), each
+    typed by one ``json_transform`` with the mapped fields only, as a JSON line is. A record that
+    is JSON null is unparseable; one of another type has no field the mapping names."""
+    rec = rd.m.records
+    assert rec is not None
+    pseudo = {"$line": "line_id(ln)", "$key": "_key"}  # line_id: the reader's macro (split.with_checks)
+    access = ", ".join((pseudo[c] if c in pseudo else f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))}")
+                       + f" AS c{i}" for i, c in enumerate(cols))
+    spec_sql = _s(json.dumps(rd.json_spec()))
+    return f"""{document_lines(rec)},
+r AS (SELECT ln, line, _key, try(json_transform(line, {spec_sql})) AS j FROM lines),
+x AS (
+    SELECT ln, line, CASE WHEN j IS NULL THEN {_s(rec.noun + ' is not a JSON object')} END AS _bad,
+        'record' AS row_kind
+        {', ' + access if access else ''}
+    FROM r)"""
