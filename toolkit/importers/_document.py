@@ -26,7 +26,7 @@ def check(src: Source) -> None:
         con.execute("SET threads = 1")
         con.execute(
             "SELECT count(*) FROM read_json(?, format = 'unstructured', records = 'false', "
-            "maximum_object_size = 268435456, compression = ?, columns = {'j': 'JSON'})",
+            "maximum_object_size = 134217728, compression = ?, columns = {'j': 'JSON'})",
             [str(src.path), src.compression or "none"])
     except duckdb.Error as e:
         m = re.search(r"at byte (\d+)[^:]*: ([^\n]*)", str(e))

@@ -302,48 +302,79 @@ def parse_records(text: str, noun: str = "record") -> Records:
     return Records(text, tuple(steps), noun)
 
 
-def _json_path(keys: tuple[str, ...]) -> str:
-    return _s("$." + ".".join(keys))
+def _struct(path: tuple[str, ...], keys: tuple[str, ...] | None, inner: str) -> str:
+    """The DuckDB type of an object holding ``inner`` at ``path`` (under each of ``keys``)."""
+    typ = inner if keys is None else "STRUCT(" + ", ".join(f'"{k}" {inner}' for k in keys) + ")"
+    for k in reversed(path):
+        typ = f'STRUCT("{k}" {typ})'
+    return typ
+
+
+def _array_types(rec: Records) -> list[str]:
+    """The type of each step's array, records last (``JSON[]``): each element holds the next
+    step's array at its path, so DuckDB types the whole walk while it reads the document."""
+    types = ["JSON[]"]
+    for step in reversed(rec.steps[1:]):
+        types.insert(0, _struct(step.path, step.keys, types[0]) + "[]")
+    return types
+
+
+def _at(value: str, keys: tuple[str, ...]) -> str:
+    return value + "".join(f"[{_s(k)}]" for k in keys)
 
 
 def document_lines(rec: Records) -> str:
     """CTEs ending in ``lines(ln, line, _key)``: one row per record, ``line`` its JSON value.
 
-    The document is read by DuckDB once (the first array as the root's column: ``read_json``
-    with ``columns``, so a document of another shape gives no rows, never an error); each further
-    array is ``unnest`` of ``json_extract`` cast to ``JSON[]`` (an element of another type gives
-    none), its index kept with ``generate_subscripts`` for the document order."""
+    The document is read by DuckDB once, typed down to the records (``read_json`` with
+    ``columns``: each array on the way a list of structs, the records ``JSON[]``), so each array
+    is an ``unnest`` of a struct field, its index kept with ``generate_subscripts`` for the
+    document order. A document of another shape gives no rows, never an error. Why typed: taking
+    the arrays out of the JSON text instead (``json_extract`` per step) parsed each step's object
+    again, and a 24 MB GuideLLM benchmark parsed that way outgrew the 600 MB import pool
+    (toolkit/ingest/duck.py MEMORY_LIMIT). A top-level array is read as one JSON value."""
     first, *rest = rec.steps
+    types = _array_types(rec)
     read = ("read_json(getvariable('source_path'), format = {fmt}, {extra}ignore_errors = true, "
-            "maximum_object_size = 268435456, compression = getvariable('source_compression'), columns = {cols})")
+            "maximum_object_size = 134217728, compression = getvariable('source_compression'), columns = {cols})")
     ctes = []
-    if not first.path:  # a top-level array
+    if not first.path and first.keys is None:  # a top-level array
         ctes.append("d AS (SELECT json FROM " + read.format(fmt="'unstructured'", extra="records = 'false', ",
                                                             cols="{'json': 'JSON'}") + ")")
-        ctes.append("r0 AS (SELECT unnest(CAST(json AS JSON[])) AS v0, generate_subscripts(CAST(json AS JSON[]), 1) "
-                    "AS i0 FROM d WHERE json_type(json) = 'ARRAY')")
+        src = "CAST(json AS JSON[])" if not rest else f"CAST(json AS {types[0]})"
+        ctes.append(f"r0 AS (SELECT unnest({src}) AS v0, generate_subscripts({src}, 1) AS i0 FROM d "
+                    "WHERE json_type(json) = 'ARRAY')")
+        order, carried = ["i0"], "i0"
     else:
-        top, *under = first.path
-        src = top if not under else f"CAST(json_extract({_q(top)}, {_json_path(tuple(under))}) AS JSON[])"
-        typ = "JSON[]" if not under else "JSON"
         # records = 'true': the root's keys are columns (left to 'auto', a root read as one column
         # ran DuckDB 2.0 out of a 600 MB pool on a 3 MB GenAI-Perf export)
-        ctes.append("d AS (SELECT * FROM " + read.format(fmt="'auto'", extra="records = 'true', ",
-                                                         cols="{" + _s(top) + ": " + _s(typ) + "}") + ")")
-        ctes.append(f"r0 AS (SELECT unnest({src}) AS v0, generate_subscripts({src}, 1) AS i0 FROM d)")
-    order = ["i0"]
-    carried = "i0"
+        top = first.path[0] if first.path else None
+        root = (_struct(first.path[1:], first.keys, types[0]) if top is not None else types[0])
+        cols = ({top: root} if top is not None else dict.fromkeys(first.keys or (), root))
+        ctes.append("d AS (SELECT * FROM " + read.format(
+            fmt="'auto'", extra="records = 'true', ",
+            cols="{" + ", ".join(f"{_s(k)}: {_s(t)}" for k, t in cols.items()) + "}") + ")")
+        if first.keys is None:
+            src = _at(_q(top), first.path[1:])  # type: ignore[arg-type]
+            ctes.append(f"r0 AS (SELECT unnest({src}) AS v0, generate_subscripts({src}, 1) AS i0 FROM d)")
+            order, carried = ["i0"], "i0"
+        else:
+            base = _at(_q(top), first.path[1:]) if top is not None else None
+            ctes.append("r0 AS (" + " UNION ALL ".join(
+                f"SELECT {k} AS k0, {_s(key)} AS _key, unnest({src}) AS v0, generate_subscripts({src}, 1) AS i0 FROM d"
+                for k, key in enumerate(first.keys, 1)
+                for src in [_at(base, (key,)) if base is not None else _q(key)]) + ")")
+            order, carried = ["k0", "i0"], "k0, _key, i0"
     for n, step in enumerate(rest, 1):
-        def arr(keys: tuple[str, ...], n: int = n) -> str:
-            return f"CAST(json_extract(v{n - 1}, {_json_path(keys)}) AS JSON[])"
         if step.keys is None:
-            ctes.append(f"r{n} AS (SELECT {carried}, unnest({arr(step.path)}) AS v{n}, "
-                        f"generate_subscripts({arr(step.path)}, 1) AS i{n} FROM r{n - 1})")
+            arr = _at(f"v{n - 1}", step.path)
+            ctes.append(f"r{n} AS (SELECT {carried}, unnest({arr}) AS v{n}, "
+                        f"generate_subscripts({arr}, 1) AS i{n} FROM r{n - 1})")
         else:
             ctes.append(f"r{n} AS (" + " UNION ALL ".join(
-                f"SELECT {carried}, {k} AS k{n}, {_s(key)} AS _key, unnest({arr((*step.path, key))}) AS v{n}, "
-                f"generate_subscripts({arr((*step.path, key))}, 1) AS i{n} FROM r{n - 1}"
-                for k, key in enumerate(step.keys, 1)) + ")")
+                f"SELECT {carried}, {k} AS k{n}, {_s(key)} AS _key, unnest({arr}) AS v{n}, "
+                f"generate_subscripts({arr}, 1) AS i{n} FROM r{n - 1}"
+                for k, key in enumerate(step.keys, 1) for arr in [_at(f"v{n - 1}", (*step.path, key))]) + ")")
             order.append(f"k{n}")
             carried += f", k{n}, _key"
         order.append(f"i{n}")
@@ -351,7 +382,7 @@ def document_lines(rec: Records) -> str:
     last = len(rec.steps) - 1
     key = "_key" if any(s.keys for s in rec.steps) else "CAST(NULL AS VARCHAR) AS _key"
     # one array: its index is the record number; more: numbered over them all in document order
-    ln = "i0" if not rest else f"row_number() OVER (ORDER BY {', '.join(order)})"
+    ln = "i0" if order == ["i0"] else f"row_number() OVER (ORDER BY {', '.join(order)})"
     ctes.append(f"lines AS (SELECT {ln} AS ln, v{last} AS line, {key} FROM r{last})")
     return ",\n".join(ctes)
 

@@ -57,7 +57,7 @@ def requests_sql() -> str:
     return f"""
 WITH d AS (
     SELECT json FROM read_json(getvariable('source_path'), format = 'unstructured', records = 'false',
-                               ignore_errors = true, maximum_object_size = 268435456,
+                               ignore_errors = true, maximum_object_size = 134217728,
                                compression = getvariable('source_compression'), columns = {{'json': 'JSON'}})
 ), r AS (
     SELECT unnest(CAST(json AS JSON[])) AS rq, generate_subscripts(CAST(json AS JSON[]), 1) AS ln

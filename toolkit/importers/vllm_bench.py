@@ -60,7 +60,7 @@ def requests_sql() -> str:
     return f"""
 WITH d AS (
     SELECT * FROM read_json(getvariable('source_path'), format = 'auto', ignore_errors = true,
-                            maximum_object_size = 268435456, compression = getvariable('source_compression'),
+                            maximum_object_size = 134217728, compression = getvariable('source_compression'),
                             columns = {_COLUMNS})
 ), n AS (
     SELECT *, greatest(len(ttfts), len(latencies), len(start_times), len(input_lens), 0) AS cnt,
