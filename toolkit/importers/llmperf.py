@@ -46,6 +46,8 @@ REFUSAL = ("{name}: LLMPerf individual responses have durations only (no timesta
 
 
 def sniff(head: bytes) -> bool:
+    """A top-level array whose objects carry LLMPerf's two duration keys (the individual responses
+    file; its summary file is one object and is not imported)."""
     h = head[:65536]
     return h.lstrip().startswith(b"[") and b'"end_to_end_latency_s"' in h and b'"ttft_s"' in h
 

@@ -49,6 +49,8 @@ _COLUMNS = ("{'date': 'VARCHAR', 'model_id': 'VARCHAR', 'start_times': 'DOUBLE[]
 
 
 def sniff(head: bytes) -> bool:
+    """One object with the per-request lists ``--save-detailed`` writes (``ttfts`` beside ``itls``
+    or ``input_lens``): a result saved without them has no per-request times to import."""
     h = head[:65536]
     return h.lstrip().startswith(b"{") and b'"ttfts"' in h and (b'"itls"' in h or b'"input_lens"' in h)
 
