@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,6 +111,10 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
             return remote
         if plan["master"].startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, unless told otherwise
+            # the Python workers are this interpreter (it has stagelens: an import's tasks run it,
+            # toolkit/engines/spark_import.py), not the first python3 on PATH; read when the
+            # SparkContext starts, so it is set here, whoever starts the session first
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder.master(plan["master"]).appName("stagelens")
         for k, v in {**plan["conf"], **(conf or {})}.items():
             builder = builder.config(k, v)

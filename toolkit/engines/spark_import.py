@@ -15,7 +15,6 @@ dataset directory must be at the same path there (docs/spark-engine.md, "Import 
 from __future__ import annotations
 
 import pickle
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,13 +78,7 @@ def task_threads(spark: Any) -> int:
 def import_traces_spark(paths: list[str], out: str | Path, master: str | None = None, **kwargs: Any) -> ImportResult:
     """``import_traces`` with each file a Spark task (``fanout.import_fanned``); ``kwargs`` as
     ``import_traces`` takes them (format, options, keep_raw, limits, max_bad_fraction, ...)."""
-    import os
-
     from toolkit.engines import spark as engine
 
-    plan = engine.plan_session(master)
-    if plan.get("master", "").startswith("local"):
-        # the tasks' Python is this one (it has stagelens), not the first python3 on PATH
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = engine.session(master)
+    session = engine.session(master)  # on a local master its workers run this Python (engine.session)
     return import_fanned(paths, out, run=spark_run(session), threads=task_threads(session), **kwargs)
