@@ -1,34 +1,47 @@
 """What every importer shares: the candidate-row contract and the checks applied to it.
 
 An importer is an ``Importer`` value (``toolkit/importers/spec.py``) whose ``Layout`` holds its
-SQL: ``requests`` returns a DuckDB SELECT over the view ``lines(ln BIGINT, line VARCHAR)`` (one
-batch of the input file); ``spans``, if any, the same producing ``spans`` rows (tool calls and
-other non-model intervals). A ``"document"`` layout reads ``read_json(getvariable('source_path'),
-compression = getvariable('source_compression'), ...)`` itself and numbers its records as ``ln``.
-An importer whose SQL depends on the file (a CSV header, a mapping file) has ``bind``, which
-returns the importer for that file (``toolkit/ingest/plan.py`` calls it per file).
-Fast reader (optional, ``Layout.fast``: ``toolkit/ingest/readers/fast.py``): its SQL reads the
-view ``records(ln, ...)`` instead of ``lines``, as ``Fast.reads`` says (``JsonValues``: parsed
-into ``j``; ``JsonColumns``: a column per key; ``OwnRecords``: the importer's own SELECT).
-There ``ln`` is 1 on a record's first candidate row and 0 on further rows of the same record
-(ingest numbers the stream itself). A table that gets no row from a line (otlp: a batch holding
-only tool spans, in the requests stream) still gives it one row of ``row_kind = 'mark'``, which only
-carries the line's number: neither counted nor written. An id synthesized from the line number
-(``<file hash>-<line>``) is written ``line_id(ln)`` on both readers (a macro the reader defines)
-and named by ``Fast.line_id``: the fast reader completes it and hashes the identity once numbered. With ``Fast.nested_spans`` the fast
-requests SQL carries each row's spans candidates as ``_spans`` (a list of structs: the spans
-SQL's columns less ``ln``), so the file is parsed once; ingest unnests them once the stream is
-numbered and ``Layout.spans`` serves the line reader only.
+SQL: ``requests`` returns a DuckDB SELECT over the view ``lines`` (one row per line of the input
+file, ``ln`` its number); ``spans``, if any, the same producing ``spans`` rows (tool calls and
+other non-model intervals). An importer whose SQL depends on the file (a CSV header, a mapping
+file) has ``bind``, which returns the importer for that file (``toolkit/ingest/plan.py`` calls it
+per file).
+
+**One view, whatever reads it.** Each reader registers ``lines`` with the line as it read it: the
+line reader ``lines(ln, line)`` (the text, a batch at a time); the fast reader
+(``Layout.fast``, ``toolkit/ingest/readers/fast.py``: DuckDB reads the whole file) as
+``Fast.reads`` says: ``JsonValues``: ``lines(ln, j)``, parsed; ``JsonColumns``: a column per key;
+``OwnRecords``: the importer's own SELECT's columns (``line``, for text). An importer never
+names another view, nor knows how ``ln`` is counted: it passes ``ln`` through, unchanged, and
+says what its rows are; the reader numbers them (the fast reader does so only after the SQL).
+What an importer says:
+
+* ``row_kind``: ``'record'`` (a request: counts as read), ``'skip'`` (a line that holds no record:
+  a blank line, a ``request.received`` event, a start-up span — counted apart, never quarantined)
+  or ``'spans'`` (no request: the record is a span, given in ``_spans`` below; counted there);
+* ``first_of_line`` (``FIRST_OF_LINE``), when a line gives several rows (OTLP: a row per span of a
+  batch): true on the first row of each line, false on the rest, so the line is counted once;
+* ``line_id(ln)``, a macro each reader defines, for an id synthesized from the record's line
+  (``<file hash>-<line>``), named by ``Fast.line_id`` when the fast reader reads it;
+* ``_spans`` (``NESTED``, with ``Fast.nested_spans``): on a fast requests row, the spans
+  candidates of its line (a list of structs: the spans SQL's columns less ``ln``), so the file
+  is parsed once; ingest unnests them once the stream is numbered, and ``Layout.spans`` serves
+  the line reader only.
+
+A ``"document"`` layout has no lines: it reads ``read_json(getvariable('source_path'),
+compression = getvariable('source_compression'), ...)`` itself and numbers its records as ``ln``,
+or names the column that numbers them as the source does (``Layout.numbered_by``: Triton's trace
+ids; the reader writes it as the line, 0 where NULL: the document as a whole).
 A file the fast reader cannot parse or number exactly is
 rolled back and read line by line, so both paths must give the same rows: tests/test_fast_path.py
-checks every sample and case file both ways.
+checks every sample and case file both ways (and tests/test_conformance.py, that no importer's
+SQL knows a reader's internals).
 When both tables are read, a line's 'skip' and 'unparseable' rows come from the requests SQL
 only, and it must not mark as 'skip' the records the spans SQL imports, so every
 record is counted once. Each output row is a *candidate*:
 
-* ``ln``: the line the record came from;
-* ``row_kind``: ``'record'`` (counts as read) or ``'skip'`` (a line that holds no record: a blank
-  line, a ``request.received`` event, a start-up span — counted apart, never quarantined);
+* ``ln``: the line the record came from (the view's, passed through);
+* ``row_kind``, as above;
 * ``reason_code`` / ``reason_detail``: set by the importer when it already knows the record is bad;
 * the ``requests`` columns, with every ``ts_*`` as BIGINT microseconds since the Unix epoch
   (columns the importer does not produce are filled with NULL here).
@@ -56,6 +69,8 @@ TS_MAX_US = 7_258_118_400_000_000
 COMMON_COLUMNS = ("source_format", "source_file", "source_line")
 SPAN_IDENTITY = "coalesce(trace_id, '') || '/' || span_id"
 NESTED = "_spans"  # a fast requests candidate's spans candidates (FAST_NESTED_SPANS)
+FIRST_OF_LINE = "first_of_line"  # a candidate column: the first of the rows one line gives
+SPANS_ONLY = "spans"  # the row_kind of a requests candidate whose record is a span (in NESTED)
 ORDER = {"requests": BOUNDARIES, "spans": ("ts_start", "ts_end")}
 
 

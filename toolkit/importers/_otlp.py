@@ -82,14 +82,13 @@ def chain(src: str, stages: list[list[str]], name: str) -> tuple[str, str]:
     return ",\n".join(ctes), prev
 
 
-def span_rows(src: str, fast: bool) -> str:
+def span_rows(src: str) -> str:
     """CTEs ending in ``spr``: one row per span of each line of ``src(ln, j, blank)``, where ``j`` is
     the parsed ExportTraceServiceRequest (NULL: not JSON) and ``blank`` says whether an unparsed line
     is blank. Columns: ``ln``; ``line_row`` (the one row of a line holding no span: ``sp`` NULL),
     ``unparsed``, ``blank``, ``no_rs`` (JSON without ``resourceSpans``); the resource's
-    ``r_service``, ``r_instance``, ``r_process``; ``scope`` (name); ``sp`` (the span); ``mark``
-    (the line's first row). With ``fast`` (the view ``records``), ``ln`` is 1 on the mark and 0 on
-    the line's other rows (``toolkit/ingest/readers/fast.py`` numbers the stream)."""
+    ``r_service``, ``r_instance``, ``r_process``; ``scope`` (name); ``sp`` (the span);
+    ``first_of_line`` (the line's first row: a candidate column, ``_common.FIRST_OF_LINE``)."""
     def ra(key: str) -> str:
         return attr(key, "rs['resource']['attributes']") + "['stringValue']"
 
@@ -116,9 +115,8 @@ def span_rows(src: str, fast: bool) -> str:
         unnest(ss['spans']) AS sp, unnest(range(1, greatest(len(ss['spans']), 1) + 1)) AS i_sp
     FROM o3
 ), spr AS (
-    SELECT {"CASE WHEN first_rs = 0 OR (i_rs = first_rs AND i_ss = first_ss AND i_sp = 1) THEN 1 ELSE 0 END"
-            if fast else "ln"} AS ln, first_rs = 0 AS line_row,
-        first_rs = 0 OR (i_rs = first_rs AND i_ss = first_ss AND i_sp = 1) AS mark,
+    SELECT ln, first_rs = 0 AS line_row,
+        first_rs = 0 OR (i_rs = first_rs AND i_ss = first_ss AND i_sp = 1) AS first_of_line,
         unparsed, blank, no_rs, r_service, r_instance, r_process, scope, sp
     FROM o4
     WHERE (first_rs > 0 AND i_sp <= n_sp) OR (first_rs = 0 AND i_rs = 1 AND i_ss = 1 AND i_sp = 1)
@@ -126,8 +124,8 @@ def span_rows(src: str, fast: bool) -> str:
 
 
 def spans_of_records() -> str:
-    """``span_rows`` over the fast reader's view ``records(ln, j)``."""
-    return span_rows("(SELECT ln, j, false AS blank FROM records) AS rec", fast=True)
+    """``span_rows`` over the fast reader's ``lines(ln, j)`` (parsed by DuckDB: no text, no blank line)."""
+    return span_rows("(SELECT ln, j, false AS blank FROM lines) AS rec")
 
 
 def spans_of_lines(spec: str) -> str:
@@ -138,7 +136,7 @@ def spans_of_lines(spec: str) -> str:
 ), p AS (
     -- the line itself is not kept: only whether an unparsed line is blank
     SELECT ln, j, CASE WHEN j IS NULL THEN trim(line) = '' END AS blank FROM p0
-), {span_rows("p", fast=False)}"""
+), {span_rows("p")}"""
 
 
 LATENCIES = {

@@ -34,7 +34,7 @@ import json
 from typing import TYPE_CHECKING
 
 from toolkit.importers import _utf8
-from toolkit.importers._common import error_label, us
+from toolkit.importers._common import SPANS_ONLY, error_label, us
 from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
 
 if TYPE_CHECKING:
@@ -103,9 +103,9 @@ def fast_ok(head: bytes) -> bool:
 def _prefix(where: str = "true", fast: bool = False) -> str:
     """Parse each line (an object, or an array of objects) into one row per payload ``r``, with the
     shared columns every table needs (trace and session ids, whether the payload is a tool run).
-    With ``fast``: one row per line of the fast reader's ``records`` (``r`` NULL: the line is JSON
-    ``null``), read once."""
-    recs = "recs AS (\n    SELECT ln, j AS r FROM records\n)" if fast else f"""p0 AS (
+    With ``fast``: one row per line of ``lines(ln, j)``, parsed by the fast reader (``r`` NULL: the
+    line is JSON ``null``), read once."""
+    recs = "recs AS (\n    SELECT ln, j AS r FROM lines\n)" if fast else f"""p0 AS (
     SELECT ln, line,
         CASE WHEN NOT starts_with(line, '[') THEN try(json_transform(line, '{_SPEC}')) END AS j,
         CASE WHEN starts_with(line, '[') THEN try(json_transform(line, '{_ARRAY_SPEC}')) END AS arr
@@ -140,9 +140,9 @@ WITH {recs}, k AS (
 
 
 def requests_sql(fast: bool = False) -> str:
-    """One row per payload; with ``fast`` (one pass over ``records``), a payload that is a tool run
-    (``spans_sql``'s) is a ``mark`` row carrying its line's number, every row carries the payload's
-    spans (``_spans``: FAST_NESTED_SPANS), and a JSON ``null`` line is quarantined here (the line
+    """One row per payload; with ``fast`` (one pass over the parsed lines), a payload that is a tool
+    run (``spans_sql``'s) is a row of kind ``spans``, every row carries the payload's spans
+    (``_spans``: FAST_NESTED_SPANS), and a JSON ``null`` line is quarantined here (the line
     reader quarantines it with the other unparsed lines)."""
     unparsed = ("WHEN r IS NULL THEN {'code': 'unparseable', 'detail': 'line is not a JSON object or array of "
                 "objects'}" if fast else "")
@@ -156,7 +156,7 @@ m AS (
         TRY_CAST(r['completion_tokens'] AS BIGINT) AS output_tokens
     FROM c {"" if fast else "WHERE NOT is_tool"}
 )
-SELECT ln, {"CASE WHEN is_tool THEN 'mark' ELSE 'record' END" if fast else "'record'"} AS row_kind,
+SELECT ln, {f"CASE WHEN is_tool THEN '{SPANS_ONLY}' ELSE 'record' END" if fast else "'record'"} AS row_kind,
     CASE {unparsed}
          WHEN nullif(r['id'], '') IS NULL THEN {{'code': 'missing-field', 'detail': 'id is missing'}}
          WHEN r['startTime'] IS NULL THEN {{'code': 'missing-field', 'detail': 'startTime is missing'}}

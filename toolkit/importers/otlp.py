@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 
-from toolkit.importers._common import SKEW_TOLERANCE_US, error_label, us
+from toolkit.importers._common import SKEW_TOLERANCE_US, SPANS_ONLY, error_label, us
 from toolkit.importers._otlp import (
     bigint,
     chain,
@@ -267,8 +267,9 @@ def requests_sql(fast: bool = False) -> str:
     """One pass: each span is a model call (a record, client or gateway vantage), a vLLM server span
     (a record, the vllm-otlp mapping), or neither (skipped); a line holding no span is one row
     (skipped; quarantined when not JSON or without resourceSpans). Tool and agent spans are
-    ``spans_sql``'s: left out here, except (fast reader) as a ``mark`` row carrying its candidate
-    in ``_spans`` (FAST_NESTED_SPANS) and the line's number."""
+    ``spans_sql``'s: left out here, except (``fast``) as a row of kind ``spans`` carrying its
+    candidate in ``_spans`` (FAST_NESTED_SPANS); there every row of the line is kept, the first
+    saying so (``first_of_line``)."""
     spans, last = _classified(fast)
     stages = _model_stages() + llm_request_stages("v_", gate="cls = 'server'")
     ctes, last = chain(last, stages, "m")
@@ -290,11 +291,11 @@ def requests_sql(fast: bool = False) -> str:
     return f"""
 WITH {spans},
 {ctes}
-SELECT ln,
+SELECT ln, {"first_of_line, " if fast else ""}
     CASE WHEN line_row THEN CASE WHEN blank THEN 'skip' WHEN unparsed OR no_rs THEN 'record' ELSE 'skip' END
          WHEN cls IN ('model', 'server') THEN 'record'
          WHEN cls IS NULL THEN 'skip'
-         ELSE 'mark' END AS row_kind,
+         ELSE '{SPANS_ONLY}' END AS row_kind,
     {body},
     _r['code'] AS reason_code, _r['detail'] AS reason_detail
 FROM {last}

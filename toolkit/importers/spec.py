@@ -27,7 +27,7 @@ Sql = Callable[[], str]
 
 @dataclass(frozen=True)
 class JsonValues:
-    """Fast input: one JSON value per line, parsed by DuckDB into ``j`` with this ``json_transform``
+    """Fast input: one JSON value per line, parsed by DuckDB into ``lines.j`` with this ``json_transform``
     structure (``{"a": "BIGINT", "b": [{"c": "VARCHAR"}]}``)."""
 
     spec: Mapping[str, object]
@@ -35,8 +35,8 @@ class JsonValues:
 
 @dataclass(frozen=True)
 class JsonColumns:
-    """Fast input: one JSON object per line, a column per key of ``columns`` (no struct to build and
-    take apart again). ``give_up``: a condition on the columns for lines left to the line reader."""
+    """Fast input: one JSON object per line, a column of ``lines`` per key of ``columns`` (no struct to
+    build and take apart again). ``give_up``: a condition on the columns for lines left to the line reader."""
 
     columns: Mapping[str, object]
     give_up: str | None = None
@@ -45,7 +45,7 @@ class JsonColumns:
 @dataclass(frozen=True)
 class OwnRecords:
     """Fast input: the importer's own SELECT over ``getvariable('source_path')`` (``read_csv`` for CSV
-    or text lines), one row per record in file order (the reader numbers them: no ``ln``);
+    or text lines), one row per record in file order: the view ``lines`` (the reader numbers them: no ``ln``);
     ``header_lines`` before the first record (a CSV header) count as skipped."""
 
     sql: Sql
@@ -58,8 +58,8 @@ FastInput = JsonValues | JsonColumns | OwnRecords
 @dataclass(frozen=True)
 class Fast:
     """The fast reader of a layout (``toolkit/ingest/readers/fast.py``): what DuckDB reads the file
-    as, and the candidate SQL over the view ``records`` it gives (``requests``; ``spans`` too when
-    the importer writes both tables).
+    as (the columns of the view ``lines`` it gives), and the candidate SQL over it (``requests``;
+    ``spans`` too when the importer writes both tables).
 
     ``accepts``: whether a file's first bytes suit it (a prefixed log line does not).
     ``line_id``: the IDENTITY column synthesized as ``<file hash>-<line>``, written ``line_id(ln)``
@@ -83,7 +83,10 @@ class Layout:
     ``reads``: ``"lines"`` (the line reader registers each batch as the view ``lines(ln, line)``
     and runs ``requests``/``spans`` over it) or ``"document"`` (one file the SQL reads itself with
     ``read_json(getvariable('source_path'), ...)``, numbering its records as ``ln``). ``fast``:
-    the DuckDB-native reader for plain files, if the format has one (lines only).
+    the DuckDB-native reader for plain files, if the format has one (lines only). ``numbered_by``
+    (documents): the candidate column that numbers a record as the source does (Triton: its
+    trace id), written as its line by the reader, 0 (the document) where NULL; without it the
+    document's SQL gives ``ln`` itself.
     ``batch_bytes``: a smaller text bound per batch for formats that expand when parsed (OTLP).
     ``memory_limit``: a smaller DuckDB buffer pool for a document's query. ``array_element``:
     the bytes that open an element of a top-level JSON array, so a large one is read in parts."""
@@ -95,6 +98,7 @@ class Layout:
     batch_bytes: int | None = None
     memory_limit: str | None = None
     array_element: bytes | None = None
+    numbered_by: str | None = None
 
     @property
     def tables(self) -> list[str]:

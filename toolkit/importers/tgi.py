@@ -161,13 +161,13 @@ def requests_sql(fast: bool = False, layout: str = "text") -> str:
         for d in USED)
     handlers = ", ".join(f"'{h}'" for h in HANDLERS)
     tol = SKEW_TOLERANCE_US
-    if fast and layout == "json":  # records(ln, j): parsed by read_json; no line text
-        parsed = "c AS (SELECT ln, CAST(NULL AS VARCHAR) AS l, true AS js, j FROM records)"
+    if fast and layout == "json":  # lines(ln, j): parsed by read_json; no line text
+        parsed = "c AS (SELECT ln, CAST(NULL AS VARCHAR) AS l, true AS js, j FROM lines)"
         spans = f"{{'spans': try(json_transform(j['spans'], '{_SPANS_LIST}'))}}"
     else:
         parsed = f"""s AS (
     SELECT ln, CASE WHEN contains(line, {_ESC}) THEN regexp_replace(line, '\\x1b\\[[0-9;]*m', '', 'g') ELSE line END AS l
-    FROM {'records' if fast else 'lines'}
+    FROM lines
 ), c AS (
     -- json_extract_string with a list of paths parses each line once (cheaper than json_transform)
     SELECT ln, l, starts_with(l, '{{') AS js,

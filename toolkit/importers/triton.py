@@ -35,6 +35,9 @@ MEMORY_LIMIT = "300MB"
 # Every fragment starts with its id (tracer.cc writes it first): a large file is cut before one
 # and read in parallel parts (toolkit/ingest/readers/document.py)
 ARRAY_ELEMENT = rb'"id"\s*:'
+# A record's place in the file is its trace id (a top-level trace's, or an orphan child's), as
+# Triton numbers them: the document is one array, often one line (the reader writes it as the line)
+NUMBERED_BY = "trace_number"
 DESCRIPTION = "NVIDIA Triton trace files (--trace-config triton,file=...; TIMESTAMPS), HTTP and gRPC, ensembles/BLS folded"
 FILE_HINT = "trace.json, trace.json.0, .1 ... (one JSON array each)"
 BOUNDARIES = {
@@ -138,7 +141,7 @@ WITH x AS (
     FROM meta t LEFT JOIN main m ON m.root = t.id
     WHERE t.parent_id IS NULL
 )
-SELECT coalesce(TRY_CAST(id AS BIGINT), 0) AS ln, CASE WHEN orphan THEN 'skip' ELSE 'record' END AS row_kind,
+SELECT TRY_CAST(id AS BIGINT) AS trace_number, CASE WHEN orphan THEN 'skip' ELSE 'record' END AS row_kind,
     CASE WHEN tree_bad THEN {{'code': 'bad-type', 'detail': 'timestamps (or a fragment) is not a list of {{name, ns}} with integer ns'}}
          WHEN tree_far THEN {{'code': 'bad-type', 'detail': 'a timestamp ns is negative or past 2200 (as Unix ns)'}}
          WHEN req_end IS NULL THEN {{'code': 'missing-field', 'detail': 'REQUEST_END is missing'}}
@@ -166,13 +169,14 @@ SELECT coalesce(TRY_CAST(id AS BIGINT), 0) AS ln, CASE WHEN orphan THEN 'skip' E
 FROM r
 UNION ALL BY NAME
 -- children whose parent is not in the file: counted, not imported
-SELECT coalesce(TRY_CAST(id AS BIGINT), 0) AS ln, 'skip' AS row_kind FROM kids WHERE orphan
+SELECT TRY_CAST(id AS BIGINT) AS trace_number, 'skip' AS row_kind FROM kids WHERE orphan
 UNION ALL BY NAME
--- fragments without an id cannot be attributed to a request: each is a bad record (line 0: the file)
-SELECT 0 AS ln, 'record' AS row_kind, 'missing-field' AS reason_code, 'id is missing' AS reason_detail
+-- fragments without an id cannot be attributed to a request: each is a bad record of the file
+SELECT NULL AS trace_number, 'record' AS row_kind, 'missing-field' AS reason_code, 'id is missing' AS reason_detail
 FROM (SELECT unnest(range(n_fragments)) FROM g WHERE id IS NULL)
 """
 
 
 IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff, Layout(
-    requests=requests_sql, reads=READS, memory_limit=MEMORY_LIMIT, array_element=ARRAY_ELEMENT))
+    requests=requests_sql, reads=READS, memory_limit=MEMORY_LIMIT, array_element=ARRAY_ELEMENT,
+    numbered_by=NUMBERED_BY))

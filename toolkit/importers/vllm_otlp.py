@@ -71,7 +71,7 @@ FAST_SPEC: dict = json.loads(_SPEC)
 
 def requests_sql(fast: bool = False) -> str:
     """One row per span (``llm_request`` a record, others skipped) and one per line holding no span
-    (skipped; not JSON: quarantined), in one pass over ``lines`` or, with ``fast``, ``records``."""
+    (skipped; not JSON: quarantined), in one pass over ``lines``, as text or (``fast``) parsed."""
     spans = spans_of_records() if fast else spans_of_lines(_SPEC)
     ctes, last = chain("spr", llm_request_stages(), "v")
     cols = llm_request_columns()
@@ -79,7 +79,7 @@ def requests_sql(fast: bool = False) -> str:
     return f"""
 WITH {spans},
 {ctes}
-SELECT ln,
+SELECT ln, first_of_line,
     CASE WHEN line_row THEN CASE WHEN unparsed AND NOT blank THEN 'record' ELSE 'skip' END
          WHEN sp['name'] = 'llm_request' THEN 'record' ELSE 'skip' END AS row_kind,
     CASE WHEN line_row THEN CASE WHEN unparsed THEN {{'code': 'unparseable', 'detail': 'line is not valid JSON'}} END

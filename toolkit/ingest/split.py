@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit import schema
-from toolkit.importers._common import COMMON_COLUMNS, NESTED, checked_sql
+from toolkit.importers._common import COMMON_COLUMNS, FIRST_OF_LINE, NESTED, checked_sql
 from toolkit.importers.spec import Importer
 from toolkit.ingest.results import FileResult
 from toolkit.ingest.seen import Identity, SeenSet, load_dataset_keys, take_first_new
@@ -42,14 +42,25 @@ def with_checks(con: duckdb.DuckDBPyConnection, imp: Importer, cand: str, table:
     """An importer's candidate SELECT with the shared checks (``_why``) and the identity hash of
     each good record (``_k``); and the columns the candidates have (the rest are filled in).
 
-    It first defines, for this reader, the macro ``line_id(ln)`` an importer writes for an id made
+    Where each record is, ``ln``, is the reader's to say (``toolkit/importers/_common.py``): the
+    importer passes the view ``lines``' ``ln`` through. The fast reader numbers its stream only
+    after the SQL (a running sum of ``ln``, 1 per line: ``split_batch``), so there a line that
+    gives several rows counts on the first alone (``FIRST_OF_LINE``, which the importer says).
+    A document has no lines: its SQL numbers its records, or the layout names the column that
+    does (``Layout.numbered_by``: Triton's trace id), NULL there being the document as a whole (0).
+
+    It also defines, for this reader, the macro ``line_id(ln)`` an importer writes for an id made
     of its record's line, ``<file hash>-<line>``: a reader that knows each record's line
     (``numbered``: the line reader, a document's own numbering) completes it; the fast reader
-    numbers its stream only after the SQL, so there it is the prefix and the reader appends the
-    line (``Fast.line_id``, ``complete_line_ids``). TEMP: one per connection (or cursor)."""
+    is given the prefix and appends the line (``Fast.line_id``, ``complete_line_ids``). TEMP: one
+    per connection (or cursor)."""
     body = "getvariable('file_hash') || '-' || ln" if numbered else "getvariable('file_hash') || '-'"
     con.execute(f"CREATE OR REPLACE TEMP MACRO line_id(ln) AS {body}")
+    if imp.layout.numbered_by:
+        cand = f"SELECT coalesce({imp.layout.numbered_by}, 0) AS ln, * FROM ({cand})"
     present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
+    if not numbered and FIRST_OF_LINE in present:
+        cand = f"SELECT * REPLACE (CASE WHEN {FIRST_OF_LINE} THEN ln ELSE 0 END AS ln) FROM ({cand})"
     return (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {identity_hash(imp, table)} END AS _k "
             f"FROM ({checked_sql(imp, cand, present, table)})"), present
 
@@ -86,7 +97,8 @@ def split_batch(writer: BackgroundWriter, seen: SeenSet, batch: pa.Table, table:
         batch = batch.drop_columns([NESTED])
     records = pc.sum(pc.equal(batch.column("_kind"), "record")).as_py() or 0
     counts["read"] += records
-    counts["skipped"] += pc.sum(pc.equal(batch.column("_kind"), "skip")).as_py() or 0  # not 'mark' rows
+    # a 'spans' row (its record is a span, in NESTED) is neither: NestedSpans counts its spans
+    counts["skipped"] += pc.sum(pc.equal(batch.column("_kind"), "skip")).as_py() or 0
     code = batch.column("_code")
     if code.null_count < n:
         bad = batch.filter(pc.is_valid(code))

@@ -27,7 +27,7 @@ GATHER_ROWS = 100_000  # the fast reader's small batches are gathered to this ma
 
 
 def fast_records_sql(reads: FastInput) -> str:
-    """The view ``records`` of the fast reader, by what the layout reads: the importer's own SELECT
+    """The view ``lines`` of the fast reader, by what the layout reads: the importer's own SELECT
     (``OwnRecords``: over ``getvariable('source_path')``, its columns, one row per record in file
     order; the reader adds ``ln``), else one JSON value per line: a column per key
     (``JsonColumns``) or parsed into ``j`` (``JsonValues``)."""
@@ -61,9 +61,10 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
     Arrow batch into quarantine, duplicates and rows (numpy), while Parquet is written on a thread.
 
     Line numbers: a window ``row_number()`` would serialize DuckDB's parallel reader, so
-    ``records.ln`` is 1 on every record and the stream (in file order: preserve_insertion_order)
-    is numbered here by a running sum. An importer that makes several rows of one record (OTLP
-    spans) sets ``ln`` to 0 on all but the first. DuckDB silently skips blank lines, so the
+    ``lines.ln`` is 1 on every line and the stream (in file order: preserve_insertion_order)
+    is numbered here by a running sum; a line that gives several rows (OTLP spans, which the
+    importer says with ``first_of_line``) counts on its first (``split.with_checks``). The
+    importer only passes ``ln`` through. DuckDB silently skips blank lines, so the
     numbering is exact only when the record count equals the file's line count (counted by the
     same read that hashes the file); otherwise the caller rolls back and takes the line reader.
     Returns the counts, or None for that case. DuckDB errors (a malformed line, a wrong type)
@@ -78,7 +79,8 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
     if not document:
         assert imp.layout.fast is not None
         reads = imp.layout.fast.reads
-        con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {fast_records_sql(reads)}")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW lines AS {fast_records_sql(reads)}")
+        con.execute("CREATE OR REPLACE TEMP VIEW records AS SELECT * FROM lines")  # TODO: the compiler's name
         # lines before the first record (a CSV header) count as skipped, as the line reader's
         # 'skip' rows for them do
         first = reads.header_lines if isinstance(reads, OwnRecords) else 0
@@ -121,6 +123,9 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
                 return None
     finally:
         con.execute("SET preserve_insertion_order = false")
+        if not document:  # the line reader registers its batches under the same name
+            con.execute("DROP VIEW IF EXISTS records")
+            con.execute("DROP VIEW IF EXISTS lines")
         if nested:
             nested.cur.close()
     counts["quarantined"] = sum(reasons.values())

@@ -53,7 +53,7 @@ def import_lines(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen:
             for kind, code, n in con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
                 if kind == "skip":
                     res.skipped += n
-                elif kind == "record":  # a 'mark' row (fast reader only) is neither
+                elif kind == "record":  # a 'spans' row (a span's record, given in _spans) is neither
                     res.read += n
                     if code:
                         reasons[code] += n
