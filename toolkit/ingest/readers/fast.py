@@ -79,8 +79,12 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
     if not document:
         assert imp.layout.fast is not None
         reads = imp.layout.fast.reads
-        con.execute(f"CREATE OR REPLACE TEMP VIEW lines AS {fast_records_sql(reads)}")
-        con.execute("CREATE OR REPLACE TEMP VIEW records AS SELECT * FROM lines")  # TODO: the compiler's name
+        try:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW lines AS {fast_records_sql(reads)}")
+            con.execute("CREATE OR REPLACE TEMP VIEW records AS SELECT * FROM lines")  # TODO: the compiler's name
+        except duckdb.Error:
+            drop_views(con)
+            raise
         # lines before the first record (a CSV header) count as skipped, as the line reader's
         # 'skip' rows for them do
         first = reads.header_lines if isinstance(reads, OwnRecords) else 0
@@ -123,14 +127,20 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
                 return None
     finally:
         con.execute("SET preserve_insertion_order = false")
-        if not document:  # the line reader registers its batches under the same name
-            con.execute("DROP VIEW IF EXISTS records")
-            con.execute("DROP VIEW IF EXISTS lines")
+        if not document:
+            drop_views(con)
         if nested:
             nested.cur.close()
     counts["quarantined"] = sum(reasons.values())
     counts["by_reason"] = dict(reasons)  # type: ignore[assignment]
     return counts
+
+
+def drop_views(con: duckdb.DuckDBPyConnection) -> None:
+    """The fast reader's view goes when it ends: the line reader registers its batches under the
+    same name, ``lines`` (one name on both readers: ``toolkit/importers/_common.py``)."""
+    con.execute("DROP VIEW IF EXISTS records")
+    con.execute("DROP VIEW IF EXISTS lines")
 
 
 class NestedSpans:
