@@ -26,7 +26,7 @@ from toolkit import docs
 from toolkit.importers import REGISTRY
 from toolkit.importers._common import SPANS_ONLY, ImportOptions
 from toolkit.importers.spec import Importer
-from toolkit.ingest.readers.fast import fast_records_sql
+from toolkit.ingest.readers.fast import fast_lines_sql
 from toolkit.ingest.sources import expand
 from toolkit.ingest.split import with_checks
 from toolkit.ingest.streams import LINE_SCHEMA, head, iter_lines
@@ -258,7 +258,7 @@ def test_importer_sql_knows_no_reader_internals(tmp_path: Path, name: str) -> No
         lines = [x for x in lines if not x.startswith("[")]
         con.execute("SET VARIABLE source_path = ?", [str(tmp_path / "objects.jsonl")])
         (tmp_path / "objects.jsonl").write_text("".join(x + "\n" for x in lines))
-    con.execute(f"CREATE TEMP VIEW lines AS {fast_records_sql(layout.fast.reads)}")
+    con.execute(f"CREATE TEMP VIEW lines AS {fast_lines_sql(layout.fast.reads)}")
     for table in ["requests"] if layout.fast.nested_spans else layout.tables:
         sql = layout.fast_sql(table)
         got = con.sql(f"SELECT * FROM ({sql}) LIMIT 0").columns

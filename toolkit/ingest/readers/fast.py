@@ -26,7 +26,7 @@ from toolkit.ingest.writer import BackgroundWriter
 GATHER_ROWS = 100_000  # the fast reader's small batches are gathered to this many rows first (bounds RSS)
 
 
-def fast_records_sql(reads: FastInput) -> str:
+def fast_lines_sql(reads: FastInput) -> str:
     """The view ``lines`` of the fast reader, by what the layout reads: the importer's own SELECT
     (``OwnRecords``: over ``getvariable('source_path')``, its columns, one row per record in file
     order; the reader adds ``ln``), else one JSON value per line: a column per key
@@ -80,7 +80,7 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
         assert imp.layout.fast is not None
         reads = imp.layout.fast.reads
         try:
-            con.execute(f"CREATE OR REPLACE TEMP VIEW lines AS {fast_records_sql(reads)}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW lines AS {fast_lines_sql(reads)}")
             con.execute("CREATE OR REPLACE TEMP VIEW records AS SELECT * FROM lines")  # TODO: the compiler's name
         except duckdb.Error:
             drop_views(con)
