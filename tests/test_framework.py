@@ -69,6 +69,36 @@ def test_document_importer_writes_requests_and_spans(fake: Importer, tmp_path: P
                  {"source_line": 4, "reason_detail": "ts_end is before ts_start"}]
 
 
+def test_a_document_numbered_by_its_own_column(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``Layout.numbered_by``: the SQL gives no ``ln``, only the column that numbers a record as
+    the source does (Triton: the trace id); the reader writes it as ``source_line``, 0 (the
+    document) where it is NULL, and keeps the lowest-numbered of two duplicates."""
+    src = ("read_json(getvariable('source_path'), format = 'array', "
+           "columns = {'n': 'BIGINT', 'id': 'VARCHAR', 'start': 'BIGINT'})")
+    requests = f"""
+        SELECT n AS seq, 'record' AS row_kind, CASE WHEN n IS NULL THEN 'missing-field' END AS reason_code,
+               CASE WHEN n IS NULL THEN 'n is missing' END AS reason_detail, id AS request_id, 'server' AS vantage,
+               start AS ts_arrival, start + 1000 AS ts_end, [] AS derived, 'wall' AS clock
+        FROM {src}"""
+    imp = Importer("fake-numbered", "server", "request_id", Docs("a test's document", "doc.json", {}, ""),
+                   sniff=lambda head: False,
+                   layout=Layout(requests=lambda: requests, reads="document", numbered_by="seq"))
+    monkeypatch.setitem(REGISTRY, imp.name, imp)
+    t = 1_795_996_800_000_000
+    doc = [{"n": 40, "id": "b", "start": t}, {"n": 7, "id": "a", "start": t}, {"n": None, "id": "c", "start": t},
+           {"n": 3, "id": "b", "start": t}]
+    f = tmp_path / "doc.json"
+    f.write_text(json.dumps(doc))
+    res = import_traces([str(f)], tmp_path / "ds", fmt=imp.name).to_json()
+    assert (res["read"], res["imported"], res["quarantined"], res["duplicates"]) == (4, 2, 1, 1)
+    got = queries.run_sql(tmp_path / "ds", "SELECT request_id, source_line FROM requests ORDER BY 1").to_pylist()
+    assert got == [{"request_id": "a", "source_line": 7}, {"request_id": "b", "source_line": 3}]
+    q = queries.run_sql(tmp_path / "ds", "SELECT source_line, reason_detail FROM quarantine").to_pylist()
+    assert q == [{"source_line": 0, "reason_detail": "n is missing"}]
+    with pytest.raises(ValueError, match="document"):  # a file of lines is numbered by its reader alone
+        Layout(requests=lambda: requests, numbered_by="seq")
+
+
 def test_batch_with_duplicates_then_batch_without(tmp_path: Path) -> None:
     """The duplicate path and the fast path of one import must not trip over each other's tables."""
     def rec(i: int) -> str:

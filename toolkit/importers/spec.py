@@ -100,6 +100,10 @@ class Layout:
     array_element: bytes | None = None
     numbered_by: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.numbered_by and self.reads != "document":  # a file of lines is numbered by its reader
+            raise ValueError("numbered_by is for a document layout")
+
     @property
     def tables(self) -> list[str]:
         """The tables this layout writes, in the order they are read."""
