@@ -204,9 +204,6 @@ def test_a_planted_prompt_never_reaches_a_row(kit, tmp_path: Path, name: str) ->
 # -- the reader's internals stay the reader's (toolkit/importers/_common.py) --------------------
 
 ROW_KINDS = {"record", "skip", SPANS_ONLY}
-# TEMPORARY: the spec compiler's and sglang's fast SQL still read `records` (their files are being
-# ported in other branches); the fast reader keeps that alias until they are merged
-PENDING = {"sglang", "sglang-timing", "mooncake", "azure-llm", "burstgpt", "mapping"}
 
 
 def _session(imp: Importer, name: str) -> duckdb.DuckDBPyConnection:
@@ -219,8 +216,7 @@ def _session(imp: Importer, name: str) -> duckdb.DuckDBPyConnection:
     return con
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="reads records"))
-                                  if n in PENDING else n for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_importer_sql_knows_no_reader_internals(tmp_path: Path, name: str) -> None:
     """An importer reads one view, ``lines``, and passes its ``ln`` through: it neither names
     another view, nor numbers, nor marks rows for a reader's counting. Run on its sample with

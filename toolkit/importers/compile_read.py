@@ -37,7 +37,7 @@ class _Reader:
 
     def __init__(self, m: Mapping, fmt: str, src: Source, fast: bool = False) -> None:
         self.fmt = fmt
-        self.fast = fast  # read ``records`` (ingest's fast reader) instead of ``lines``
+        self.fast = fast  # ``lines`` as ingest's fast reader gives it (parsed, or a CSV's own read)
         self.m = m
         self.src = src
         self.index: dict[str, int] = {}  # source column -> c<i>
@@ -164,7 +164,7 @@ class _Reader:
         if self.fmt == "document":
             return document_extract(self, cols)
         if self.fmt == "jsonl" and self.fast:
-            # records(ln, j): read_json with the type of json_spec(); a line that is not an
+            # lines(ln, j): read_json with the type of json_spec(); a line that is not an
             # object of that shape fails the read (the line reader takes over), JSON null is NULL
             access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
             return f"""
@@ -172,7 +172,7 @@ x AS (
     SELECT ln, CAST(NULL AS VARCHAR) AS line,
         CASE WHEN j IS NULL THEN 'line is not a JSON object' END AS _bad, 'record' AS row_kind
         {', ' + access if access else ''}
-    FROM records)"""
+    FROM lines)"""
         if self.fmt == "jsonl":
             spec_sql = _s(json.dumps(self.json_spec()))
             access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
@@ -214,7 +214,7 @@ x AS (
             return f"nullif({f'trim(f[{p}])' if opt.trim else f'f[{p}]'}, '')"
         access = ", ".join(f"{value(self.pos[c])} AS c{i}" for i, c in enumerate(cols))
         # the line reader's line 1 is the header; the fast reader's records start after it
-        line, table, header = ("coalesce(line, '')", "records", "") if self.fast else ("line", "lines", "WHEN ln = 1 THEN 'skip' ")
+        line, table, header = ("coalesce(line, '')", "lines", "") if self.fast else ("line", "lines", "WHEN ln = 1 THEN 'skip' ")
         split = f"string_split(line, {_s(d)})"
         if opt.quotes:
             split = f"""CASE WHEN strpos(line, '"') = 0 THEN {split}

@@ -99,7 +99,7 @@ def requests_sql(fast: bool = False) -> str:
     # fast: the request-log layout's keys are NULL (FAST_GIVE_UP), constants DuckDB folds away
     log_keys = ", ".join(f"CAST(NULL AS {duck_type(_SPEC[k])}) AS {k}" for k in ("event", "rid", "obj", "out"))
     parsed = (f"""p AS (SELECT false AS prefixed, false AS unparseable, CAST(NULL AS VARCHAR) AS body, {log_keys},
-                 * EXCLUDE (event, rid, obj, out) FROM records)"""
+                 * EXCLUDE (event, rid, obj, out) FROM lines)"""
               if fast else f"""b AS (
     SELECT ln, starts_with(line, '[') AS prefixed,
            CASE WHEN starts_with(line, '[') THEN ltrim(substr(line, strpos(line, ']') + 1)) ELSE line END AS body

@@ -81,7 +81,6 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
         reads = imp.layout.fast.reads
         try:
             con.execute(f"CREATE OR REPLACE TEMP VIEW lines AS {fast_lines_sql(reads)}")
-            con.execute("CREATE OR REPLACE TEMP VIEW records AS SELECT * FROM lines")  # TODO: the compiler's name
         except duckdb.Error:
             drop_views(con)
             raise
@@ -139,7 +138,6 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
 def drop_views(con: duckdb.DuckDBPyConnection) -> None:
     """The fast reader's view goes when it ends: the line reader registers its batches under the
     same name, ``lines`` (one name on both readers: ``toolkit/importers/_common.py``)."""
-    con.execute("DROP VIEW IF EXISTS records")
     con.execute("DROP VIEW IF EXISTS lines")
 
 
