@@ -428,7 +428,9 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     anchored = "getvariable('clock_origin_us') IS NOT NULL" if m.clock == "relative" else "false"
     clock = ("CASE WHEN getvariable('clock_origin_us') IS NULL THEN 'relative' ELSE 'wall' END"
              if m.clock == "relative" else "'wall'")
-    derived = derived_list([(b, f"p_{b} IS NOT NULL AND (dv_{b} OR {anchored})") for b in defined])
+    # only the boundaries that can be derived: a list of 2^n combinations to pick from (derived_list)
+    derived = derived_list([(b, f"p_{b} IS NOT NULL AND (dv_{b} OR {anchored})") for b in defined
+                            if can_derive[b] or m.clock == "relative"])
     skew = f"greatest({', '.join(shifts)}) / 1e3" if shifts else "CAST(NULL AS DOUBLE)"
     return f"""
 WITH {rd.extract_sql()},
@@ -491,9 +493,9 @@ def _fast(m: Mapping, fmt: str, src: Source) -> Fast | None:
     """Ingest's fast reader for the mapping, where it reads exactly as the line reader does; None
     for lines only.
 
-    JSON lines: ``JsonColumns``, a column per top-level key of the structure the line reader's
-    ``json_transform`` takes (``read_json`` converts as it does, or fails and the file is read
-    line by line; a ``rare`` key present gives up too), else ``JsonValues`` of it. With a line
+    JSON lines: ``JsonValues`` of the structure the line reader's ``json_transform`` takes
+    (``read_json`` converts as it does, or fails and the file is read line by line); with
+    ``rare`` keys ``JsonColumns``, a column per top-level key (one present gives up too). With a line
     ``prefix`` only a file whose first line is a plain object is tried. CSV:
     ``OwnRecords`` cuts lines only and the line reader's SQL splits them (``_Reader``). A
     synthesized ``request_id`` (``<file hash>-<line>``) is the ``line_id``: the fast SQL gives

@@ -168,9 +168,12 @@ class _Reader:
         return spec or {"_": "VARCHAR"}
 
     def columns(self) -> dict | None:
-        """The fast reader's column per top-level key (``JsonColumns``: no struct of every line
-        to build and take apart again), a ``rare`` key as unparsed JSON; None where a key would
-        not make a plain column name (then ``JsonValues``: one struct ``j``)."""
+        """With ``rare`` keys, the fast reader's column per top-level key (``JsonColumns``: no
+        struct of every line to build and take apart again), a rare key as unparsed JSON; None
+        without them, or where a key would not make a plain column name (then ``JsonValues``: one
+        struct ``j``, which also reads a ``null`` line, where columns of NULLs give up)."""
+        if not self.m.rare:
+            return None
         spec = self.json_spec()
         keys = [*spec, *(r for r in self.m.rare if r not in spec)]
         if any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or k in ("ln", "j", "line") for k in keys):
