@@ -424,6 +424,9 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     kind = "row_kind"
     if m.skip:  # ``[source] skip``: a record the condition holds for holds no record
         kind = f"CASE WHEN row_kind = 'record' AND _bad IS NULL AND {condition(m.skip)} THEN 'skip' ELSE row_kind END"
+    # a line that holds no record is not checked (_common.checked_sql drops its reason): a skipped
+    # log line has none of the fields, and each absent one would be looked up in its text again
+    skipped = "WHEN _kind <> 'record' THEN NULL" if m.skip or m.prefix else ""
 
     anchored = "getvariable('clock_origin_us') IS NOT NULL" if m.clock == "relative" else "false"
     clock = ("CASE WHEN getvariable('clock_origin_us') IS NULL THEN 'relative' ELSE 'wall' END"
@@ -437,9 +440,9 @@ WITH {rd.extract_sql()},
 v AS (SELECT *{''.join(', ' + c for c in conv)} FROM x),
 b AS (SELECT *, {', '.join(bsel)} FROM v),
 p AS (SELECT *, {', '.join(place)} FROM b),
-o AS (SELECT *, {', '.join(out)} FROM p)
-SELECT ln, {kind} AS row_kind,
-    CASE WHEN _bad IS NOT NULL THEN {{'code': 'unparseable', 'detail': _bad}}
+o AS (SELECT *, {', '.join(out)}, {kind} AS _kind FROM p)
+SELECT ln, _kind AS row_kind,
+    CASE {skipped} WHEN _bad IS NOT NULL THEN {{'code': 'unparseable', 'detail': _bad}}
          {vantage_check}
          {' '.join(checks)}
          {' '.join(missing)}

@@ -264,7 +264,7 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         if isinstance(v, dict):  # { from = "col", check = false }
             for kk in v:
                 if kk not in ("from", "check", "missing"):
-                    raise t.error("columns", k, f"unknown key {kk!r} (known: from, check, missing)")
+                    raise t.error("columns", k, f"unknown key {kk!r} (known: from, check); a required one's: missing")
             if not isinstance(v.get("check", True), bool):
                 raise t.error("columns", k, "check must be true or false")
             if not v.get("check", True):
@@ -343,8 +343,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         if isinstance(v, dict):
             for kk in v:
                 if kk not in ("value", "when", "derived", "missing", "place", "out_of_order"):
-                    raise t.error("boundaries", k, f"unknown key {kk!r} "
-                                  "(known: value, when, derived, missing, place, out_of_order)")
+                    raise t.error("boundaries", k, f"unknown key {kk!r} (known: value, when, derived, missing); "
+                                  "a derived one's placing: place, out_of_order")
             place = v.get("place")
             if place is not None and (not isinstance(place, list) or not all(x in ORDER for x in place)):
                 raise t.error("boundaries", k, "place must be a list of boundaries, e.g. [\"ts_arrival\"] ([]: not placed)")
