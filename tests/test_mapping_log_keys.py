@@ -127,3 +127,14 @@ def test_log_key_errors_name_the_line_and_key(tmp_path: Path, change: tuple[str,
 def _write(tmp_path: Path, text: str) -> Path:
     (p := tmp_path / "bad.toml").write_text(text)
     return p
+
+
+def test_a_field_of_several_paths_is_no_list_of_times(kit, tmp_path):
+    """A list of times (``list = true``) is read from one path: a field of two is refused when the
+    mapping is bound, in one line naming it."""
+    text = BASE.replace('t = "epoch_s"', 't = { unit = "epoch_s", list = true, check = false }').replace(
+        'ts_arrival = "t"', 'ts_arrival = "t[1]"')
+    (m := tmp_path / "l.toml").write_text(text)
+    (log := tmp_path / "a.jsonl").write_text('{"t": [1767225600.0]}\n')
+    with pytest.raises(MappingError, match="'t' is a field of several paths: a list of times is read from one"):
+        import_traces([str(log)], tmp_path / "ds", fmt="mapping", options=ImportOptions(mapping=str(m)))

@@ -238,6 +238,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         """A list of times (``list = true``) as a list of BIGINT µs, ``l<i>``."""
         if rd.fmt not in ("jsonl", "document"):
             raise MappingError(f"{m.path}: {col!r}: a list of times is read from JSON only")
+        if col in m.fields:
+            raise MappingError(f"{m.path}: {col!r} is a field of several paths: a list of times is read from one")
         raw = rd.use(col, "VARCHAR[]" if col in m.integer else "DOUBLE[]")
         name = f"l{rd.n(col)}"
         if name not in seen_conv:

@@ -141,8 +141,6 @@ class _Reader:
     def kind(self, col: str) -> str | None:
         """SQL: the JSON type of ``col``'s value (NULL when absent); None where the reader has no
         JSON text to ask (the fast reader fails on a value of another type instead)."""
-        if col in self.m.fields:
-            raise MappingError(f"{self.m.path}: {col!r} is a field of several paths: a list is read from one")
         if self.fmt not in ("jsonl", "document") or self.fast:
             return None
         path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
