@@ -51,3 +51,17 @@ def test_plain_metrics_lines_take_the_fast_reader_a_request_log_does_not():
     assert fast.accepts(b'\n{"id": "r1", "request_received_ts": 1.0}\n')
     assert not fast.accepts(b'[2026-11-29 23:10:15] {"event": "request.finished"}\n')
     assert imp.sniff(CASE.read_bytes()[:65536])
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-reader", "line-reader"])
+def test_a_json_value_that_is_no_object_is_unparseable(kit, tmp_path, monkeypatch, fast):
+    """``5`` or ``"x"`` on a line holds no record: unparseable (the hand-written importer read it
+    as a record of nulls and quarantined it as ``id (rid) is missing``)."""
+    from toolkit.ingest import dispatch
+
+    monkeypatch.setattr(dispatch, "FAST", fast)
+    f = kit.write(tmp_path / "m.jsonl", [kit.sglang("r1"), "5", '"x"', kit.sglang("r4")])
+    s = kit.run([f], tmp_path / "ds", fmt="sglang")
+    assert (s["read"], s["imported"], s["quarantined"]) == (4, 2, 2)
+    assert [(r["source_line"], r["reason_code"], r["reason_detail"]) for r in kit.rows(tmp_path / "ds", "quarantine")] \
+        == [(2, "unparseable", "line is not valid JSON"), (3, "unparseable", "line is not valid JSON")]
