@@ -263,9 +263,18 @@ def _rule_struct_to_map(node: exp.Expression, ctx: _Context) -> exp.Expression |
 
 def _rule_ordered_list(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
     """``list(x ORDER BY k)`` -> the values of ``array_sort(collect_list(struct(k, x)))``: sqlglot
-    drops the ORDER BY (and collect_list drops NULLs, which DuckDB's list keeps: the struct keeps them)."""
+    drops the ORDER BY (and collect_list drops NULLs, which DuckDB's list keeps: the struct keeps them).
+    ``list(...) FILTER (WHERE c)``: the FILTER goes on collect_list, the aggregate inside (Spark
+    refuses a FILTER on ``transform``; the report's bracket scan, toolkit/report/quantiles.py, writes one)."""
+    where = None
+    if isinstance(node, exp.Filter) and isinstance(node.this, exp.ArrayAgg):
+        node, where = node.this, node.expression
     if not isinstance(node, exp.ArrayAgg):
         return None
+
+    def gathered(agg: exp.Expression) -> exp.Expression:
+        return agg if where is None else exp.Filter(this=agg, expression=where.copy())
+
     inner = node.this
     if isinstance(inner, exp.Order):
         keys = inner.expressions
@@ -277,11 +286,11 @@ def _rule_ordered_list(node: exp.Expression, ctx: _Context) -> exp.Expression | 
                 raise ctx.refuse(node, "list(DISTINCT x ORDER BY ...): only ordered by x itself is translated")
             value, gather = value.expressions[0], "collect_set"
         fields = [exp.alias_(k.this.copy(), f"__k{i}") for i, k in enumerate(keys)]
-        packed = _fn("array_sort", _fn(gather, _fn("struct", *fields, exp.alias_(value.copy(), "__v"))))
+        packed = _fn("array_sort", gathered(_fn(gather, _fn("struct", *fields, exp.alias_(value.copy(), "__v")))))
     elif isinstance(inner, exp.Distinct):
         raise ctx.refuse(node, "list(DISTINCT x) without ORDER BY x: write list(DISTINCT x ORDER BY x)")
     else:
-        packed = _fn("collect_list", _fn("struct", exp.alias_(inner.copy(), "__v")))
+        packed = gathered(_fn("collect_list", _fn("struct", exp.alias_(inner.copy(), "__v"))))
     return sqlglot.parse_one("transform(__p, __e -> __e.__v)", read="spark").transform(
         lambda n: packed if isinstance(n, exp.Column) and n.name == "__p" else n)
 
