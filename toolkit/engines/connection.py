@@ -165,7 +165,10 @@ class SparkConnection:
         self._keep(name, self._df(query, params))
 
     def _keep(self, name: str, df: DataFrame) -> None:
-        df.localCheckpoint(eager=True).createOrReplaceTempView(name)
+        from toolkit.engines.spark import checkpoint
+
+        kept = self.views.pinned[name.lower()] = checkpoint(df, eager=True)  # held: see SparkViews.pinned
+        kept.createOrReplaceTempView(name)
         self.temp_tables.add(name.lower())
         self.views.shadow(name)  # a view of this name: never made over the table
 

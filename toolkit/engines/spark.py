@@ -17,6 +17,7 @@ otherwise (the machine is shared). PySpark is an optional dependency: ``pip inst
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
@@ -196,18 +197,46 @@ def _manifest_stamp(dataset: str | Path) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
+def _is_connect(spark: SparkSession) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _stop_quietly(spark: SparkSession) -> None:
+    try:
+        spark.stop()
+    except Exception:  # the server went first: nothing left to close
+        pass
+
+
 def _stopped(spark: SparkSession) -> bool:
     """Whether a session was stopped. A Spark Connect session has no SparkContext to ask."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    if _is_connect(spark):
         return bool(getattr(spark, "is_stopped", False))
     return spark.sparkContext._jsc is None
+
+
+def checkpoint(df: DataFrame, eager: bool) -> DataFrame:
+    """``df.localCheckpoint(eager)``, its result bound to ``df``'s own session. PySpark 4.3's Spark
+    Connect client binds a checkpoint's DataFrame to the process's *active* session, not to the one that
+    made it: in a second session (``newSession()``, a report's) a view over it then names a checkpoint
+    the server holds for another session (``CONNECT_INVALID_PLAN.DATAFRAME_NOT_FOUND``). So that session
+    is made the active one while the checkpoint is taken (tests/test_spark_connect.py, the report)."""
+    if not type(df).__module__.startswith("pyspark.sql.connect"):
+        return df.localCheckpoint(eager=eager)
+    holder = type(df.sparkSession)._active_session  # the Connect client's thread-local active session
+    before = getattr(holder, "session", None)
+    holder.session = df.sparkSession
+    try:
+        return df.localCheckpoint(eager=eager)
+    finally:
+        holder.session = before
 
 
 def where(spark: SparkSession) -> str:
     """Where a session runs, for a report's ``meta.engine``: a local or cluster master, or a Spark
     Connect server's ``sc://host`` (a Connect session has no SparkContext to ask; the URL's
     ``;token=...`` is never read: it may be a secret)."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    if _is_connect(spark):
         return f"sc://{spark.client.host}"
     return spark.sparkContext.master
 
@@ -221,12 +250,20 @@ class SparkViews:
         self.spark = session(master)
         if isolated:  # temporary views of its own (same JVM and cluster): two datasets in one process
             self.spark = self.spark.newSession()
+            if _is_connect(self.spark):
+                # stopped at exit: a Connect session still open when the interpreter shuts down is closed
+                # by its __del__, which then waited forever on its gRPC channel (a report's process hung)
+                atexit.register(_stop_quietly, self.spark)
             for k, v in ALWAYS.items():
                 self.spark.conf.set(k, v)
         values = {**_defaults(), **(params or {})}
         self.values = values
         self.made: set[str] = set()
         """The views of ``queries/`` made in this session (a caller's temp table of a view's name counts)."""
+        self.pinned: dict[str, DataFrame] = {}
+        """Each checkpoint a temporary view reads, held while the view may be read: on Spark Connect a
+        checkpoint's DataFrame is released on the server when its Python object is collected, and a view
+        over it then fails (``CONNECT_INVALID_PLAN.DATAFRAME_NOT_FOUND``)."""
         for name in queries.BASE_TABLES:
             _table(self.spark, dataset, name).createOrReplaceTempView(name)
 
@@ -268,6 +305,7 @@ class SparkViews:
         """The temp table ``name`` was dropped: Spark has one namespace, so a view of that name went
         with it; it is made again when next read (DuckDB's view shows again)."""
         self.made.discard(name.lower())
+        self.pinned.pop(name.lower(), None)
 
     def table(self, name: str) -> DataFrame:
         """A view or base table as a DataFrame, the view made first if it was not."""
@@ -288,7 +326,7 @@ class SparkViews:
                     # a view other views read (several times, in load and metrics) becomes a leaf: a lazy
                     # local checkpoint (creating it runs its plan's shuffle stages); inlined, its readers'
                     # plans would repeat it
-                    df = df.localCheckpoint(eager=False)
+                    df = self.pinned[q.name] = checkpoint(df, eager=False)
                 df.createOrReplaceTempView(q.name)
                 self.made.add(q.name)
 
