@@ -141,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     t, c = time.perf_counter(), cpu_s()
     session(args.master, conf=conf)  # started here so the settings apply; the views and the report reuse it
     views = SparkViews(ds, master=args.master)
-    print(f"spark session and views: {time.perf_counter() - t:.1f} s, {cpu_s() - c:.1f} CPU s, load {load_avg()} "
-          "(helper views read by others are computed here: lazy checkpoints still run their shuffles)", flush=True)
+    print(f"spark session and tables: {time.perf_counter() - t:.1f} s, {cpu_s() - c:.1f} CPU s, load {load_avg()} "
+          "(each view is made when first read: a view's time below includes making it and the helper "
+          "views it requires that no earlier view made)", flush=True)
     duck = queries.connect(ds)
     print(f"{'view':<16} {'duckdb s':>9} {'spark s':>9} {'ratio':>7}  same", flush=True)
     ok = True

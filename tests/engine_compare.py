@@ -94,3 +94,30 @@ def differences(expected: pa.Table, got: pa.Table, skip: set[str] = frozenset(),
             if len(out) >= limit:
                 break
     return out
+
+
+REPORT_ABS = 1.5e-3
+"""Report figures are rounded to 3 decimals: another summation order may flip the last digit."""
+
+
+def report_close(a: Any, b: Any, rel: float = 1e-9) -> bool:
+    """Two report JSON values equal within rounding (numbers), else exactly."""
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return math.isclose(a, b, rel_tol=rel, abs_tol=REPORT_ABS)
+    return a == b
+
+
+def report_differences(a: Any, b: Any, path: str = "") -> list[str]:
+    """Paths where two report JSON trees differ beyond rounding (lists and dicts element by element)."""
+    out: list[str] = []
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return [f"{path}: keys {sorted(set(a) ^ set(b))}"]
+        for k in a:
+            out += report_differences(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            out += report_differences(x, y, f"{path}[{i}]")
+    elif not report_close(a, b):
+        out.append(f"{path}: {a!r} != {b!r}")
+    return out

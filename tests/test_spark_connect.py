@@ -1,8 +1,9 @@
 """``SPARK_REMOTE`` (Spark Connect) honoured: a Spark Connect server started from PySpark's own jars on
-127.0.0.1, and ``stagelens import --engine spark`` run against it (its tasks are ``mapInArrow`` over
-``spark.range``: Spark Connect has no RDDs, toolkit/engines/spark_import.py). Needs
+127.0.0.1, and ``stagelens import``, ``sql`` and ``report --engine spark`` run against it (the import's
+tasks are ``mapInArrow`` over ``spark.range``: Spark Connect has no RDDs, toolkit/engines/spark_import.py;
+``sql`` and the report make the views they read on the server, on demand). Needs
 ``pip install 'stagelens[spark]'`` (PySpark with its ``connect`` extra) and Java; the server costs
-about half a minute to start, so this is the one Connect test."""
+about half a minute to start, so every Connect test shares one (the module's ``remote``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from engine_compare import report_close, report_differences
+from typer.testing import CliRunner
+
+from toolkit.cli import app
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 pyspark = pytest.importorskip("pyspark")
@@ -91,3 +96,57 @@ def test_a_connect_session_gets_the_settings_results_depend_on(remote: str) -> N
                          env={**os.environ, "SPARK_REMOTE": remote, "PYTHONWARNINGS": "ignore"})
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.split() == ["UTC", "None"]
+
+
+@pytest.fixture(scope="module")
+def burst(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's vLLM service alone (README "What the demo shows": the planted 14:25-14:38 queue burst):
+    2 490 server records, so the report has a busy period to compare, and makes no call or turn views."""
+    from toolkit.ingest import import_traces
+
+    ds = tmp_path_factory.mktemp("connect-e2e") / "burst"
+    assert import_traces([str(SAMPLES / "vllm/llm_request_spans.jsonl")], ds).to_json()["imported"] == 2490
+    return ds
+
+
+def _through(remote: str, *args: str) -> str:
+    """``stagelens ARGS --engine spark`` in a process of its own with ``SPARK_REMOTE`` set: its stdout."""
+    env = {**os.environ, "SPARK_REMOTE": remote, "PYTHONWARNINGS": "ignore"}
+    res = subprocess.run([sys.executable, "-m", "toolkit.cli", *args, "--engine", "spark"], capture_output=True,
+                         text=True, env=env, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout
+
+
+def test_sql_through_spark_connect(remote: str, burst: Path) -> None:
+    """``sql --engine spark`` on a Connect server: DuckDB's answer (counts and the exact median equal,
+    the sum of doubles to 1e-12 relative: another summation order)."""
+    sql = ("SELECT count(*) AS n, count(DISTINCT request_id) AS r, sum(e2e_ms) AS s, "
+           "quantile_cont(e2e_ms, 0.5) AS p50, count_if(queue_ms > 1000) AS queued FROM stages")
+    args = ["sql", str(burst), sql, "--format", "json"]
+    duck = CliRunner().invoke(app, args)
+    assert duck.exit_code == 0, duck.output
+    (d,), (s,) = json.loads(duck.stdout), json.loads(_through(remote, *args))
+    assert d["n"] == 2490 and d["r"] == 2489 and d["queued"] > 100  # one id recorded twice (the sample's)
+    assert {k: s[k] for k in ("n", "r", "p50", "queued")} == {k: d[k] for k in ("n", "r", "p50", "queued")}
+    assert abs(s["s"] - d["s"]) <= 1e-12 * abs(d["s"])
+
+
+def test_report_through_spark_connect(remote: str, burst: Path) -> None:
+    """``report --engine spark --json`` on a Connect server: DuckDB's report (busy period, headline,
+    entries, drivers, every exact figure within rounding, summary, warnings); where it ran is named
+    without the URL's parameters."""
+    duck = CliRunner().invoke(app, ["report", str(burst), "--json", "-"])
+    assert duck.exit_code == 0, duck.output
+    d, s = json.loads(duck.stdout), json.loads(_through(remote, "report", str(burst), "--json", "-"))
+    assert d["compared"] is s["compared"] is True and s["busy_periods"] == d["busy_periods"]
+    for key in ("metric", "statistic", "driver", "regression"):  # the sentence holds an interval: approximate
+        assert s["headline"][key] == d["headline"][key], key
+    assert [(a["metric"], a["statistic"], a["driver"]) for a in s["attribution"]] == \
+        [(a["metric"], a["statistic"], a["driver"]) for a in d["attribution"]]
+    for a, b in zip(d["attribution"], s["attribution"], strict=True):
+        for k in ("baseline", "current", "delta", "contributions", "n_baseline", "n_current", "n_tail_current"):
+            assert report_differences(a[k], b[k]) == [], (a["metric"], a["statistic"], k)
+    assert report_differences(d["summary"], s["summary"]) == [] and s["warnings"] == d["warnings"]
+    assert report_close(s["headline"]["delta"], d["headline"]["delta"])
+    assert s["meta"]["engine"]["master"] == remote.rsplit(":", 1)[0]  # sc://127.0.0.1

@@ -56,7 +56,7 @@ def _skip_keys(q: queries.QueryInfo) -> set[str]:
 def test_view_or_query_matches_duckdb(samples: Path, views: engine.SparkViews, q: queries.QueryInfo) -> None:
     duck = queries.run_query(samples, q.name)
     if q.is_view:
-        got = views.spark.sql(f"SELECT * FROM {q.name}").toArrow()
+        got = views.table(q.name).toArrow()  # made on first read, with what it requires
     else:
         got = views.sql(q.body, q.path.name, {p.name: p.default for p in q.params})
     assert differences(duck, got, _skip_keys(q)) == []
@@ -65,7 +65,7 @@ def test_view_or_query_matches_duckdb(samples: Path, views: engine.SparkViews, q
 def test_samples_exercise_the_views(samples: Path, views: engine.SparkViews) -> None:
     """The comparison above means something: the samples fill the main views on both engines."""
     for name in ("stages", "load", "busy_periods", "metrics", "turns", "calls"):
-        n = views.spark.sql(f"SELECT count(*) AS n FROM {name}").collect()[0]["n"]
+        n = views.sql(f"SELECT count(*) AS n FROM {name}").column("n")[0].as_py()
         assert n == queries.run_sql(samples, f"SELECT count(*) AS n FROM {name}").column("n")[0].as_py() > 0, name
 
 
@@ -165,3 +165,23 @@ def test_cli_spark_errors_are_one_line(samples: Path, views: engine.SparkViews, 
 def test_cli_rejects_unknown_engine(samples: Path) -> None:
     r = CliRunner().invoke(app, ["sql", str(samples), "SELECT 1", "--engine", "trino"])
     assert r.exit_code == 2 and "--engine must be duckdb or spark" in r.stderr
+
+
+def test_views_are_made_on_demand(samples: Path, spark_session: object) -> None:
+    """A view is made when a statement first reads it, with what it requires (toolkit/engines/spark.py
+    ``need``): a count of requests makes none, so ``sql`` never pays for ``metrics``; a temp table of a
+    view's name (the report's, toolkit/engines/connection.py) shadows it, and once dropped the view is
+    made again, as DuckDB's view shows again (Spark had lost it: one namespace)."""
+    from toolkit.engines.connection import SparkConnection
+
+    v = engine.SparkViews(samples, master="local[2]", isolated=True)  # temp views of its own
+    assert v.sql("SELECT count(*) AS n FROM requests").column("n")[0].as_py() == 3124
+    assert v.made == set() and not v.spark.catalog.tableExists("metrics")
+    con = SparkConnection(v)
+    con.execute("CREATE TEMP TABLE stages AS SELECT 1 AS x")
+    assert con.execute("SELECT * FROM stages").fetchall() == [(1,)] and v.made == {"stages"}
+    con.execute("DROP TABLE stages")
+    want = queries.run_sql(samples, "SELECT count(*) AS n, count(DISTINCT request_id) AS r FROM stages").to_pylist()
+    assert con.execute("SELECT count(*) AS n, count(DISTINCT request_id) AS r FROM stages").fetchall() == \
+        [tuple(want[0].values())]
+    assert v.made == {"stages", "_bounds"} and not v.spark.catalog.tableExists("metrics")

@@ -7,12 +7,13 @@ means, contributions), and intervals that are approximate (a different seeded sa
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 from pathlib import Path
 
 import pytest
+from engine_compare import report_close as _close
+from engine_compare import report_differences as _same_numbers
 from typer.testing import CliRunner
 
 from toolkit.cli import app
@@ -23,8 +24,6 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("no Java for Spark", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parent.parent
-REL = 1e-9
-ABS = 1.5e-3  # report figures are rounded to 3 decimals: a last-digit flip from another summation order
 INTERVAL_WIDTH = 0.5  # the bootstrap sample differs (Spark's hash picks and orders it): widths agree within 50 %
 
 
@@ -50,28 +49,6 @@ def reports(demo: Path, spark_session: object) -> tuple[dict, dict]:
     assert duck.exit_code == 0, duck.output
     assert spark.exit_code == 0, spark.output
     return json.loads(duck.stdout), json.loads(spark.stdout)
-
-
-def _close(a: object, b: object) -> bool:
-    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
-        return math.isclose(a, b, rel_tol=REL, abs_tol=ABS)
-    return a == b
-
-
-def _same_numbers(a: dict, b: dict, path: str = "") -> list[str]:
-    """Paths where two JSON trees differ beyond rounding (lists and dicts compared element by element)."""
-    out: list[str] = []
-    if isinstance(a, dict) and isinstance(b, dict):
-        if set(a) != set(b):
-            return [f"{path}: keys {sorted(set(a) ^ set(b))}"]
-        for k in a:
-            out += _same_numbers(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            out += _same_numbers(x, y, f"{path}[{i}]")
-    elif not _close(a, b):
-        out.append(f"{path}: {a!r} != {b!r}")
-    return out
 
 
 def test_same_busy_periods_and_headline(reports: tuple[dict, dict]) -> None:

@@ -116,9 +116,10 @@ class SparkConnection:
 
     def describe(self) -> dict[str, object]:
         """The report's ``meta.engine``: where it ran, and what is approximate on this engine."""
+        from toolkit.engines.spark import where
         from toolkit.report.attribution import BOOT_ROWS
 
-        return {"name": "spark", "master": self.spark.sparkContext.master, "spark_version": self.spark.version,
+        return {"name": "spark", "master": where(self.spark), "spark_version": self.spark.version,
                 "bootstrap_rows": BOOT_ROWS,
                 "intervals": (f"approximate: each side's bootstrap runs on a seeded sample of at most {BOOT_ROWS} "
                               "requests drawn in Spark (a hash of the row picks it; Spark's hash is not DuckDB's, so "
@@ -144,6 +145,7 @@ class SparkConnection:
         if m := _DROP.match(sql):
             self.spark.catalog.dropTempView(m.group(1))
             self.temp_tables.discard(m.group(1).lower())
+            self.views.unshadow(m.group(1))
             return SparkResult(pa.table({}))
         if m := _SET_VARIABLE.match(sql):
             value = self._df(f"SELECT {m.group(2)} AS v", params).collect()[0]["v"]
@@ -163,14 +165,19 @@ class SparkConnection:
         self._keep(name, self._df(query, params))
 
     def _keep(self, name: str, df: DataFrame) -> None:
-        df.localCheckpoint(eager=True).createOrReplaceTempView(name)
+        from toolkit.engines.spark import checkpoint
+
+        kept = self.views.pinned[name.lower()] = checkpoint(df, eager=True)  # held: see SparkViews.pinned
+        kept.createOrReplaceTempView(name)
         self.temp_tables.add(name.lower())
+        self.views.shadow(name)  # a view of this name: never made over the table
 
     def _df(self, sql: str, params: dict[str, object] | list | None) -> DataFrame:
         if _CATALOG.search(sql):
             rows = ", ".join(f"('{t}', true)" for t in sorted(self.temp_tables)) or "(NULL, false)"
             sql = _CATALOG.sub(f"(SELECT * FROM (VALUES {rows}) AS c(table_name, temporary) "
                                "WHERE table_name IS NOT NULL)", sql)
+        self.views.need(sql)  # the views it reads, made now if they were not (toolkit/engines/spark.py)
         return self.spark.sql(to_spark(self.bind(sql, params or {}), "<report>", self.views.columns_of))
 
     def bind(self, sql: str, params: dict[str, object] | list | tuple) -> str:

@@ -4,7 +4,10 @@ The same Hive-partitioned Parquet (a local dataset directory, or any URI Spark r
 ``hdfs://``, ``abfss://``) is read by Spark, and each view is the DuckDB file translated at run time
 by ``toolkit/engines/translate.py`` (docs/spark-engine.md): one definition per number, two engines. Parameters
 are substituted as typed literals before translation (Spark views cannot read DuckDB's session
-variables); views are created in file order, so ``requires:`` holds as on DuckDB.
+variables). A view is made when a statement first reads it, with the views it ``requires:``
+(transitively, in file order): ``sql ds "SELECT count(*) FROM requests"`` makes none, and a report
+makes only those it reads; each helper view a made view reads is computed when it is made
+(docs/spark-engine.md, "Views on demand").
 
 Where the session runs (``session()``): ``--master`` when given; else ``SPARK_REMOTE`` (Spark Connect);
 else ``spark.master`` from ``spark-defaults.conf`` (``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``);
@@ -14,6 +17,7 @@ otherwise (the machine is shared). PySpark is an optional dependency: ``pip inst
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
@@ -193,28 +197,75 @@ def _manifest_stamp(dataset: str | Path) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
+def _is_connect(spark: SparkSession) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _stop_quietly(spark: SparkSession) -> None:
+    try:
+        spark.stop()
+    except Exception:  # the server went first: nothing left to close
+        pass
+
+
 def _stopped(spark: SparkSession) -> bool:
     """Whether a session was stopped. A Spark Connect session has no SparkContext to ask."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    if _is_connect(spark):
         return bool(getattr(spark, "is_stopped", False))
     return spark.sparkContext._jsc is None
 
 
+def checkpoint(df: DataFrame, eager: bool) -> DataFrame:
+    """``df.localCheckpoint(eager)``, its result bound to ``df``'s own session. PySpark 4.3's Spark
+    Connect client binds a checkpoint's DataFrame to the process's *active* session, not to the one that
+    made it: in a second session (``newSession()``, a report's) a view over it then names a checkpoint
+    the server holds for another session (``CONNECT_INVALID_PLAN.DATAFRAME_NOT_FOUND``). So that session
+    is made the active one while the checkpoint is taken (tests/test_spark_connect.py, the report)."""
+    if not type(df).__module__.startswith("pyspark.sql.connect"):
+        return df.localCheckpoint(eager=eager)
+    holder = type(df.sparkSession)._active_session  # the Connect client's thread-local active session
+    before = getattr(holder, "session", None)
+    holder.session = df.sparkSession
+    try:
+        return df.localCheckpoint(eager=eager)
+    finally:
+        holder.session = before
+
+
+def where(spark: SparkSession) -> str:
+    """Where a session runs, for a report's ``meta.engine``: a local or cluster master, or a Spark
+    Connect server's ``sc://host`` (a Connect session has no SparkContext to ask; the URL's
+    ``;token=...`` is never read: it may be a secret)."""
+    if _is_connect(spark):
+        return f"sc://{spark.client.host}"
+    return spark.sparkContext.master
+
+
 class SparkViews:
-    """A Spark session with the dataset's tables and all views of ``queries/`` registered."""
+    """A Spark session with the dataset's tables registered, and each view of ``queries/`` made when a
+    statement first reads it (``need``)."""
 
     def __init__(self, dataset: str | Path, params: dict[str, object] | None = None,
                  master: str | None = None, isolated: bool = False) -> None:
         self.spark = session(master)
         if isolated:  # temporary views of its own (same JVM and cluster): two datasets in one process
             self.spark = self.spark.newSession()
+            if _is_connect(self.spark):
+                # stopped at exit: a Connect session still open when the interpreter shuts down is closed
+                # by its __del__, which then waited forever on its gRPC channel (a report's process hung)
+                atexit.register(_stop_quietly, self.spark)
             for k, v in ALWAYS.items():
                 self.spark.conf.set(k, v)
         values = {**_defaults(), **(params or {})}
         self.values = values
+        self.made: set[str] = set()
+        """The views of ``queries/`` made in this session (a caller's temp table of a view's name counts)."""
+        self.pinned: dict[str, DataFrame] = {}
+        """Each checkpoint a temporary view reads, held while the view may be read: on Spark Connect a
+        checkpoint's DataFrame is released on the server when its Python object is collected, and a view
+        over it then fails (``CONNECT_INVALID_PLAN.DATAFRAME_NOT_FOUND``)."""
         for name in queries.BASE_TABLES:
             _table(self.spark, dataset, name).createOrReplaceTempView(name)
-        self._create_views(None)
 
     @classmethod
     def cached(cls, dataset: str | Path, params: dict[str, object] | None = None,
@@ -229,8 +280,42 @@ class SparkViews:
             views = _CACHE[key] = cls(dataset, params, master)
         return views
 
+    def need(self, sql: str) -> None:
+        """Make the views ``sql`` may read (every word of it that names a view, ``queries.named_views``)
+        and those they require, unless made already. Each costs Spark jobs when made (a helper view
+        other views read is a local checkpoint, and creating one runs its plan's shuffle stages), so a
+        view nothing reads is never made: ~100 jobs on the bundled samples for all of them."""
+        requires = {q.name: q.requires for q in queries.list_queries() if q.is_view}
+        todo, wanted = list(queries.named_views(sql) - self.made), set()
+        while todo:  # what a made view (or a temp table shadowing one) required was made with it
+            name = todo.pop()
+            if name in requires and name not in wanted:
+                wanted.add(name)
+                todo += [r for r in requires[name] if r not in self.made]
+        if wanted:
+            self._create_views(wanted)
+
+    def shadow(self, name: str) -> None:
+        """A caller's temp table now has this name (toolkit/engines/connection.py): if it is a view's,
+        the view counts as made (never made over the table)."""
+        if queries.named_views(name):
+            self.made.add(name.lower())
+
+    def unshadow(self, name: str) -> None:
+        """The temp table ``name`` was dropped: Spark has one namespace, so a view of that name went
+        with it; it is made again when next read (DuckDB's view shows again)."""
+        self.made.discard(name.lower())
+        self.pinned.pop(name.lower(), None)
+
+    def table(self, name: str) -> DataFrame:
+        """A view or base table as a DataFrame, the view made first if it was not."""
+        self.need(name)
+        return self.spark.table(name)
+
     def _create_views(self, only: set[str] | None) -> None:
-        """Create the views of ``queries/`` (all, or those named in ``only``) in file order."""
+        """Create the views of ``queries/`` (all, or those named in ``only``) in file order: a view's
+        requirements before it, so a view's translation (which may ask Spark for a read view's columns)
+        finds them."""
         files = queries.list_queries()
         read_later = {r for q in files for r in q.requires}
         for q in files:
@@ -239,15 +324,17 @@ class SparkViews:
                 df = self.spark.sql(self._register_ctes(q.name, body))
                 if q.name in read_later:
                     # a view other views read (several times, in load and metrics) becomes a leaf: a lazy
-                    # local checkpoint, computed once at first use; inlined, its readers' plans repeat it
-                    df = df.localCheckpoint(eager=False)
+                    # local checkpoint (creating it runs its plan's shuffle stages); inlined, its readers'
+                    # plans would repeat it
+                    df = self.pinned[q.name] = checkpoint(df, eager=False)
                 df.createOrReplaceTempView(q.name)
+                self.made.add(q.name)
 
     def set_param(self, name: str, value: object, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         """DuckDB's ``SET VARIABLE name = value`` for the views: Spark's views hold their parameters as
         literals, so the views that read ``$name``, and those that read them (``requires:``), are made
-        again with the new value; ``keep`` (a caller's materialized tables) stay as they were, as a
-        DuckDB temp table does."""
+        again with the new value (those made so far; the others take it when first made); ``keep`` (a
+        caller's materialized tables) stay as they were, as a DuckDB temp table does."""
         if self.values.get(name) == value:
             return
         self.values[name] = value
@@ -255,7 +342,7 @@ class SparkViews:
         for q in queries.list_queries():  # file order: a view's requirements come before it
             if q.is_view and (name in q.used_params or stale & set(q.requires)):
                 stale.add(q.name)
-        self._create_views(stale - keep)
+        self._create_views((stale & self.made) - keep)
 
     def _register_ctes(self, view: str, spark_sql: str) -> str:
         """Each top-level CTE of a view becomes a temporary view of its own (``__<view>__<cte>``); the
@@ -294,6 +381,7 @@ class SparkViews:
     def sql(self, duckdb_sql: str, source: str = "<sql>", params: dict[str, object] | None = None) -> pa.Table:
         """Run DuckDB SQL over the views on Spark; the result as Arrow."""
         bound = _bind(duckdb_sql, {**self.values, **(params or {})})
+        self.need(duckdb_sql)
         return self.spark.sql(to_spark(bound, source, self.columns_of)).toArrow()
 
 
@@ -317,7 +405,7 @@ def run_query(dataset: str | Path, name: str, params: dict[str, object] | None =
     queries.check_params(params)
     views = SparkViews.cached(dataset, params, master)
     if q.is_view:
-        return views.spark.sql(f"SELECT * FROM {q.name}").toArrow()
+        return views.table(q.name).toArrow()
     values: dict[str, object] = {p.name: p.default for p in q.params}
     values.update(params or {})
     missing = {k for k in q.used_params if values.get(k) is None}
