@@ -39,6 +39,19 @@ from typing import Any
 from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import derived_list
+from toolkit.importers.compile_checks import (
+    by_variant,
+    constant_sql,
+    float_us,
+    merged_order,
+    ordered_checks,
+    pair_checks,
+    range_checks,
+    ranged,
+    refuse_checks,
+    variant_kinds,
+    variant_sql,
+)
 from toolkit.importers.compile_read import MappingError, Records, _Reader, _s
 from toolkit.importers.spec import Fast, FastInput, Importer, JsonValues, Layout, OwnRecords
 from toolkit.ingest.sources import Source
@@ -50,6 +63,13 @@ TIME_UNITS = ("epoch_s", "epoch_ms", "epoch_us", "epoch_ns", "iso8601")
 DURATION_UNITS = ("s", "ms", "us", "ns")
 _TO_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}  # multiplier to microseconds
 _ISO_OFFSET = r"\d:\d\d(:\d\d(\.\d+)?)?\s*([Zz]|[+-]\d\d(:?\d\d)?)$"
+
+
+# a condition: (column, SQL operator or "present", literal), or ("and" | "or", [conditions])
+Condition = tuple[str, str, Any] | tuple[str, list[Any]]
+# the groups of a record's checks, in the order ``[checks] order`` may give (compile_checks.py)
+CHECK_GROUPS = ("refuse", "identity", "types", "negative", "missing", "range", "pairs", "skew")
+REFUSE_CODES = ("missing-field", "unparseable", "bad-type")
 
 
 @dataclass
@@ -73,12 +93,25 @@ class Alt:
 class Boundary:
     name: str
     alts: list[Alt]
-    when: tuple[str, str, Any] | None = None  # (column, SQL operator, literal)
+    when: Condition | None = None
     # ``derived = true``: derived even when every way is an alias of a read boundary (a workload
     # trace's ``ts_end = ts_arrival``: not observed, so listed in ``derived``)
     derived: bool = False
     # ``missing = "..."``: the missing-field detail when it is null (default: "<name> is missing (<ways>)")
     missing: str | None = None
+
+
+@dataclass
+class Variant:
+    """``[variants.<name>]``: the records for which ``when`` holds (the first variant that does)
+    take its ``constants`` over the base ones and its ``boundaries`` (None: the base's) instead
+    of the base's, or are quarantined with ``refuse`` (code, detail)."""
+
+    name: str
+    when: Condition
+    refuse: tuple[str, str] | None = None
+    constants: dict[str, Any] = field(default_factory=dict)
+    boundaries: dict[str, Boundary] | None = None
 
 
 @dataclass
@@ -138,6 +171,17 @@ class Mapping:
     # source column -> its bad-type detail (else "<col> is not a number", "an integer", "an ISO-8601 time")
     bad_type: dict[str, str] = field(default_factory=dict)
     builtin: bool = False  # a spec of toolkit/importers/specs/: its errors name the input file only
+    variants: list[Variant] = field(default_factory=list)
+    # ``[names]``: source column -> what reason details call it (else the column itself)
+    names: dict[str, str] = field(default_factory=dict)
+    # ``[checks] order``: the check groups in the order tried (None: compile_checks.DEFAULT)
+    check_groups: list[str] | None = None
+    range_check: bool = False  # ``[checks] range``: a time column's number outside 1970..2200 is named
+    pairs: list[tuple[str, str]] = field(default_factory=list)  # ``[checks] pairs``: (later, earlier)
+    # ``[source] ns_rounding = "nearest"``: ns times read through a double, rounded to the nearest µs
+    ns_nearest: bool = False
+    floats: set[str] = field(default_factory=set)  # those columns
+    id_missing: str | None = None  # ``[checks] identity``: the detail when request_id is missing
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,10 +245,13 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     """The candidate SELECT over ``lines`` (or, with a fast ``rd``, over ingest's ``records``)."""
     rd = rd or _Reader(m, fmt, src)
     conv: list[str] = []  # converted columns, in CTE v
-    checks: list[str] = []  # WHEN ... THEN {code, detail}
+    checks: list[tuple[str, str]] = []  # (group, WHEN ... THEN {code, detail}), in use order
     seen_conv: set[str] = set()
     cols = {c.name: c for c in schema.table("requests").columns}
     quiet = m.quiet
+
+    def called(col: str) -> str:  # what a reason detail calls a source column ([names])
+        return m.names.get(col, col)
 
     def what(col: str) -> str:
         return ("an integer" if col in m.integer else "an ISO-8601 time" if m.units[col] == "iso8601"
@@ -245,13 +292,18 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         name = f"t{rd.index[col]}"
         if name not in seen_conv:
             seen_conv.add(name)
-            expr = _int_us(raw, m.units[col]) if col in m.integer else _time_us(raw, m.units[col])
+            unit = m.units[col]
+            expr = _int_us(raw, unit) if col in m.integer else float_us(raw, unit) if col in m.floats else _time_us(raw, unit)
             if m.clock == "relative":
                 expr = f"({expr}) + coalesce(getvariable('clock_origin_us'), 0)"
             conv.append(f"{expr} AS {name}")
             if col not in quiet:
-                checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                              f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}")
+                # ranged: a number that gives no time is out of range (range_checks), not of another type
+                bad = f"TRY_CAST({raw} AS DOUBLE) IS NULL" if ranged(m, col) else f"{name} IS NULL"
+                checks.append(("types", f"WHEN {bad} AND {rd.present(col)} THEN {{'code': 'bad-type', "
+                                        f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}"))
+                times[col] = (raw, name)
+            numbers[col] = f"TRY_CAST({raw} AS DOUBLE) IS NOT NULL"
         return name
 
     def dur_col(col: str) -> str:
@@ -261,48 +313,69 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             seen_conv.add(name)
             conv.append(f"{_int_us(raw, m.units[col]) if col in m.integer else _dur_us(raw, m.units[col])} AS {name}")
             if col not in quiet:
-                checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                              f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}")
-            checks.append(f"WHEN {name} < 0 THEN {{'code': 'negative-duration', 'detail': {_s(f'{col} is negative')}}}")
+                checks.append(("types", f"WHEN {name} IS NULL AND {rd.present(col)} THEN {{'code': 'bad-type', "
+                                        f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}"))
+            checks.append(("negative", f"WHEN {name} < 0 THEN {{'code': 'negative-duration', "
+                                       f"'detail': {_s(f'{called(col)} is negative')}}}"))
         return name
 
-    def condition(when: tuple[str, str, Any]) -> str:
-        """SQL of ``<column> <op> <literal>``: the column read as the literal's type."""
-        col, op, lit = when
+    def condition(when: Condition) -> str:
+        """SQL of ``<column> <op> <literal>``: the column read as the literal's type; ``is
+        present``: there and not null; conditions joined by and / or."""
+        if isinstance(when[1], list):
+            return f" {when[0].upper()} ".join(f"({condition(w)})" for w in when[1])
+        col, op, lit = when  # type: ignore[misc]
+        if op == "present":
+            return rd.there(col)
         if (n := _LEN.fullmatch(col)) and n[1] in m.lists:  # ``len(col)`` of a list of times
             return f"TRY_CAST(len({time_list(n[1])}) AS DOUBLE) {op} {lit!r}"
         typ = "BOOLEAN" if isinstance(lit, bool) else "VARCHAR" if isinstance(lit, str) else "ANY"
         raw = rd.use(col, typ)
         lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
                else f"TRY_CAST({raw} AS DOUBLE)")
-        return f"{lhs} {op} {_lit(lit)}"
+        return f"regexp_matches({lhs}, {_lit(lit)})" if op == "matches" else f"{lhs} {op} {_lit(lit)}"
 
-    # boundaries, in dependency order (lateral aliases in one SELECT)
-    bsel: list[str] = []
+    # boundaries, in dependency order (lateral aliases in one SELECT); with variants, each
+    # boundary is its way for the row's variant (_variant: compile_checks.variant_sql)
+    kinds = variant_kinds(m)
+    guards: dict[str, str] = {}  # a time column read only under a boundary's ``when``: that condition
+    times: dict[str, tuple[str, str]] = {}  # checked time columns: (raw, converted), in use order
+    numbers: dict[str, str] = {}  # a time column holds a number (``[checks] range``: not missing)
+    ways: dict[str, dict[int, tuple[str, str]]] = {}
+    held: list[dict[str, list[str]]] = [{} for _ in kinds]  # per variant: the boundary's columns' numbers
     can_derive: dict[str, bool] = {}
-    for b in m.boundaries.values():
-        vals, flags = [], []
-        for a in b.alts:
-            if a.base_is_boundary:
-                base, flag = f"x_{a.base}", f"dv_{a.base}"
-            else:
-                base, flag = time_col(a.base), "false"
-            expr = base + "".join(f" {sign} {dur_col(col)}" for sign, col in a.terms)
-            vals.append(expr)
-            flags.append("true" if a.terms or b.derived else flag)
-        value = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
-        flag = flags[0] if len(flags) == 1 else (
-            "CASE " + " ".join(f"WHEN ({v}) IS NOT NULL THEN {f}" for v, f in zip(vals, flags, strict=True)) + " END")
-        if b.when:
-            value = f"CASE WHEN {condition(b.when)} THEN {value} END"
-        if m.check_order == "boundaries" and b.name in ("ts_arrival", "ts_end"):
-            checks.append(_missing(m, b.name))
-        bsel.append(f"{value} AS x_{b.name}")
-        bsel.append(f"coalesce(x_{b.name} IS NOT NULL AND ({flag}), false) AS dv_{b.name}")
-        can_derive[b.name] = any(f != "false" for f in flags)
+    for vi, bounds in enumerate(kinds):
+        for b in bounds.values():
+            vals, flags = [], []
+            held[vi][b.name] = [n for a in b.alts if not a.terms
+                                for n in (held[vi].get(a.base, []) if a.base_is_boundary else [a.base])]
+            for a in b.alts:
+                if a.base_is_boundary:
+                    base, flag = f"x_{a.base}", f"dv_{a.base}"
+                else:
+                    base, flag = time_col(a.base), "false"
+                    if b.when:
+                        guards.setdefault(a.base, condition(b.when))
+                expr = base + "".join(f" {sign} {dur_col(col)}" for sign, col in a.terms)
+                vals.append(expr)
+                flags.append("true" if a.terms or b.derived else flag)
+            value = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
+            flag = flags[0] if len(flags) == 1 else (
+                "CASE " + " ".join(f"WHEN ({v}) IS NOT NULL THEN {f}" for v, f in zip(vals, flags, strict=True)) + " END")
+            if b.when:
+                value = f"CASE WHEN {condition(b.when)} THEN {value} END"
+            if m.check_order == "boundaries" and b.name in ("ts_arrival", "ts_end"):
+                checks.append(("types", _missing(m, b.name, kinds, [{}] * len(kinds))))
+            ways.setdefault(b.name, {})[vi] = (value, flag)
+            can_derive[b.name] = can_derive.get(b.name, False) or any(f != "false" for f in flags)
+    bsel = [variant_sql(m, condition)] if m.variants else []
+    for b_name in merged_order(m, kinds):
+        value, flag = by_variant(ways[b_name])
+        bsel.append(f"{value} AS x_{b_name}")
+        bsel.append(f"coalesce(x_{b_name} IS NOT NULL AND ({flag}), false) AS dv_{b_name}")
 
     # place derived boundaries between the read ones around them
-    defined = [b for b in ORDER if b in m.boundaries]
+    defined = [b for b in ORDER if b in ways]
     place, shifts, skew_checks = [], [], []
     tol = m.tolerance_us
     for b in defined:
@@ -352,8 +425,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         expr = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
         if typ != "VARCHAR" and k not in m.unchecked:
             for s, v in zip(srcs, vals, strict=True):
-                checks.append(f"WHEN {v} IS NULL AND {rd.present(s)} THEN "
-                              f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(s, f'{s} is not a number'))}}}")
+                checks.append(("types", f"WHEN {v} IS NULL AND {rd.present(s)} THEN {{'code': 'bad-type', "
+                                        f"'detail': {_s(m.bad_type.get(s, f'{called(s)} is not a number'))}}}"))
         if k in ("service", "model"):
             expr = f"coalesce({expr}, getvariable('{k}'))"
         out.append(f"{expr} AS {k}")
@@ -369,8 +442,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         whens = " ".join(f"WHEN {condition(w)} THEN {_s(v)}" for w, v in rules)
         out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else 'NULL'} END AS {k}")
     for k, v in m.constants.items():
-        lit = _s(v) if isinstance(v, str) else repr(v)
-        out.append(f"CAST({lit} AS {cols[k].duckdb_type}) AS {k}")
+        out.append(f"CAST({constant_sql(m, k, v)} AS {cols[k].duckdb_type}) AS {k}")
     for k in ("service", "model"):
         if not any(k in d for d in (m.columns, m.constants, m.values, m.rules)):
             out.append(f"getvariable('{k}') AS {k}")
@@ -384,13 +456,22 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
 
     # a list of times is checked once the arrival is there, before the end it may give; its order
     # after every missing check (with check_order = "boundaries" both follow the boundaries' checks)
+    # with ``[checks] range`` a number that gives no time is out of range (range_checks), not missing
+    held_sql = [{b: f"coalesce({' OR '.join(nums)}, false)" for b, cs in h.items()
+                 if m.range_check and (nums := [numbers[c] for c in cs if c in numbers])} for h in held]
+    others = [_missing(m, b, kinds, held_sql, declared=True) for b in ORDER[1:-1] if b in ways]
     if m.check_order == "boundaries":
-        missing = [*list_checks, *order_checks]
+        missing = [*list_checks, *others, *order_checks]
     else:
-        missing = [_missing(m, "ts_arrival"), *list_checks, _missing(m, "ts_end"), *order_checks]
+        missing = [_missing(m, "ts_arrival", kinds, held_sql), *list_checks, *others,
+                   _missing(m, "ts_end", kinds, held_sql), *order_checks]
+    identity = []
     if "request_id" in m.columns and "$line" not in m.columns["request_id"]:  # ``$line``: never null
-        missing.insert(0, "WHEN request_id IS NULL THEN {'code': 'missing-field', 'detail': "
-                       + _s(f"request_id is missing ({', '.join(m.columns['request_id'])})") + "}")
+        detail = m.id_missing or f"request_id is missing ({', '.join(m.columns['request_id'])})"
+        identity.append(f"WHEN request_id IS NULL THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}")
+    groups = {"refuse": refuse_checks(m), "identity": identity, "missing": [c for c in missing if c],
+              "range": range_checks(m, times, guards), "pairs": pair_checks(m, time_col, guards), "skew": skew_checks,
+              "types": [c for g, c in checks if g == "types"], "negative": [c for g, c in checks if g == "negative"]}
 
     anchored = "getvariable('clock_origin_us') IS NOT NULL" if m.clock == "relative" else "false"
     clock = ("CASE WHEN getvariable('clock_origin_us') IS NULL THEN 'relative' ELSE 'wall' END"
@@ -406,9 +487,7 @@ o AS (SELECT *, {', '.join(out)} FROM p)
 SELECT ln, row_kind,
     CASE WHEN _bad IS NOT NULL THEN {{'code': 'unparseable', 'detail': _bad}}
          {vantage_check}
-         {' '.join(checks)}
-         {' '.join(missing)}
-         {' '.join(skew_checks)}
+         {' '.join(ordered_checks(m, groups, checks))}
     END AS _r,
     _r['code'] AS reason_code, _r['detail'] AS reason_detail,
     {', '.join(k for k in dict.fromkeys([*m.columns, *m.values, *m.rules, *m.constants, 'service', 'model',
@@ -422,11 +501,23 @@ FROM o"""
 
 
 
-def _missing(m: Mapping, b: str) -> str:
-    """The missing-field check of a required boundary (its placed value is null)."""
-    how = ", ".join(a.text for a in m.boundaries[b].alts)
-    detail = m.boundaries[b].missing or f"{b} is missing ({how})"
-    return f"WHEN p_{b} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}"
+def _missing(m: Mapping, b: str, kinds: list[dict[str, Boundary]], held: list[dict[str, str]],
+             declared: bool = False) -> str:
+    """The missing-field check of a required boundary (its placed value is null), per variant;
+    ``held``: per variant, SQL that one of the boundary's columns holds a number (then it is not
+    missing); ``declared``: only where the boundary says ``missing`` (required beyond ts_arrival
+    and ts_end)."""
+    out = []
+    for vi, bounds in enumerate(kinds):
+        if b not in bounds or (declared and bounds[b].missing is None):
+            continue
+        how = ", ".join(a.text for a in bounds[b].alts)
+        detail = bounds[b].missing or f"{b} is missing ({how})"
+        which = f" AND _variant = {vi}" if len(kinds) > 1 else ""
+        if b in held[vi]:
+            which += f" AND NOT {held[vi][b]}"
+        out.append(f"WHEN p_{b} IS NULL{which} THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}")
+    return " ".join(out)
 
 
 def _lit(v: Any) -> str:
@@ -442,7 +533,7 @@ def bind_mapping(imp: Importer, m: Mapping, src: Source) -> Importer:
 
         check(src)  # a malformed document: one clear InputError before anything parses it
     sql = build_sql(m, fmt, src)
-    return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt in ("parquet", "document") else "lines",
+    return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt in ("parquet", "document", "json") else "lines",
                                   fast=_fast(m, fmt, src)), name=m.name)
 
 

@@ -94,6 +94,8 @@ class _Reader:
                            f"({', '.join(self.header[:20])})")
 
     def json_type(self, col: str) -> str:
+        if self.fmt == "json":  # every value as its JSON text, converted as its unit says (json_values)
+            return "VARCHAR"
         ts = self.types[col] - {"ANY"}
         if not ts:
             return "VARCHAR"
@@ -113,11 +115,19 @@ class _Reader:
             # read as text (_int_us), which any JSON value but null gives: no second parse of the record
             return f"{c} IS NOT NULL"
         if self.fmt not in ("jsonl", "document") or self.fast:
-            # fast JSON: read_json converts strictly (a value it cannot convert fails the whole
+            # json: every value read as text, which any JSON value but null gives; fast JSON: read_json converts strictly (a value it cannot convert fails the whole
             # read, and the line reader takes over), so a value is there iff it is not NULL
             return f"{c} IS NOT NULL"
         path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
         return f"coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL'"
+
+    def there(self, col: str) -> str:
+        """SQL: ``col`` is there and not JSON null (a condition's ``is present``). A JSON line is
+        asked directly (the column need not be read, nor typed as a value)."""
+        if self.fmt == "jsonl" and not self.fast:
+            path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
+            return f"coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL'"
+        return f"{self.use(col, 'ANY')} IS NOT NULL"
 
     def kind(self, col: str) -> str | None:
         """SQL: the JSON type of ``col``'s value (NULL when absent); None where the reader has no
@@ -163,6 +173,8 @@ class _Reader:
         cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
         if self.fmt == "document":
             return document_extract(self, cols)
+        if self.fmt == "json":
+            return json_values_extract(self, cols)
         if self.fmt == "jsonl" and self.fast:
             # records(ln, j): read_json with the type of json_spec(); a line that is not an
             # object of that shape fails the read (the line reader takes over), JSON null is NULL
@@ -401,6 +413,29 @@ def document_extract(rd: _Reader, cols: list[str]) -> str:
 r AS (SELECT ln, line, _key, try(json_transform(line, {spec_sql})) AS j FROM lines),
 x AS (
     SELECT ln, line, CASE WHEN j IS NULL THEN {_s(rec.noun + ' is not a JSON object')} END AS _bad,
+        'record' AS row_kind
+        {', ' + access if access else ''}
+    FROM r)"""
+
+
+def json_values_extract(rd: _Reader, cols: list[str]) -> str:
+    """``_Reader.extract_sql`` for ``format = "json"``: JSON values one per record, as DuckDB's
+    ``read_json`` finds them (a top-level array's elements, JSON lines, or values one after
+    another), numbered in order; a malformed JSON line is a NULL record ("not a JSON object").
+    Every field is read as its JSON text (``json_type``: VARCHAR) and converted as its unit
+    says, so a value of another type is the field's own bad-type. The number is a window over
+    the small typed struct, never over the JSON text (a window buffers its whole input)."""
+    access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
+    spec_sql = _s(json.dumps(rd.json_spec()))
+    noun = rd.m.records.noun if rd.m.records else "record"
+    return f"""
+r AS (SELECT row_number() OVER () AS ln, j, obj FROM (
+    SELECT try(json_transform(json, {spec_sql})) AS j, json_type(json) = 'OBJECT' AS obj
+    FROM read_json(getvariable('source_path'), format = 'auto', records = 'false', ignore_errors = true,
+                   compression = getvariable('source_compression'), columns = {{'json': 'JSON'}}))),
+x AS (
+    SELECT ln, CAST(NULL AS VARCHAR) AS line,
+        CASE WHEN j IS NULL OR NOT coalesce(obj, false) THEN {_s(noun + ' is not a JSON object')} END AS _bad,
         'record' AS row_kind
         {', ' + access if access else ''}
     FROM r)"""

@@ -33,16 +33,20 @@ from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import SKEW_TOLERANCE_US, ImportOptions
 from toolkit.importers.compile import (
+    CHECK_GROUPS,
     DURATION_UNITS,
+    REFUSE_CODES,
     TIME_UNITS,
     Alt,
     Boundary,
     Csv,
     Mapping,
     MappingError,
+    Variant,
     bind_mapping,
 )
 from toolkit.importers.compile_read import Records, parse_records
+from toolkit.importers.mapping_text import _CONDITION, _OPS, _literal, _str_list, _Text, _when
 from toolkit.importers.spec import Docs, Importer, Layout
 from toolkit.ingest.sources import Source
 
@@ -54,17 +58,16 @@ FILE_HINT = "*.jsonl, *.csv, *.tsv, *.parquet, with --mapping FILE.toml (README:
 BOUNDARIES = {b: "the column or expression the mapping file gives (derived when it adds durations)" for b in ORDER}
 CANNOT = "only what the mapping declares; needs --mapping; a CSV record cannot span lines"
 
+FORMATS = ("jsonl", "csv", "parquet", "document", "json")
 _ALIASES = {"µs": "us", "iso": "iso8601", "iso-8601": "iso8601", "ISO-8601": "iso8601", "ISO8601": "iso8601"}
-_SECTIONS = {"name", "source", "columns", "constants", "boundaries", "units", "values", "bad_type", "docs"}
+_SECTIONS = {"name", "source", "columns", "constants", "boundaries", "units", "values", "bad_type", "docs",
+             "names", "checks", "variants"}
 _SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order",
                 "header", "fields", "quotes", "trim", "optional",  # these five: CSV only
-                "records", "record")  # these two: format = "document" only
+                "records", "record",  # these two: format = "document" only
+                "ns_rounding")
 # our columns the mapping may not set directly: boundaries have their own section, the rest is computed
 _COMPUTED = {"derived", "clock_skew_ms", "clock", "source_format", "source_file", "source_line", *ORDER}
-_CONDITION = re.compile(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*")  # <column> <op> <value>
-_OPS = {"=": "=", "==": "=", "!=": "<>", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-
-
 def sniff(head: bytes) -> bool:  # never guessed: a mapping is always asked for by name
     return False
 
@@ -76,48 +79,6 @@ def requests_sql() -> str:
 # loading and checking the mapping file
 
 
-class _Text:
-    """The mapping file's text, to find the line of a section or key for error messages."""
-
-    def __init__(self, path: str, text: str) -> None:
-        self.path = path
-        self.lines = text.splitlines()
-
-    def line(self, section: str | None, key: str | None = None) -> int:
-        start, end = 0, len(self.lines)
-        if section:
-            sec = re.compile(r"^\s*\[\s*" + re.escape(section) + r"\s*\]")
-            hit = next((i for i, s in enumerate(self.lines) if sec.match(s)), None)
-            if hit is None:  # dotted keys or an inline table: `section.key = ...` / `section = {...}`
-                dotted = re.compile(r"^\s*" + re.escape(section) + r"\s*[.=]")
-                hit = next((i for i, s in enumerate(self.lines) if dotted.match(s)), None)
-                if hit is None:
-                    return 1
-                if key is None:
-                    return hit + 1
-                start = hit
-            else:
-                start = hit
-                end = next((i for i in range(hit + 1, len(self.lines)) if re.match(r"^\s*\[", self.lines[i])),
-                           len(self.lines))
-                if key is None:
-                    return hit + 1
-        if key is None:
-            return 1
-        k = re.compile(r"""^\s*(["']?)""" + re.escape(key) + r"""\1\s*=""")
-        for i in range(start, end):
-            if k.match(self.lines[i]):
-                return i + 1
-        for i in range(start, len(self.lines)):
-            if re.search(r"""(^|[\s{.,"'])""" + re.escape(key) + r"""["']?\s*=""", self.lines[i]):
-                return i + 1
-        return start + 1
-
-    def error(self, section: str | None, key: str | None, message: str) -> MappingError:
-        where = f"[{section}] {key}" if section and key else f"[{section}]" if section else key or "(top)"
-        return MappingError(f"{self.path}:{self.line(section, key)}: {where}: {message}")
-
-
 def _unit(t: _Text, col: str, raw: object) -> str:
     if not isinstance(raw, str):
         raise t.error("units", col, "a unit is a string, e.g. \"ms\"")
@@ -125,26 +86,6 @@ def _unit(t: _Text, col: str, raw: object) -> str:
     if u not in TIME_UNITS + DURATION_UNITS:
         raise t.error("units", col, f"unknown unit {raw!r} (known: {', '.join(DURATION_UNITS + TIME_UNITS)})")
     return u
-
-
-def _literal(t: _Text, section: str, key: str, text: str) -> Any:
-    s = text.strip()
-    if s.lower() in ("true", "false"):
-        return s.lower() == "true"
-    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
-        return s[1:-1]
-    try:
-        return float(s) if any(c in s for c in ".eE") else int(s)
-    except ValueError:
-        raise t.error(section, key, f"condition value {s!r} is not a number, a quoted string, true or false") from None
-
-
-def _when(t: _Text, section: str, key: str, w: object) -> tuple[str, str, Any]:
-    """A condition ``"<column> <op> <value>"`` as (column, SQL operator, literal)."""
-    mt = _CONDITION.fullmatch(w) if isinstance(w, str) else None
-    if not mt:
-        raise t.error(section, key, "when must read \"<column> <op> <value>\", op one of = != < <= > >=")
-    return mt.group(1), _OPS[mt.group(2)], _literal(t, section, key, mt.group(3))
 
 
 def _rules(t: _Text, sec: str, v: dict) -> tuple[list[tuple[tuple[str, str, Any], str]], str | None]:
@@ -175,13 +116,6 @@ def _records(t: _Text, src: dict, fmt: str | None) -> Records | None:
         return parse_records(text, noun)
     except ValueError as e:
         raise t.error("source", "records", str(e)) from None
-
-
-def _str_list(t: _Text, section: str, key: str, v: object, what: str) -> list[str]:
-    items = v if isinstance(v, list) else [v]
-    if not items or not all(isinstance(x, str) and x.strip() for x in items):
-        raise t.error(section, key, f"expected {what}: a string or a list of strings")
-    return [x.strip() for x in items]
 
 
 def load(path: str | Path, builtin: bool = False) -> Mapping:
@@ -222,8 +156,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         if k not in _SOURCE_KEYS:
             raise t.error("source", k, f"unknown key (known: {', '.join(_SOURCE_KEYS)})")
     fmt = src.get("format")
-    if fmt is not None and fmt not in ("jsonl", "csv", "parquet", "document"):
-        raise t.error("source", "format", "must be jsonl, csv, parquet or document (default: from the file name)")
+    if fmt is not None and fmt not in FORMATS:
+        raise t.error("source", "format", "must be jsonl, csv, parquet, document or json (default: from the file name)")
     clock = src.get("clock", "wall")
     if clock not in ("wall", "relative"):
         raise t.error("source", "clock", "must be wall or relative")
@@ -236,6 +170,9 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     m = Mapping(path=str(path), name=name, fmt=fmt, clock=clock, delimiter=delim, tolerance_us=round(tol * 1000),
                 csv=_csv(t, src, fmt), check_order=src.get("check_order", "types"), builtin=builtin,
                 records=_records(t, src, fmt))
+    m.ns_nearest = src.get("ns_rounding", "exact") == "nearest"
+    if src.get("ns_rounding", "exact") not in ("exact", "nearest"):
+        raise t.error("source", "ns_rounding", "must be exact (integer ns cut to µs, the default) or nearest")
     if m.check_order not in ("types", "boundaries"):
         raise t.error("source", "check_order", "must be types (the default) or boundaries")
     for k, v in doc.get("bad_type", {}).items():
@@ -323,14 +260,27 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                 m.lists.add(k)
             v = v.get("unit")
         m.units[k] = _unit(t, k, v)
+        if m.ns_nearest and m.units[k] in ("ns", "epoch_ns") and k not in m.integer:
+            m.floats.add(k)
 
-    raw_b = doc.get("boundaries", {})
+    m.boundaries = _boundaries(t, "boundaries", doc.get("boundaries", {}), m)
+    _names_and_checks(t, doc, m)
+    m.variants = [_variant(t, k, v, m) for k, v in doc.get("variants", {}).items()]
+    itl = m.columns.get("itl_ms", [None])[0]  # a list of gaps (a duration unit) or of times (their gaps)
+    if itl is not None and itl not in m.lists and m.units.get(itl) not in DURATION_UNITS:
+        raise t.error("units", m.columns["itl_ms"][0], "itl_ms needs the unit of its gaps: s, ms, us or ns")
+    return m
+
+
+def _boundaries(t: _Text, sec: str, raw_b: dict, m: Mapping) -> dict[str, Boundary]:
+    """``[boundaries]`` (or a variant's): each boundary's ways, checked against ``[units]``, in
+    dependency order (cycles refused)."""
     for k in raw_b:
         if k not in ORDER:
-            raise t.error("boundaries", k, f"not a boundary (boundaries: {', '.join(ORDER)})")
+            raise t.error(sec, k, f"not a boundary (boundaries: {', '.join(ORDER)})")
     for req in ("ts_arrival", "ts_end"):
         if req not in raw_b:
-            raise t.error("boundaries", None, f"missing required boundary {req} "
+            raise t.error(sec, None, f"missing required boundary {req} "
                           "(every row needs ts_arrival and ts_end)")
     parsed: dict[str, Boundary] = {}
     for k, v in raw_b.items():
@@ -338,27 +288,27 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         if isinstance(v, dict):
             for kk in v:
                 if kk not in ("value", "when", "derived", "missing"):
-                    raise t.error("boundaries", k, f"unknown key {kk!r} (known: value, when, derived, missing)")
+                    raise t.error(sec, k, f"unknown key {kk!r} (known: value, when, derived, missing)")
             if "value" not in v:
-                raise t.error("boundaries", k, "an inline table needs value = \"...\"")
+                raise t.error(sec, k, "an inline table needs value = \"...\"")
             derived = v.get("derived", False)
             if not isinstance(derived, bool):
-                raise t.error("boundaries", k, "derived must be true or false")
+                raise t.error(sec, k, "derived must be true or false")
             missing = v.get("missing")
             if missing is not None and (not isinstance(missing, str) or not missing.strip()):
-                raise t.error("boundaries", k, "missing must be a text: the detail of the missing-field reason")
+                raise t.error(sec, k, "missing must be a text: the detail of the missing-field reason")
             if "when" in v:
-                when = _when(t, "boundaries", k, v["when"])
+                when = _when(t, sec, k, v["when"])
             v = v["value"]
         alts = []
-        for text in _str_list(t, "boundaries", k, v, "a column or \"<boundary or column> + <duration column>\""):
+        for text in _str_list(t, sec, k, v, "a column or \"<boundary or column> + <duration column>\""):
             parts = re.split(r"\s+([+-])\s+", text)
             base = parts[0].strip()
             terms = [(parts[i], parts[i + 1].strip()) for i in range(1, len(parts), 2)]
             is_b = base in ORDER and base in raw_b and base != k
             for _, col in terms:
                 if col in raw_b and col in ORDER:
-                    raise t.error("boundaries", k, f"{col} is a boundary: only the first term of "
+                    raise t.error(sec, k, f"{col} is a boundary: only the first term of "
                                   f"{text!r} may be a time; the others are durations")
             alts.append(Alt(text=text, base=base, base_is_boundary=is_b, terms=terms))
         parsed[k] = Boundary(name=k, alts=alts, when=when, derived=derived, missing=missing)
@@ -371,14 +321,14 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                 u = m.units.get(el[1] if el and el[1] in m.lists else a.base)
                 if u is None:
                     hint = f" (or define boundaries.{a.base})" if a.base in ORDER else ""
-                    raise t.error("boundaries", b.name, f"column {a.base!r} has no unit: add it to [units]{hint}")
+                    raise t.error(sec, b.name, f"column {a.base!r} has no unit: add it to [units]{hint}")
                 if m.clock == "relative" and u in TIME_UNITS:
                     raise t.error("units", a.base, f"{u} is a wall-clock time but [source] clock = \"relative\": "
                                   "use s, ms, us or ns (offsets from --clock-origin)")
             for _, col in a.terms:
                 u = m.units.get(col)
                 if u is None:
-                    raise t.error("boundaries", b.name, f"duration column {col!r} has no unit: add it to [units]")
+                    raise t.error(sec, b.name, f"duration column {col!r} has no unit: add it to [units]")
                 if u not in DURATION_UNITS:
                     raise t.error("units", col, f"{col!r} is added to a boundary (in boundaries.{b.name}), so it is "
                                   f"a duration: its unit must be s, ms, us or ns, not {u}")
@@ -393,7 +343,7 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
             return
         if state.get(k) == 1:
             cyc = path[path.index(k):] + [k]
-            raise t.error("boundaries", cyc[0], "boundaries refer to each other in a cycle: " + " -> ".join(cyc))
+            raise t.error(sec, cyc[0], "boundaries refer to each other in a cycle: " + " -> ".join(cyc))
         state[k] = 1
         for d in sorted(deps[k], key=ORDER.index):
             visit(d, path + [k])
@@ -402,11 +352,65 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
 
     for k in sorted(parsed, key=ORDER.index):
         visit(k, [])
-    m.boundaries = {k: parsed[k] for k in done}
-    itl = m.columns.get("itl_ms", [None])[0]  # a list of gaps (a duration unit) or of times (their gaps)
-    if itl is not None and itl not in m.lists and m.units.get(itl) not in DURATION_UNITS:
-        raise t.error("units", m.columns["itl_ms"][0], "itl_ms needs the unit of its gaps: s, ms, us or ns")
-    return m
+    return {k: parsed[k] for k in done}
+
+
+def _names_and_checks(t: _Text, doc: dict, m: Mapping) -> None:
+    """``[names]`` (what reason details call a source column) and ``[checks]`` (the order of a
+    record's checks, time columns' range, ordered pairs of time columns)."""
+    for k, v in doc.get("names", {}).items():
+        if not isinstance(v, str) or not v.strip():
+            raise t.error("names", k, "what reason details call this source column: a text")
+        m.names[k] = v
+    ck = doc.get("checks", {})
+    for k in ck:
+        if k not in ("order", "range", "pairs", "identity"):
+            raise t.error("checks", k, "unknown key (known: order, range, pairs, identity)")
+    if "identity" in ck:
+        if not isinstance(ck["identity"], str) or not ck["identity"].strip() or "request_id" not in m.columns:
+            raise t.error("checks", "identity", "the detail of the missing-field reason of [columns] request_id: a text")
+        m.id_missing = ck["identity"]
+    if "order" in ck:
+        if not isinstance(ck["order"], list) or sorted(ck["order"]) != sorted(CHECK_GROUPS):
+            raise t.error("checks", "order", f"every check group once, in the order tried: {', '.join(CHECK_GROUPS)}")
+        m.check_groups = list(ck["order"])
+    if not isinstance(ck.get("range", False), bool):
+        raise t.error("checks", "range", "must be true or false")
+    m.range_check = ck.get("range", False)
+    for pair in ck.get("pairs", []):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(c, str) and c in m.units for c in pair)):
+            raise t.error("checks", "pairs", "a list of [later, earlier] pairs of time columns (each in [units])")
+        m.pairs.append((pair[0], pair[1]))
+
+
+def _variant(t: _Text, name: str, v: object, m: Mapping) -> Variant:
+    """``[variants.<name>]``: records of another kind in the same source, picked by ``when`` (the
+    first variant whose condition holds), with their own ``[constants]`` and ``[boundaries]``
+    (replacing the base ones whole), or ``refuse``d with a reason."""
+    sec = f"variants.{name}"
+    if not isinstance(v, dict):
+        raise t.error(sec, None, "a table: when = \"...\", then constants, boundaries or refuse")
+    for k in v:
+        if k not in ("when", "constants", "boundaries", "refuse"):
+            raise t.error(sec, k, "unknown key (known: when, constants, boundaries, refuse)")
+    if "when" not in v:
+        raise t.error(sec, None, "a variant needs when = \"<condition>\" (which records it is)")
+    refuse = v.get("refuse")
+    if refuse is not None:
+        if not (isinstance(refuse, dict) and set(refuse) == {"code", "detail"}
+                and refuse["code"] in REFUSE_CODES and isinstance(refuse["detail"], str)):
+            raise t.error(sec, "refuse", f"{{ code = <{' | '.join(REFUSE_CODES)}>, detail = \"...\" }}")
+        if "boundaries" in v or "constants" in v:
+            raise t.error(sec, "refuse", "a refused variant has no constants or boundaries")
+    consts = v.get("constants", {})
+    for k, c in consts.items():
+        if k not in m.constants or type(c) is not type(m.constants[k]):
+            raise t.error(f"{sec}.constants", k, "a variant changes a [constants] value (of the same type)")
+        if k == "vantage" and c not in ("client", "gateway", "server"):
+            raise t.error(f"{sec}.constants", k, "must be client, gateway or server")
+    bounds = _boundaries(t, f"{sec}.boundaries", v["boundaries"], m) if "boundaries" in v else None
+    return Variant(name, _when(t, sec, "when", v["when"]), (refuse["code"], refuse["detail"]) if refuse else None,
+                   dict(consts), bounds)
 
 
 def _csv(t: _Text, src: dict, fmt: str | None) -> Csv:
@@ -501,6 +505,6 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
     # what the file is read as is known before it is bound (a document is digested and checked
     # whole first: toolkit/ingest/plan.py), so the unbound layout says it too, from the spec itself
     fmt = tomllib.loads(spec.read_text(encoding="utf-8")).get("source", {}).get("format")
-    reads = "document" if fmt == "document" else "lines"
+    reads = "document" if fmt in ("document", "json") else "lines"
     return Importer(name, vantage, IDENTITY, docs or spec_docs(spec), sniff, Layout(requests=unbound, reads=reads),
                     bind=bind)
