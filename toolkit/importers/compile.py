@@ -241,12 +241,16 @@ def _want(unit: str) -> str:
     return "VARCHAR" if unit in ("ns", "epoch_ns", "iso8601") else "DOUBLE"
 
 
-def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> str:
-    """The candidate SELECT over ``lines`` (or, with a fast ``rd``, over ingest's ``records``)."""
+def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, origin: bool | None = None) -> str:
+    """The candidate SELECT over ``lines`` (or, with a fast ``rd``, over ingest's ``records``).
+    ``origin``: whether this import has a ``--clock-origin`` (None: asked of the session when
+    the SQL runs); known, a relative clock's ``derived`` and ``clock`` are compiled for it (a
+    list of the 64 combinations of boundaries cost more to plan than 1 000 records to read)."""
     rd = rd or _Reader(m, fmt, src)
     conv: list[str] = []  # converted columns, in CTE v
     checks: list[tuple[str, str]] = []  # (group, WHEN ... THEN {code, detail}), in use order
     seen_conv: set[str] = set()
+    read_numbers: dict[str, str] = {}  # a ranged time column -> its number (n<i>)
     cols = {c.name: c for c in schema.table("requests").columns}
     quiet = m.quiet
 
@@ -293,17 +297,27 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         if name not in seen_conv:
             seen_conv.add(name)
             unit = m.units[col]
-            expr = _int_us(raw, unit) if col in m.integer else float_us(raw, unit) if col in m.floats else _time_us(raw, unit)
+            num = f"TRY_CAST({raw} AS DOUBLE)"
+            if ranged(m, col):  # its number, once: the type, missing and range checks all read it
+                num = f"n{rd.index[col]}"
+                conv.append(f"TRY_CAST({raw} AS DOUBLE) AS {num}")
+                read_numbers[col] = num
+            if col in m.integer:
+                expr = _int_us(raw, unit)
+            elif col in m.floats:
+                expr = float_us(num, unit)
+            else:  # from the number read once where there is one (integer ns are cut exactly, from the text)
+                expr = _time_us(num if ranged(m, col) and unit not in ("ns", "epoch_ns") else raw, unit)
             if m.clock == "relative":
                 expr = f"({expr}) + coalesce(getvariable('clock_origin_us'), 0)"
             conv.append(f"{expr} AS {name}")
             if col not in quiet:
                 # ranged: a number that gives no time is out of range (range_checks), not of another type
-                bad = f"TRY_CAST({raw} AS DOUBLE) IS NULL" if ranged(m, col) else f"{name} IS NULL"
+                bad = f"{num} IS NULL" if ranged(m, col) else f"{name} IS NULL"
                 checks.append(("types", f"WHEN {bad} AND {rd.present(col)} THEN {{'code': 'bad-type', "
                                         f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}"))
-                times[col] = (raw, name)
-            numbers[col] = f"TRY_CAST({raw} AS DOUBLE) IS NOT NULL"
+                times[col] = (num, name)
+            numbers[col] = f"{num} IS NOT NULL"
         return name
 
     def dur_col(col: str) -> str:
@@ -330,6 +344,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         if (n := _LEN.fullmatch(col)) and n[1] in m.lists:  # ``len(col)`` of a list of times
             return f"TRY_CAST(len({time_list(n[1])}) AS DOUBLE) {op} {lit!r}"
         typ = "BOOLEAN" if isinstance(lit, bool) else "VARCHAR" if isinstance(lit, str) else "ANY"
+        if typ == "ANY" and col in read_numbers:  # a time column's number, read once
+            return f"{read_numbers[col]} {op} {_lit(lit)}"
         raw = rd.use(col, typ)
         lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
                else f"TRY_CAST({raw} AS DOUBLE)")
@@ -345,13 +361,14 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     held: list[dict[str, list[str]]] = [{} for _ in kinds]  # per variant: the boundary's columns' numbers
     can_derive: dict[str, bool] = {}
     for vi, bounds in enumerate(kinds):
+        derivable: dict[str, bool] = {}  # in this variant (an alias of a read boundary is read)
         for b in bounds.values():
             vals, flags = [], []
             held[vi][b.name] = [n for a in b.alts if not a.terms
                                 for n in (held[vi].get(a.base, []) if a.base_is_boundary else [a.base])]
             for a in b.alts:
                 if a.base_is_boundary:
-                    base, flag = f"x_{a.base}", f"dv_{a.base}"
+                    base, flag = f"x_{a.base}", f"dv_{a.base}" if derivable[a.base] else "false"
                 else:
                     base, flag = time_col(a.base), "false"
                     if b.when:
@@ -360,14 +377,15 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
                 vals.append(expr)
                 flags.append("true" if a.terms or b.derived else flag)
             value = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
-            flag = flags[0] if len(flags) == 1 else (
+            flag = flags[0] if len(set(flags)) == 1 else (
                 "CASE " + " ".join(f"WHEN ({v}) IS NOT NULL THEN {f}" for v, f in zip(vals, flags, strict=True)) + " END")
             if b.when:
                 value = f"CASE WHEN {condition(b.when)} THEN {value} END"
             if m.check_order == "boundaries" and b.name in ("ts_arrival", "ts_end"):
                 checks.append(("types", _missing(m, b.name, kinds, [{}] * len(kinds))))
             ways.setdefault(b.name, {})[vi] = (value, flag)
-            can_derive[b.name] = can_derive.get(b.name, False) or any(f != "false" for f in flags)
+            derivable[b.name] = any(f != "false" for f in flags)
+            can_derive[b.name] = can_derive.get(b.name, False) or derivable[b.name]
     bsel = [variant_sql(m, condition)] if m.variants else []
     for b_name in merged_order(m, kinds):
         value, flag = by_variant(ways[b_name])
@@ -476,7 +494,11 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     anchored = "getvariable('clock_origin_us') IS NOT NULL" if m.clock == "relative" else "false"
     clock = ("CASE WHEN getvariable('clock_origin_us') IS NULL THEN 'relative' ELSE 'wall' END"
              if m.clock == "relative" else "'wall'")
-    derived = derived_list([(b, f"p_{b} IS NOT NULL AND (dv_{b} OR {anchored})") for b in defined])
+    if m.clock == "relative" and origin is not None:
+        anchored, clock = ("true", "'wall'") if origin else ("false", "'relative'")
+    pairs = [(b, f"p_{b} IS NOT NULL" if anchored == "true" else f"p_{b} IS NOT NULL AND (dv_{b} OR {anchored})")
+             for b in defined if can_derive[b] or anchored != "false"]
+    derived = derived_list(pairs) if pairs else "CAST([] AS VARCHAR[])"
     skew = f"greatest({', '.join(shifts)}) / 1e3" if shifts else "CAST(NULL AS DOUBLE)"
     return f"""
 WITH {rd.extract_sql()},
@@ -525,19 +547,20 @@ def _lit(v: Any) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else _s(v) if isinstance(v, str) else repr(v)
 
 
-def bind_mapping(imp: Importer, m: Mapping, src: Source) -> Importer:
-    """``imp`` reading ``src`` with the SQL compiled from ``m``, under the mapping's name."""
+def bind_mapping(imp: Importer, m: Mapping, src: Source, origin: bool | None = None) -> Importer:
+    """``imp`` reading ``src`` with the SQL compiled from ``m``, under the mapping's name;
+    ``origin``: whether the import has a ``--clock-origin`` (``build_sql``)."""
     fmt = _fmt_of(m, src)
     if fmt == "document":
         from toolkit.importers._document import check
 
         check(src)  # a malformed document: one clear InputError before anything parses it
-    sql = build_sql(m, fmt, src)
+    sql = build_sql(m, fmt, src, origin=origin)
     return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt in ("parquet", "document", "json") else "lines",
-                                  fast=_fast(m, fmt, src)), name=m.name)
+                                  fast=_fast(m, fmt, src, origin)), name=m.name)
 
 
-def _fast(m: Mapping, fmt: str, src: Source) -> Fast | None:
+def _fast(m: Mapping, fmt: str, src: Source, origin: bool | None = None) -> Fast | None:
     """Ingest's fast reader for the mapping, where it reads exactly as the line reader does; None
     for lines only.
 
@@ -550,7 +573,7 @@ def _fast(m: Mapping, fmt: str, src: Source) -> Fast | None:
     if fmt not in ("jsonl", "csv"):
         return None
     rd = _Reader(m, fmt, src, fast=True)
-    fast_sql = build_sql(m, fmt, src, rd)
+    fast_sql = build_sql(m, fmt, src, rd, origin)
     reads: FastInput
     if fmt == "jsonl":
         spec = rd.json_spec()

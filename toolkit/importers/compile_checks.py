@@ -64,6 +64,8 @@ def by_variant(ways: dict[int, tuple[str, str]]) -> tuple[str, str]:
     if list(ways) == [0] and len(ways) == 1:
         return ways[0]
     value = "CASE _variant " + " ".join(f"WHEN {i} THEN {v}" for i, (v, _) in ways.items()) + " END"
+    if all(f == "false" for _, f in ways.values()):  # read in every variant
+        return value, "false"
     flag = "CASE _variant " + " ".join(f"WHEN {i} THEN {f}" for i, (_, f) in ways.items()) + " ELSE false END"
     return value, flag
 
@@ -113,12 +115,13 @@ def _taken(col: str, name: str, guards: dict[str, str]) -> str:
 
 
 def range_checks(m: Mapping, times: dict[str, tuple[str, str]], guards: dict[str, str]) -> list[str]:
-    """``[checks] range``: a time column's number that gives no time in 1970..2200."""
+    """``[checks] range``: a time column's number that gives no time in 1970..2200 (``times``:
+    each checked time column's number and time, SQL)."""
     out = []
-    for col, (raw, name) in times.items():
+    for col, (num, name) in times.items():
         if not ranged(m, col):
             continue
-        there = f"TRY_CAST({raw} AS DOUBLE) IS NOT NULL"
+        there = f"{num} IS NOT NULL"
         if col in guards:
             there = f"({guards[col]}) AND {there}"
         detail = _s(f"{m.names.get(col, col)} is out of range (1970..2200)")

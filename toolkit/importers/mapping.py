@@ -474,7 +474,7 @@ def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
     """This importer bound to one input file and the mapping named in ``options.mapping``."""
     if not options.mapping:
         requests_sql()  # raises: no mapping given
-    return bind_mapping(imp, load_cached(str(options.mapping)), src)
+    return bind_mapping(imp, load_cached(str(options.mapping)), src, options.clock_origin_us is not None)
 
 
 IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff,
@@ -497,7 +497,7 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
     def bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
         m = load_cached(str(spec), builtin=True)
         assert m.name == name, f"{spec}: names {m.name!r}, registered as {name!r}"
-        return bind_mapping(imp, m, src)
+        return bind_mapping(imp, m, src, options.clock_origin_us is not None)
 
     def unbound() -> str:
         raise AssertionError(f"{name}: its SQL is compiled per file (bind)")
