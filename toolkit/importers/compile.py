@@ -32,7 +32,6 @@ here, so a format written as a spec reads exactly as a user's mapping of it woul
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +39,12 @@ from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import derived_list
 from toolkit.importers.compile_checks import (
+    SPAN,
+    by_units,
     by_variant,
     constant_sql,
+    data_unit_ms,
+    data_unit_us,
     float_us,
     merged_order,
     ordered_checks,
@@ -52,137 +55,23 @@ from toolkit.importers.compile_checks import (
     variant_kinds,
     variant_sql,
 )
-from toolkit.importers.compile_read import MappingError, Records, _Reader, _s
+from toolkit.importers.compile_read import MappingError, _Reader, _s
+from toolkit.importers.mapping_model import (  # noqa: F401 - the model, as the loader imports it from here
+    _ISO_OFFSET,
+    _TO_US,
+    CHECK_GROUPS,
+    DURATION_UNITS,
+    REFUSE_CODES,
+    TIME_UNITS,
+    Alt,
+    Boundary,
+    Condition,
+    Csv,
+    Mapping,
+    Variant,
+)
 from toolkit.importers.spec import Fast, FastInput, Importer, JsonValues, Layout, OwnRecords
 from toolkit.ingest.sources import Source
-
-# ---------------------------------------------------------------------------------------------
-# units
-
-TIME_UNITS = ("epoch_s", "epoch_ms", "epoch_us", "epoch_ns", "iso8601")
-DURATION_UNITS = ("s", "ms", "us", "ns")
-_TO_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}  # multiplier to microseconds
-_ISO_OFFSET = r"\d:\d\d(:\d\d(\.\d+)?)?\s*([Zz]|[+-]\d\d(:?\d\d)?)$"
-
-
-# a condition: (column, SQL operator or "present", literal), or ("and" | "or", [conditions])
-Condition = tuple[str, str, Any] | tuple[str, list[Any]]
-# the groups of a record's checks, in the order ``[checks] order`` may give (compile_checks.py)
-CHECK_GROUPS = ("refuse", "identity", "types", "negative", "missing", "range", "pairs", "skew")
-REFUSE_CODES = ("missing-field", "unparseable", "bad-type")
-
-
-@dataclass
-class Alt:
-    """One way to get a boundary: ``base [+|- duration]...``; base is a boundary or a time column."""
-
-    text: str
-    base: str
-    base_is_boundary: bool
-    terms: list[tuple[str, str]]  # (sign, duration column)
-
-    @property
-    def derived(self) -> bool | None:
-        """True: computed; False: read; None: same as the boundary it aliases."""
-        if self.terms:
-            return True
-        return None if self.base_is_boundary else False
-
-
-@dataclass
-class Boundary:
-    name: str
-    alts: list[Alt]
-    when: Condition | None = None
-    # ``derived = true``: derived even when every way is an alias of a read boundary (a workload
-    # trace's ``ts_end = ts_arrival``: not observed, so listed in ``derived``)
-    derived: bool = False
-    # ``missing = "..."``: the missing-field detail when it is null (default: "<name> is missing (<ways>)")
-    missing: str | None = None
-
-
-@dataclass
-class Variant:
-    """``[variants.<name>]``: the records for which ``when`` holds (the first variant that does)
-    take its ``constants`` over the base ones and its ``boundaries`` (None: the base's) instead
-    of the base's, or are quarantined with ``refuse`` (code, detail)."""
-
-    name: str
-    when: Condition
-    refuse: tuple[str, str] | None = None
-    constants: dict[str, Any] = field(default_factory=dict)
-    boundaries: dict[str, Boundary] | None = None
-
-
-@dataclass
-class Csv:
-    """How a CSV line becomes fields (``[source]`` keys; README: The mapping file). The defaults
-    read a CSV file as most tools write it; the public workload traces (``specs/azure_llm.toml``,
-    ``specs/burstgpt.toml``) are read as their importers always read them: names matched
-    loosely, fields split at every comma and trimmed, extra fields allowed, some columns absent
-    from older files."""
-
-    # "exact": a column is found by its exact header name; "loose": trimmed, in any case
-    header: str = "exact"
-    # "header": a line has the header's number of fields, else unparseable ("line has N fields, the
-    # header has M"); "used": a line needs only the fields up to the last one the spec reads
-    # (fewer: unparseable, "line has too few fields"), more are allowed, and a blank line is skipped
-    fields: str = "header"
-    quotes: bool = True  # false: no quote parsing, a field ends at every delimiter
-    trim: bool = False  # true: a field's surrounding spaces are removed before it is read
-    # columns that may be absent from the header: read as null (a required one absent refuses the file)
-    optional: frozenset[str] = frozenset()
-
-
-@dataclass
-class Mapping:
-    path: str
-    name: str
-    fmt: str | None
-    clock: str
-    delimiter: str | None
-    tolerance_us: int
-    columns: dict[str, list[str]] = field(default_factory=dict)
-    # columns whose value of another type is read as null, not quarantined (``check = false``)
-    unchecked: set[str] = field(default_factory=set)
-    constants: dict[str, Any] = field(default_factory=dict)
-    # our column -> (source column or None, map, default, cases): ``cases`` are (our column, SQL
-    # operator, literal, value) conditions on the row's own columns, the first that holds wins
-    values: dict[str, tuple[str | None, dict[str, str], str | None, list[tuple[str, str, Any, str]]]] = field(
-        default_factory=dict)
-    # ``[values.X] rules = [{when, value}, ...]``: conditions on the source's columns (``$key``,
-    # ``len(list)`` too), the first rule whose condition holds, else default
-    rules: dict[str, tuple[list[tuple[tuple[str, str, Any], str]], str | None]] = field(default_factory=dict)
-    boundaries: dict[str, Boundary] = field(default_factory=dict)  # in dependency order
-    units: dict[str, str] = field(default_factory=dict)
-    # ``{ unit = "epoch_ns", integer = true }``: read as a 64-bit integer ("<col> is not an integer")
-    integer: set[str] = field(default_factory=set)
-    # ``{ unit = ..., check = false }``: a value that converts to no time reads as null, not bad-type
-    quiet: set[str] = field(default_factory=set)
-    # ``{ unit = ..., list = true }``: a JSON list of times (``col[1]``, ``col[-1]``, ``len(col)``, gaps)
-    lists: set[str] = field(default_factory=set)
-    # ``format = "document"``: where the records are in the one JSON document (``Records``)
-    records: Records | None = None
-    csv: Csv = field(default_factory=Csv)
-    # "types": every bad-type check, then the missing boundaries; "boundaries": each required
-    # boundary's missing-field check right after the checks of the columns it reads, before those
-    # of the boundaries and columns after it (the order the workload importers always checked in)
-    check_order: str = "types"
-    # source column -> its bad-type detail (else "<col> is not a number", "an integer", "an ISO-8601 time")
-    bad_type: dict[str, str] = field(default_factory=dict)
-    builtin: bool = False  # a spec of toolkit/importers/specs/: its errors name the input file only
-    variants: list[Variant] = field(default_factory=list)
-    # ``[names]``: source column -> what reason details call it (else the column itself)
-    names: dict[str, str] = field(default_factory=dict)
-    # ``[checks] order``: the check groups in the order tried (None: compile_checks.DEFAULT)
-    check_groups: list[str] | None = None
-    range_check: bool = False  # ``[checks] range``: a time column's number outside 1970..2200 is named
-    pairs: list[tuple[str, str]] = field(default_factory=list)  # ``[checks] pairs``: (later, earlier)
-    # ``[source] ns_rounding = "nearest"``: ns times read through a double, rounded to the nearest µs
-    ns_nearest: bool = False
-    floats: set[str] = field(default_factory=set)  # those columns
-    id_missing: str | None = None  # ``[checks] identity``: the detail when request_id is missing
-
 
 # ---------------------------------------------------------------------------------------------
 # binding to a file: the SQL
@@ -248,7 +137,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     list of the 64 combinations of boundaries cost more to plan than 1 000 records to read)."""
     rd = rd or _Reader(m, fmt, src)
     conv: list[str] = []  # converted columns, in CTE v
-    checks: list[tuple[str, str]] = []  # (group, WHEN ... THEN {code, detail}), in use order
+    checks: list[tuple[str, str, str]] = []  # (group, WHEN ... THEN {code, detail}, column), in use order
     seen_conv: set[str] = set()
     read_numbers: dict[str, str] = {}  # a ranged time column -> its number (n<i>)
     cols = {c.name: c for c in schema.table("requests").columns}
@@ -285,8 +174,9 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
                 element = "a non-integer" if col in m.integer else "a non-number"
                 list_checks.append(f"WHEN list_contains(list_transform({name}, lambda t: t IS NULL), true) THEN "
                                    f"{{'code': 'bad-type', 'detail': {_s(f'{col} holds {element}')}}}")
-            order_checks.append(f"WHEN list_contains([{name}[i + 1] < {name}[i] FOR i IN range(1, len({name}))], true) "
-                                f"THEN {{'code': 'out-of-order', 'detail': {_s(f'{col} are not in order')}}}")
+            if col not in quiet:
+                order_checks.append(f"WHEN list_contains([{name}[i + 1] < {name}[i] FOR i IN range(1, len({name}))], "
+                                    f"true) THEN {{'code': 'out-of-order', 'detail': {_s(f'{col} are not in order')}}}")
         return name
 
     def time_col(col: str) -> str:
@@ -315,22 +205,54 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
                 # ranged: a number that gives no time is out of range (range_checks), not of another type
                 bad = f"{num} IS NULL" if ranged(m, col) else f"{name} IS NULL"
                 checks.append(("types", f"WHEN {bad} AND {rd.present(col)} THEN {{'code': 'bad-type', "
-                                        f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}"))
+                                        f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}", col))
                 times[col] = (num, name)
             numbers[col] = f"{num} IS NOT NULL"
         return name
 
     def dur_col(col: str) -> str:
+        if (sp := SPAN.fullmatch(col)):
+            return span_col(*sp.groups())
         raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
         name = f"d{rd.index[col]}"
         if name not in seen_conv:
             seen_conv.add(name)
+            if col in m.unit_of:  # the record says its unit: its number is checked, whatever it says
+                conv.append(f"{data_unit_us(raw, rd.use(m.unit_of[col], 'VARCHAR'), m.units[col])} AS {name}")
+                if col not in quiet:
+                    checks.append(("types", f"WHEN TRY_CAST({raw} AS DOUBLE) IS NULL AND {rd.present(col)} THEN "
+                                            f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{called(col)} is not a number'))}}}", col))
+                checks.append(("negative", f"WHEN {name} < 0 THEN {{'code': 'negative-duration', "
+                                           f"'detail': {_s(f'{called(col)} is negative')}}}", col))
+                return name
             conv.append(f"{_int_us(raw, m.units[col]) if col in m.integer else _dur_us(raw, m.units[col])} AS {name}")
             if col not in quiet:
                 checks.append(("types", f"WHEN {name} IS NULL AND {rd.present(col)} THEN {{'code': 'bad-type', "
-                                        f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}"))
+                                        f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}", col))
             checks.append(("negative", f"WHEN {name} < 0 THEN {{'code': 'negative-duration', "
-                                       f"'detail': {_s(f'{called(col)} is negative')}}}"))
+                                       f"'detail': {_s(f'{called(col)} is negative')}}}", col))
+        return name
+
+    def span_col(later: str, earlier: str) -> str:
+        """A duration between two readings of one clock, ``(later - earlier)``: subtracted in the
+        unit they share, then converted (integer ns: exact)."""
+        raws = []
+        for c in (later, earlier):
+            raw = rd.use(c, "VARCHAR" if c in m.integer else _want(m.units[c]))
+            num = f"TRY_CAST({raw} AS {'BIGINT' if c in m.integer else 'DOUBLE'})"
+            raws.append(num)
+            if f"s{rd.index[c]}" not in seen_conv and c not in quiet:
+                seen_conv.add(f"s{rd.index[c]}")
+                checks.append(("types", f"WHEN {num} IS NULL AND {rd.present(c)} THEN {{'code': 'bad-type', "
+                                        f"'detail': {_s(m.bad_type.get(c, f'{called(c)} is not {what(c)}'))}}}", c))
+        name = f"d{rd.index[later]}_{rd.index[earlier]}"
+        if name not in seen_conv:
+            seen_conv.add(name)
+            diff, unit = f"({raws[0]} - {raws[1]})", m.units[later].removeprefix("epoch_")
+            conv.append(f"{diff} // 1000 AS {name}" if later in m.integer and unit == "ns"
+                        else f"{_int_us(diff, unit) if later in m.integer else _dur_us(diff, unit)} AS {name}")
+            checks.append(("negative", f"WHEN {name} < 0 THEN {{'code': 'negative-duration', "
+                                       f"'detail': {_s(f'{called(later)} is before {called(earlier)}')}}}", later))
         return name
 
     def condition(when: Condition) -> str:
@@ -382,7 +304,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
             if b.when:
                 value = f"CASE WHEN {condition(b.when)} THEN {value} END"
             if m.check_order == "boundaries" and b.name in ("ts_arrival", "ts_end"):
-                checks.append(("types", _missing(m, b.name, kinds, [{}] * len(kinds))))
+                checks.append(("types", _missing(m, b.name, kinds, [{}] * len(kinds)), ""))
             ways.setdefault(b.name, {})[vi] = (value, flag)
             derivable[b.name] = any(f != "false" for f in flags)
             can_derive[b.name] = can_derive.get(b.name, False) or derivable[b.name]
@@ -412,13 +334,13 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} - x_{b} "
                      f"WHEN mv_{b} AND x_{b} > hi_{b} THEN x_{b} - hi_{b} END AS sh_{b}")
         shifts.append(f"sh_{b}")
-        skew_checks.append(f"WHEN sh_{b} > {tol} THEN "
-                           f"{{'code': 'out-of-order', 'detail': "
-                           f"{_s(f'{b} (derived) is more than {tol / 1e3:g} ms outside the boundaries read around it')}}}")
+        detail = (m.skew_detail.replace("{boundary}", b) if m.skew_detail
+                  else f"{b} (derived) is more than {tol / 1e3:g} ms outside the boundaries read around it")
+        skew_checks.append(f"WHEN sh_{b} > {tol} THEN {{'code': 'out-of-order', 'detail': {_s(detail)}}}")
 
     # the other columns
-    out: list[str] = []
-    for k, srcs in m.columns.items():
+    def col_expr(k: str, srcs: list[str]) -> str:
+        """SQL of our column ``k`` read from ``srcs`` (the first not null)."""
         c = cols[k]
         if k == "itl_ms" and srcs[0] in m.lists:  # the gaps between a list of times, in its own unit
             t, unit = srcs[0], m.units[srcs[0]]
@@ -427,15 +349,15 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
             num = "BIGINT" if t in m.integer else "DOUBLE"
             f = _TO_US[unit.removeprefix("epoch_")] / 1e3
             scale = f" / {1 / f:g}" if f < 1 else f" * {f:g}"
-            out.append(f"CASE WHEN len({lst}) >= 2 THEN CAST([(TRY_CAST({raw}[i + 1] AS {num}) - TRY_CAST({raw}[i] AS {num}))"
-                       f"{scale} FOR i IN range(1, len({lst}))] AS FLOAT[]) END AS itl_ms")
-            continue
+            least = 1 if t in m.single_empty else 2  # one time: no gaps, [] (single = "empty") or null
+            return (f"CASE WHEN len({lst}) >= {least} THEN CAST([(TRY_CAST({raw}[i + 1] AS {num}) - "
+                    f"TRY_CAST({raw}[i] AS {num})){scale} FOR i IN range(1, len({lst}))] AS FLOAT[]) END")
         if k == "itl_ms":
             unit = m.units[srcs[0]]
             raw = rd.use(srcs[0], "DOUBLE[]")
-            f = _TO_US[unit] / 1e3
-            out.append(f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {f:g}) AS FLOAT[]) AS itl_ms")
-            continue
+            f = (data_unit_ms(rd.use(m.unit_of[srcs[0]], "VARCHAR"), unit) if srcs[0] in m.unit_of
+                 else f"{_TO_US[unit] / 1e3:g}")
+            return f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {f}) AS FLOAT[])"
         typ = {"string": "VARCHAR", "int64": "BIGINT", "float64": "DOUBLE"}.get(c.type, "VARCHAR")
         # a document's integers are read as numbers, then rounded (a report may write a count as 12.0)
         raws = [rd.use(s, "DOUBLE" if typ == "BIGINT" and fmt == "document" else typ) for s in srcs]
@@ -444,10 +366,15 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         if typ != "VARCHAR" and k not in m.unchecked:
             for s, v in zip(srcs, vals, strict=True):
                 checks.append(("types", f"WHEN {v} IS NULL AND {rd.present(s)} THEN {{'code': 'bad-type', "
-                                        f"'detail': {_s(m.bad_type.get(s, f'{called(s)} is not a number'))}}}"))
-        if k in ("service", "model"):
-            expr = f"coalesce({expr}, getvariable('{k}'))"
-        out.append(f"{expr} AS {k}")
+                                        f"'detail': {_s(m.bad_type.get(s, f'{called(s)} is not a number'))}}}", s))
+        return f"coalesce({expr}, getvariable('{k}'))" if k in ("service", "model") else expr
+
+    out: list[str] = []
+    for k, srcs in m.columns.items():
+        alts = [(i, col_expr(k, v.columns[k])) for i, v in enumerate(m.variants, 1) if k in v.columns]
+        base = col_expr(k, srcs)
+        out.append((f"CASE _variant {' '.join(f'WHEN {i} THEN {e}' for i, e in alts)} ELSE {base} END" if alts
+                    else base) + f" AS {k}")
     for k, (s, mp, dflt, cases) in m.values.items():
         if s is None:  # conditions on the row's own columns (lateral aliases of this SELECT)
             whens = " ".join(f"WHEN {col} {op} {_lit(lit)} THEN {_s(val)}" for col, op, lit, val in cases)
@@ -489,7 +416,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         identity.append(f"WHEN request_id IS NULL THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}")
     groups = {"refuse": refuse_checks(m), "identity": identity, "missing": [c for c in missing if c],
               "range": range_checks(m, times, guards), "pairs": pair_checks(m, time_col, guards), "skew": skew_checks,
-              "types": [c for g, c in checks if g == "types"], "negative": [c for g, c in checks if g == "negative"]}
+              **{g: by_units(m, [c for k, c, _ in checks if k == g], [col for k, _, col in checks if k == g])
+                 for g in ("types", "negative")}}
 
     anchored = "getvariable('clock_origin_us') IS NOT NULL" if m.clock == "relative" else "false"
     clock = ("CASE WHEN getvariable('clock_origin_us') IS NULL THEN 'relative' ELSE 'wall' END"
@@ -570,8 +498,8 @@ def _fast(m: Mapping, fmt: str, src: Source, origin: bool | None = None) -> Fast
     synthesized ``request_id`` (``<file hash>-<line>``) is the ``line_id``: the fast SQL gives
     the prefix and ingest appends the line once numbered. Not for JSON keys holding a double
     quote (DuckDB's STRUCT type would not take them)."""
-    if fmt not in ("jsonl", "csv"):
-        return None
+    if fmt not in ("jsonl", "csv") or any("$line" in cs for cs in m.columns.values()):
+        return None  # $line: the record's line, which the fast reader numbers only after the SQL
     rd = _Reader(m, fmt, src, fast=True)
     fast_sql = build_sql(m, fmt, src, rd, origin)
     reads: FastInput

@@ -17,6 +17,7 @@ docs/formats/mapping.md documents each key.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +26,28 @@ from toolkit.importers._common import TS_MAX_US
 from toolkit.importers.compile_read import MappingError, _s
 
 if TYPE_CHECKING:
-    from toolkit.importers.compile import Boundary, Mapping
+    from toolkit.importers.mapping_model import Boundary, Mapping
 
 _TO_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
+# ``[unit_of]``: what a record's unit column may say, and its factor to µs (to ms for gaps)
+_DATA_US = {"s": "1e6", "sec": "1e6", "ms": "1e3", "us": "1.0", "ns": "1e-3"}
+_DATA_MS = {"s": "1e3", "sec": "1e3", "ms": "1.0", "us": "1e-3", "ns": "1e-6"}
+# a duration written as the span between two readings of one clock: "(later - earlier)"
+SPAN = re.compile(r"\(\s*(.+?)\s+-\s+(.+?)\s*\)")
+
+
+def data_unit_us(raw: str, unit_raw: str, default: str) -> str:
+    """SQL: a duration in the unit its record names (``[unit_of]``; another or none: ``default``),
+    as BIGINT µs."""
+    whens = " ".join(f"WHEN {_s(u)} THEN {f}" for u, f in _DATA_US.items())
+    return (f"TRY_CAST(round(TRY_CAST({raw} AS DOUBLE) * CASE CAST({unit_raw} AS VARCHAR) {whens} "
+            f"ELSE {_DATA_US[default]} END) AS BIGINT)")
+
+
+def data_unit_ms(unit_raw: str, default: str) -> str:
+    """SQL: the factor from the unit a record names (``[unit_of]``) to ms, for a list of gaps."""
+    whens = " ".join(f"WHEN {_s(u)} THEN {f}" for u, f in _DATA_MS.items())
+    return f"CASE CAST({unit_raw} AS VARCHAR) {whens} ELSE {_DATA_MS[default]} END"
 
 
 def float_us(raw: str, unit: str) -> str:
@@ -140,11 +160,21 @@ def pair_checks(m: Mapping, time_col: Callable[[str], str], guards: dict[str, st
     return out
 
 
-def ordered_checks(m: Mapping, groups: dict[str, list[str]], checks: list[tuple[str, str]]) -> list[str]:
+def ordered_checks(m: Mapping, groups: dict[str, list[str]], checks: list[tuple[str, str, str]]) -> list[str]:
     """The record's checks in the order tried: ``[checks] order``, else the compiler's own
     (refused variants, then each column's type and sign checks in the order the spec uses them,
     the identity, the required boundaries, time ranges, pairs, derived boundaries' skew)."""
     if m.check_groups is None:
-        return [*groups["refuse"], *(c for _, c in checks), *groups["identity"], *groups["missing"],
+        return [*groups["refuse"], *(c for _, c, _ in checks), *groups["identity"], *groups["missing"],
                 *groups["range"], *groups["pairs"], *groups["skew"]]
     return [c for g in m.check_groups for c in groups[g]]
+
+
+def by_units(m: Mapping, checks: list[str], columns: list[str]) -> list[str]:
+    """With ``[checks] order``: a group's checks in the order ``[units]`` lists their columns
+    (``columns[i]``: the column of ``checks[i]``; others after, in use order)."""
+    if m.check_groups is None:
+        return checks
+    pos = {c: i for i, c in enumerate(m.units)}
+    order = sorted(range(len(checks)), key=lambda i: pos.get(columns[i], len(pos)))
+    return [checks[i] for i in order]

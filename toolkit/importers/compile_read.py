@@ -62,7 +62,7 @@ class _Reader:
     def use(self, col: str, typ: str) -> str:
         """Register a use of ``col`` wanting DuckDB type ``typ``; returns its raw expression."""
         if col not in self.index and col.startswith("$"):
-            if self.fmt != "document" or col not in PSEUDO:
+            if col not in PSEUDO or (self.fmt != "document" and (col != "$line" or self.fmt != "jsonl")):
                 raise MappingError(f"{self.m.path}: {col!r} is not a column (a JSON document's records have "
                                    f"{', '.join(PSEUDO)})")
         if col not in self.index:
@@ -118,14 +118,14 @@ class _Reader:
             # json: every value read as text, which any JSON value but null gives; fast JSON: read_json converts strictly (a value it cannot convert fails the whole
             # read, and the line reader takes over), so a value is there iff it is not NULL
             return f"{c} IS NOT NULL"
-        path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
+        path = _json_path(col)
         return f"coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL'"
 
     def there(self, col: str) -> str:
         """SQL: ``col`` is there and not JSON null (a condition's ``is present``). A JSON line is
         asked directly (the column need not be read, nor typed as a value)."""
         if self.fmt == "jsonl" and not self.fast:
-            path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
+            path = _json_path(col)
             return f"coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL'"
         return f"{self.use(col, 'ANY')} IS NOT NULL"
 
@@ -134,7 +134,7 @@ class _Reader:
         JSON text to ask (the fast reader fails on a value of another type instead)."""
         if self.fmt not in ("jsonl", "document") or self.fast:
             return None
-        path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
+        path = _json_path(col)
         return f"json_type(line, {_s(path)})"
 
     def json_spec(self) -> dict:
@@ -145,15 +145,29 @@ class _Reader:
             if c.startswith("$"):  # the document reader's own columns (PSEUDO)
                 continue
             node = spec
-            keys = c.split(".")
-            for k in keys[:-1]:
+            segs = _segments(c)
+            typ = self.json_type(c)
+            if any(i == "*" for _, i in segs) and typ.endswith("[]"):  # a projection: the list is the path's
+                typ = typ[:-2]
+            for n, (k, i) in enumerate(segs):
+                last = n == len(segs) - 1
+                if i is not None:  # an array of objects (or of values, last)
+                    arr = node.setdefault(k, [{} if not last else typ])
+                    if not isinstance(arr, list):
+                        raise MappingError(f"{self.m.path}: {k!r} is used both as a list and as a value")
+                    if last:
+                        break
+                    node = arr[0]
+                    continue
+                if last:
+                    if isinstance(node.get(k), dict | list):
+                        raise MappingError(f"{self.m.path}: {c!r} is used both as a value and as an object")
+                    node[k] = typ
+                    break
                 nxt = node.setdefault(k, {})
                 if not isinstance(nxt, dict):
                     raise MappingError(f"{self.m.path}: {k!r} is used both as a value and as an object")
                 node = nxt
-            if isinstance(node.get(keys[-1]), dict):
-                raise MappingError(f"{self.m.path}: {c!r} is used both as a value and as an object")
-            node[keys[-1]] = self.json_type(c)
         return spec or {"_": "VARCHAR"}
 
     def fast_records(self) -> str:
@@ -178,7 +192,7 @@ class _Reader:
         if self.fmt == "jsonl" and self.fast:
             # records(ln, j): read_json with the type of json_spec(); a line that is not an
             # object of that shape fails the read (the line reader takes over), JSON null is NULL
-            access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
+            access = ", ".join(f"{_access(c)} AS c{i}" for i, c in enumerate(cols))
             return f"""
 x AS (
     SELECT ln, CAST(NULL AS VARCHAR) AS line,
@@ -187,7 +201,7 @@ x AS (
     FROM records)"""
         if self.fmt == "jsonl":
             spec_sql = _s(json.dumps(self.json_spec()))
-            access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
+            access = ", ".join(f"{PSEUDO_SQL.get(c) or _access(c)} AS c{i}" for i, c in enumerate(cols))
             return f"""
 r AS (SELECT ln, line, try(json_transform(line, {spec_sql})) AS j FROM lines),
 x AS (
@@ -252,6 +266,46 @@ x AS (
     FROM s)"""
 
 
+_SEGMENT_INDEX = re.compile(r"(.+)\[(-?[1-9][0-9]*|\*)\]")
+
+
+def _segments(col: str) -> list[tuple[str, str | None]]:
+    """A dotted JSON column's keys, each with its index: ``responses[1].perf_ns`` is
+    ``[("responses", "1"), ("perf_ns", None)]``; ``[*]`` takes the rest from every element."""
+    out: list[tuple[str, str | None]] = []
+    for k in col.split("."):
+        mt = _SEGMENT_INDEX.fullmatch(k)
+        out.append((mt[1], mt[2]) if mt else (k, None))
+    return out
+
+
+def _access(col: str, base: str = "j") -> str:
+    """SQL: ``col`` taken out of the typed JSON value ``base`` (an element is 1-based; a
+    projection ``key[*].rest`` is ``rest`` of every element, a list)."""
+    expr = base
+    segs = _segments(col)
+    for n, (k, i) in enumerate(segs):
+        expr += f"[{_s(k)}]"
+        if i == "*":
+            rest = ".".join(k2 + (f"[{i2}]" if i2 else "") for k2, i2 in segs[n + 1:])
+            return f"list_transform({expr}, lambda e: {_access(rest, 'e')})" if rest else expr
+        if i is not None:
+            expr += f"[{i}]"
+    return expr
+
+
+def _json_path(col: str) -> str:
+    """The JSON path of ``col`` (0-based elements; a projection's path is its list)."""
+    parts = []
+    for k, i in _segments(col):
+        parts.append('"' + k.replace('"', '\\"') + '"')
+        if i == "*":
+            break
+        if i is not None:
+            parts[-1] += f"[{int(i) - 1}]" if int(i) > 0 else f"[#{i}]"
+    return "$." + ".".join(parts)
+
+
 # ---------------------------------------------------------------------------------------------
 # a JSON document's records (``[source] format = "document"``): benchmark clients' reports
 
@@ -259,6 +313,7 @@ x AS (
 # The columns a document's record has besides its own fields: ``$line`` the synthesized id
 # ``<file hash>-<record number>``; ``$key`` the key a record was found under (``{a,b}`` in the path).
 PSEUDO = ("$line", "$key")
+PSEUDO_SQL = {"$line": "line_id(ln)", "$key": "_key"}  # line_id: the reader's macro (split.with_checks)
 
 
 @dataclass(frozen=True)
@@ -405,8 +460,8 @@ def document_extract(rd: _Reader, cols: list[str]) -> str:
     is JSON null is unparseable; one of another type has no field the mapping names."""
     rec = rd.m.records
     assert rec is not None
-    pseudo = {"$line": "line_id(ln)", "$key": "_key"}  # line_id: the reader's macro (split.with_checks)
-    access = ", ".join((pseudo[c] if c in pseudo else f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))}")
+    pseudo = PSEUDO_SQL
+    access = ", ".join((pseudo[c] if c in pseudo else f"{_access(c)}")
                        + f" AS c{i}" for i, c in enumerate(cols))
     spec_sql = _s(json.dumps(rd.json_spec()))
     return f"""{document_lines(rec)},
@@ -425,7 +480,7 @@ def json_values_extract(rd: _Reader, cols: list[str]) -> str:
     Every field is read as its JSON text (``json_type``: VARCHAR) and converted as its unit
     says, so a value of another type is the field's own bad-type. The number is a window over
     the small typed struct, never over the JSON text (a window buffers its whole input)."""
-    access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
+    access = ", ".join(f"{_access(c)} AS c{i}" for i, c in enumerate(cols))
     spec_sql = _s(json.dumps(rd.json_spec()))
     noun = rd.m.records.noun if rd.m.records else "record"
     return f"""

@@ -57,7 +57,7 @@ CANNOT = "only what the mapping declares; needs --mapping; a CSV record cannot s
 FORMATS = ("jsonl", "csv", "parquet", "document", "json")
 _ALIASES = {"µs": "us", "iso": "iso8601", "iso-8601": "iso8601", "ISO-8601": "iso8601", "ISO8601": "iso8601"}
 _SECTIONS = {"name", "source", "columns", "constants", "boundaries", "units", "values", "bad_type", "docs",
-             "names", "checks", "variants"}
+             "names", "checks", "variants", "unit_of"}
 _SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order",
                 "header", "fields", "quotes", "trim", "optional",  # these five: CSV only
                 "records", "record",  # these two: format = "document" only

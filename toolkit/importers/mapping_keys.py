@@ -17,7 +17,10 @@ from toolkit.importers.compile import (
     Mapping,
     Variant,
 )
+from toolkit.importers.compile_checks import SPAN
 from toolkit.importers.mapping_text import _str_list, _Text, _when
+
+DATA_UNITS = ("s", "sec", "ms", "us", "ns")  # what a unit column may say (else the [units] unit)
 
 
 def _boundaries(t: _Text, sec: str, raw_b: dict, m: Mapping) -> dict[str, Boundary]:
@@ -50,7 +53,7 @@ def _boundaries(t: _Text, sec: str, raw_b: dict, m: Mapping) -> dict[str, Bounda
             v = v["value"]
         alts = []
         for text in _str_list(t, sec, k, v, "a column or \"<boundary or column> + <duration column>\""):
-            parts = re.split(r"\s+([+-])\s+", text)
+            parts = re.split(r"\s+([+-])\s+(?![^(]*\))", text)  # not inside a (span)
             base = parts[0].strip()
             terms = [(parts[i], parts[i + 1].strip()) for i in range(1, len(parts), 2)]
             is_b = base in ORDER and base in raw_b and base != k
@@ -74,6 +77,11 @@ def _boundaries(t: _Text, sec: str, raw_b: dict, m: Mapping) -> dict[str, Bounda
                     raise t.error("units", a.base, f"{u} is a wall-clock time but [source] clock = \"relative\": "
                                   "use s, ms, us or ns (offsets from --clock-origin)")
             for _, col in a.terms:
+                if (sp := SPAN.fullmatch(col)):  # (later - earlier): two readings of one clock
+                    us = [m.units.get(c) for c in sp.groups()]
+                    if None in us or us[0] != us[1]:
+                        raise t.error(sec, b.name, f"the columns of {col} need one unit in [units]")
+                    continue
                 u = m.units.get(col)
                 if u is None:
                     raise t.error(sec, b.name, f"duration column {col!r} has no unit: add it to [units]")
@@ -112,8 +120,18 @@ def _names_and_checks(t: _Text, doc: dict, m: Mapping) -> None:
         m.names[k] = v
     ck = doc.get("checks", {})
     for k in ck:
-        if k not in ("order", "range", "pairs", "identity"):
-            raise t.error("checks", k, "unknown key (known: order, range, pairs, identity)")
+        if k not in ("order", "range", "pairs", "identity", "skew"):
+            raise t.error("checks", k, "unknown key (known: order, range, pairs, identity, skew)")
+    if "skew" in ck:
+        if not isinstance(ck["skew"], str) or "{boundary}" not in ck["skew"]:
+            raise t.error("checks", "skew", "the out-of-order detail of a derived boundary too far outside the "
+                          "read ones, with {boundary}, e.g. \"{boundary} (derived) is over 50 ms after end_ns\"")
+        m.skew_detail = ck["skew"]
+    for k, v in doc.get("unit_of", {}).items():
+        if k not in m.units or m.units[k] not in DURATION_UNITS or not isinstance(v, str) or not v.strip():
+            raise t.error("unit_of", k, "a duration column (in [units]: its unit when the record names none "
+                          f"of {', '.join(DATA_UNITS)}) = the column that holds its unit")
+        m.unit_of[k] = v
     if "identity" in ck:
         if not isinstance(ck["identity"], str) or not ck["identity"].strip() or "request_id" not in m.columns:
             raise t.error("checks", "identity", "the detail of the missing-field reason of [columns] request_id: a text")
@@ -139,8 +157,8 @@ def _variant(t: _Text, name: str, v: object, m: Mapping) -> Variant:
     if not isinstance(v, dict):
         raise t.error(sec, None, "a table: when = \"...\", then constants, boundaries or refuse")
     for k in v:
-        if k not in ("when", "constants", "boundaries", "refuse"):
-            raise t.error(sec, k, "unknown key (known: when, constants, boundaries, refuse)")
+        if k not in ("when", "constants", "boundaries", "refuse", "columns"):
+            raise t.error(sec, k, "unknown key (known: when, constants, boundaries, refuse, columns)")
     if "when" not in v:
         raise t.error(sec, None, "a variant needs when = \"<condition>\" (which records it is)")
     refuse = v.get("refuse")
@@ -157,5 +175,17 @@ def _variant(t: _Text, name: str, v: object, m: Mapping) -> Variant:
         if k == "vantage" and c not in ("client", "gateway", "server"):
             raise t.error(f"{sec}.constants", k, "must be client, gateway or server")
     bounds = _boundaries(t, f"{sec}.boundaries", v["boundaries"], m) if "boundaries" in v else None
+    columns: dict[str, list[str]] = {}
+    for k, c in v.get("columns", {}).items():
+        if k not in m.columns:
+            raise t.error(f"{sec}.columns", k, "a variant changes a [columns] column (give it there too)")
+        if isinstance(c, dict):  # { from = "times", single = "empty" }
+            if set(c) - {"from", "single"} or c.get("single", "null") not in ("null", "empty") or k != "itl_ms":
+                raise t.error(f"{sec}.columns", k, "{ from = \"<list of times>\", single = \"empty\" | \"null\" } "
+                              "(itl_ms: the gaps of a list of one time)")
+            if c.get("single") == "empty":
+                m.single_empty.add(c["from"])
+            c = c.get("from")
+        columns[k] = _str_list(t, f"{sec}.columns", k, c, "a source column")
     return Variant(name, _when(t, sec, "when", v["when"]), (refuse["code"], refuse["detail"]) if refuse else None,
-                   dict(consts), bounds)
+                   dict(consts), bounds, columns)
