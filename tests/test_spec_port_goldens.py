@@ -73,6 +73,28 @@ def test_goldens_hold_every_kind_of_reason() -> None:
         assert any(c == code for c, _ in reasons), code
     assert ("bad-type", "last_token_time is out of range (1970..2200)") in reasons
     assert ("missing-field", "perf_metrics is missing (disaggregated ctx/gen record: not supported)") in reasons
+    # and of the aiperf spec: the raw export's first response, the derived times past the end
+    assert ("negative-duration", "responses[0].perf_ns is before start_perf_ns") in reasons
+    assert ("out-of-order", "ts_first_token (derived) is over 50 ms after request_end_ns") in reasons
+    assert ("bad-type", "ttft is not a number") in reasons
+
+
+def test_aiperf_ttft_past_any_time_is_quarantined(tmp_path: Path) -> None:
+    """A TTFT whose µs are past int64 (1e300 ms) is a bad value, as a request_latency of 1e300
+    always was: the hand-written importer imported the record with no first token."""
+    rec = {"metadata": {"x_request_id": "a", "request_start_ns": 1767268801000000000,
+                        "request_end_ns": 1767268802000000000},
+           "metrics": {"time_to_first_token": {"value": 1e300, "unit": "ms"},
+                       "request_latency": {"value": 900.0, "unit": "ms"}}}
+    log = tmp_path / "profile_export.jsonl"
+    log.write_text(json.dumps(rec) + "\n" + json.dumps({**rec, "metadata": {**rec["metadata"], "x_request_id": "b"},
+                                                          "metrics": {**rec["metrics"], "time_to_first_token":
+                                                                      {"value": 120.5, "unit": "sec"}}}) + "\n")
+    got = outcome(log, "aiperf", None)
+    # line 2: the unit the record names (sec): 120.5 s after the start, 119.5 s past the end
+    assert [(q["source_line"], q["reason_code"], q["reason_detail"]) for q in got["quarantine"]] == [
+        (1, "bad-type", "time_to_first_token is not a number"),
+        (2, "out-of-order", "ts_first_token (derived) is over 50 ms after request_end_ns")]
 
 
 if __name__ == "__main__":

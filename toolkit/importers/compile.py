@@ -52,24 +52,12 @@ from toolkit.importers.compile_checks import (
     range_checks,
     ranged,
     refuse_checks,
+    rule_value,
     variant_kinds,
     variant_sql,
 )
 from toolkit.importers.compile_read import MappingError, _Reader, _s
-from toolkit.importers.mapping_model import (  # noqa: F401 - the model, as the loader imports it from here
-    _ISO_OFFSET,
-    _TO_US,
-    CHECK_GROUPS,
-    DURATION_UNITS,
-    REFUSE_CODES,
-    TIME_UNITS,
-    Alt,
-    Boundary,
-    Condition,
-    Csv,
-    Mapping,
-    Variant,
-)
+from toolkit.importers.mapping_model import _ISO_OFFSET, _TO_US, Boundary, Condition, Mapping
 from toolkit.importers.spec import Fast, FastInput, Importer, JsonValues, Layout, OwnRecords
 from toolkit.ingest.sources import Source
 
@@ -143,6 +131,9 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     cols = {c.name: c for c in schema.table("requests").columns}
     quiet = m.quiet
 
+    def int_read(col: str) -> str:  # integer = true: from the text, exactly; "json": the JSON reader's BIGINT
+        return "BIGINT" if col in m.json_integers and rd.fmt == "jsonl" else "VARCHAR"
+
     def called(col: str) -> str:  # what a reason detail calls a source column ([names])
         return m.names.get(col, col)
 
@@ -157,7 +148,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         """A list of times (``list = true``) as a list of BIGINT µs, ``l<i>``."""
         if rd.fmt not in ("jsonl", "document"):
             raise MappingError(f"{m.path}: {col!r}: a list of times is read from JSON only")
-        raw = rd.use(col, "VARCHAR[]" if col in m.integer else "DOUBLE[]")
+        raw = rd.use(col, (int_read(col) + "[]") if col in m.integer else "DOUBLE[]")
         name = f"l{rd.index[col]}"
         if name not in seen_conv:
             seen_conv.add(name)
@@ -182,7 +173,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     def time_col(col: str) -> str:
         if (el := _ELEMENT.fullmatch(col)) and el[1] in m.lists:  # ``col[1]``, ``col[-1]``
             return f"{time_list(el[1])}[{el[2]}]"
-        raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
+        raw = rd.use(col, int_read(col) if col in m.integer else _want(m.units[col]))
         name = f"t{rd.index[col]}"
         if name not in seen_conv:
             seen_conv.add(name)
@@ -213,19 +204,15 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     def dur_col(col: str) -> str:
         if (sp := SPAN.fullmatch(col)):
             return span_col(*sp.groups())
-        raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
+        raw = rd.use(col, int_read(col) if col in m.integer else _want(m.units[col]))
         name = f"d{rd.index[col]}"
         if name not in seen_conv:
             seen_conv.add(name)
-            if col in m.unit_of:  # the record says its unit: its number is checked, whatever it says
-                conv.append(f"{data_unit_us(raw, rd.use(m.unit_of[col], 'VARCHAR'), m.units[col])} AS {name}")
-                if col not in quiet:
-                    checks.append(("types", f"WHEN TRY_CAST({raw} AS DOUBLE) IS NULL AND {rd.present(col)} THEN "
-                                            f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{called(col)} is not a number'))}}}", col))
-                checks.append(("negative", f"WHEN {name} < 0 THEN {{'code': 'negative-duration', "
-                                           f"'detail': {_s(f'{called(col)} is negative')}}}", col))
-                return name
-            conv.append(f"{_int_us(raw, m.units[col]) if col in m.integer else _dur_us(raw, m.units[col])} AS {name}")
+            if col in m.unit_of:  # the record says its unit (another or none: the [units] one)
+                us = data_unit_us(raw, rd.use(m.unit_of[col], "VARCHAR"), m.units[col])
+            else:
+                us = _int_us(raw, m.units[col]) if col in m.integer else _dur_us(raw, m.units[col])
+            conv.append(f"{us} AS {name}")
             if col not in quiet:
                 checks.append(("types", f"WHEN {name} IS NULL AND {rd.present(col)} THEN {{'code': 'bad-type', "
                                         f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}", col))
@@ -238,7 +225,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         unit they share, then converted (integer ns: exact)."""
         raws = []
         for c in (later, earlier):
-            raw = rd.use(c, "VARCHAR" if c in m.integer else _want(m.units[c]))
+            raw = rd.use(c, int_read(c) if c in m.integer else _want(m.units[c]))
             num = f"TRY_CAST({raw} AS {'BIGINT' if c in m.integer else 'DOUBLE'})"
             raws.append(num)
             if f"s{rd.index[c]}" not in seen_conv and c not in quiet:
@@ -328,11 +315,18 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         lo_e = f"greatest({', '.join(lo)})" if lo else "NULL"
         hi_e = f"least({', '.join(hi)})" if hi else "NULL"
         # mv: movable (derived, and the read boundaries around it in order: else the shared check names them)
-        place.append(f"{lo_e} AS lo_{b}, {hi_e} AS hi_{b}, dv_{b} AND coalesce(lo_{b} <= hi_{b}, true) AS mv_{b}")
-        place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} WHEN mv_{b} AND x_{b} > hi_{b} THEN hi_{b} "
-                     f"ELSE x_{b} END AS p_{b}")
-        place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} - x_{b} "
-                     f"WHEN mv_{b} AND x_{b} > hi_{b} THEN x_{b} - hi_{b} END AS sh_{b}")
+        if m.skew_first:  # placed at the read boundary after it first, whatever the order of those around it
+            place.append(f"{lo_e} AS lo_{b}, {hi_e} AS hi_{b}, dv_{b} AS mv_{b}")
+            place.append(f"CASE WHEN mv_{b} AND x_{b} > hi_{b} THEN hi_{b} WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} "
+                         f"ELSE x_{b} END AS p_{b}")
+            place.append(f"CASE WHEN mv_{b} AND x_{b} > hi_{b} THEN x_{b} - hi_{b} "
+                         f"WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} - x_{b} END AS sh_{b}")
+        else:
+            place.append(f"{lo_e} AS lo_{b}, {hi_e} AS hi_{b}, dv_{b} AND coalesce(lo_{b} <= hi_{b}, true) AS mv_{b}")
+            place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} WHEN mv_{b} AND x_{b} > hi_{b} THEN hi_{b} "
+                         f"ELSE x_{b} END AS p_{b}")
+            place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} - x_{b} "
+                         f"WHEN mv_{b} AND x_{b} > hi_{b} THEN x_{b} - hi_{b} END AS sh_{b}")
         shifts.append(f"sh_{b}")
         detail = (m.skew_detail.replace("{boundary}", b) if m.skew_detail
                   else f"{b} (derived) is more than {tol / 1e3:g} ms outside the boundaries read around it")
@@ -384,7 +378,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         whens = " ".join(f"WHEN {raw} = {_s(a)} THEN {_s(b)}" for a, b in mp.items())
         out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else raw} END AS {k}")
     for k, (rules, dflt) in m.rules.items():
-        whens = " ".join(f"WHEN {condition(w)} THEN {_s(v)}" for w, v in rules)
+        whens = " ".join(f"WHEN {condition(w)} THEN {rule_value(v, lambda c: rd.use(c, 'VARCHAR'))}" for w, v in rules)
         out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else 'NULL'} END AS {k}")
     for k, v in m.constants.items():
         out.append(f"CAST({constant_sql(m, k, v)} AS {cols[k].duckdb_type}) AS {k}")

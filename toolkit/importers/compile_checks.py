@@ -123,6 +123,18 @@ def constant_sql(m: Mapping, key: str, value: Any) -> str:
     return "CASE _variant " + " ".join(f"WHEN {i} THEN {lit(v)}" for i, v in alts) + f" ELSE {lit(value)} END"
 
 
+def rule_value(value: str, use: Callable[[str], str]) -> str:
+    """SQL: a rule's value: a text, ``""`` no value (null), or a template whose ``{column}`` parts
+    are the source column's text (``"http-{error.code}"``; null where the column is)."""
+    if value == "":
+        return "NULL"
+    parts = re.split(r"\{([^{}]+)\}", value)
+    if len(parts) == 1:
+        return _s(value)
+    sql = [_s(p) if i % 2 == 0 else f"CAST({use(p)} AS VARCHAR)" for i, p in enumerate(parts) if p or i % 2]
+    return " || ".join(sql)
+
+
 def refuse_checks(m: Mapping) -> list[str]:
     """A refused variant's reason."""
     return [f"WHEN _variant = {i} THEN {{'code': {_s(v.refuse[0])}, 'detail': {_s(v.refuse[1])}}}"

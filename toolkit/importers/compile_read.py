@@ -126,7 +126,8 @@ class _Reader:
         asked directly (the column need not be read, nor typed as a value)."""
         if self.fmt == "jsonl" and not self.fast:
             path = _json_path(col)
-            return f"coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL'"
+            # only of a line that is JSON (json_type raises on broken text; a condition runs on every row)
+            return f"CASE WHEN _bad IS NULL THEN coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL' ELSE false END"
         return f"{self.use(col, 'ANY')} IS NOT NULL"
 
     def kind(self, col: str) -> str | None:

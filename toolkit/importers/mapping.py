@@ -32,16 +32,10 @@ from typing import Any
 from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import SKEW_TOLERANCE_US, ImportOptions
-from toolkit.importers.compile import (
-    DURATION_UNITS,
-    TIME_UNITS,
-    Csv,
-    Mapping,
-    MappingError,
-    bind_mapping,
-)
-from toolkit.importers.compile_read import Records, parse_records
+from toolkit.importers.compile import bind_mapping
+from toolkit.importers.compile_read import MappingError, Records, parse_records
 from toolkit.importers.mapping_keys import _boundaries, _names_and_checks, _variant
+from toolkit.importers.mapping_model import DURATION_UNITS, TIME_UNITS, Csv, Mapping
 from toolkit.importers.mapping_text import _CONDITION, _OPS, _literal, _str_list, _Text, _when
 from toolkit.importers.spec import Docs, Importer, Layout
 from toolkit.ingest.sources import Source
@@ -246,10 +240,12 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                 if kk not in ("unit", "integer", "check", "list"):
                     raise t.error("units", k, f"unknown key {kk!r} (known: unit, integer, check, list)")
             for kk in ("integer", "check", "list"):
-                if not isinstance(v.get(kk, kk == "check"), bool):
+                if not isinstance(v.get(kk, kk == "check"), bool) and not (kk == "integer" and v[kk] == "json"):
                     raise t.error("units", k, f"{kk} must be true or false")
             if v.get("integer"):
                 m.integer.add(k)
+            if v.get("integer") == "json":  # the JSON reader's BIGINT (2.5 is 2, true is 1), not the text's
+                m.json_integers.add(k)
             if not v.get("check", True):
                 m.quiet.add(k)
             if v.get("list"):

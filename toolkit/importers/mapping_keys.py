@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 from toolkit.importers._common import BOUNDARIES as ORDER
-from toolkit.importers.compile import (
+from toolkit.importers.compile_checks import SPAN
+from toolkit.importers.mapping_model import (
     CHECK_GROUPS,
     DURATION_UNITS,
     REFUSE_CODES,
@@ -17,7 +18,6 @@ from toolkit.importers.compile import (
     Mapping,
     Variant,
 )
-from toolkit.importers.compile_checks import SPAN
 from toolkit.importers.mapping_text import _str_list, _Text, _when
 
 DATA_UNITS = ("s", "sec", "ms", "us", "ns")  # what a unit column may say (else the [units] unit)
@@ -120,8 +120,11 @@ def _names_and_checks(t: _Text, doc: dict, m: Mapping) -> None:
         m.names[k] = v
     ck = doc.get("checks", {})
     for k in ck:
-        if k not in ("order", "range", "pairs", "identity", "skew"):
-            raise t.error("checks", k, "unknown key (known: order, range, pairs, identity, skew)")
+        if k not in ("order", "range", "pairs", "identity", "skew", "skew_first"):
+            raise t.error("checks", k, "unknown key (known: order, range, pairs, identity, skew, skew_first)")
+    if not isinstance(ck.get("skew_first", False), bool):
+        raise t.error("checks", "skew_first", "must be true or false")
+    m.skew_first = ck.get("skew_first", False)
     if "skew" in ck:
         if not isinstance(ck["skew"], str) or "{boundary}" not in ck["skew"]:
             raise t.error("checks", "skew", "the out-of-order detail of a derived boundary too far outside the "

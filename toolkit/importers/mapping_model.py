@@ -111,6 +111,8 @@ class Mapping:
     units: dict[str, str] = field(default_factory=dict)
     # ``{ unit = "epoch_ns", integer = true }``: read as a 64-bit integer ("<col> is not an integer")
     integer: set[str] = field(default_factory=set)
+    # ``integer = "json"``: read by DuckDB's JSON reader as BIGINT (2.5 is 2, true is 1), JSON lines only
+    json_integers: set[str] = field(default_factory=set)
     # ``{ unit = ..., check = false }``: a value that converts to no time reads as null, not bad-type
     quiet: set[str] = field(default_factory=set)
     # ``{ unit = ..., list = true }``: a JSON list of times (``col[1]``, ``col[-1]``, ``len(col)``, gaps)
@@ -136,6 +138,9 @@ class Mapping:
     ns_nearest: bool = False
     floats: set[str] = field(default_factory=set)  # those columns
     id_missing: str | None = None  # ``[checks] identity``: the detail when request_id is missing
+    # ``[checks] skew_first``: a derived boundary past the read one after it is placed at it (and
+    # its skew checked) even when the read boundaries around it are out of order
+    skew_first: bool = False
     skew_detail: str | None = None  # ``[checks] skew``: a derived boundary's out-of-order detail, {boundary}
     # ``[unit_of]``: a duration column -> the column holding its unit per record (AIPerf's {value, unit})
     unit_of: dict[str, str] = field(default_factory=dict)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolkit.importers.compile import Condition
 from toolkit.importers.compile_read import MappingError
+from toolkit.importers.mapping_model import Condition
 
 _CONDITION = re.compile(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*")  # <column> <op> <value>
 _OPS = {"=": "=", "==": "=", "!=": "<>", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
