@@ -61,7 +61,7 @@ class _Reader:
 
     def use(self, col: str, typ: str) -> str:
         """Register a use of ``col`` wanting DuckDB type ``typ``; returns its raw expression."""
-        if col not in self.index and col.startswith("$"):
+        if col not in self.index and col.startswith("$") and not col.startswith("?"):
             if col not in PSEUDO or (self.fmt != "document" and (col != "$line" or self.fmt != "jsonl")):
                 raise MappingError(f"{self.m.path}: {col!r} is not a column (a JSON document's records have "
                                    f"{', '.join(PSEUDO)})")
@@ -123,11 +123,11 @@ class _Reader:
 
     def there(self, col: str) -> str:
         """SQL: ``col`` is there and not JSON null (a condition's ``is present``). A JSON line is
-        asked directly (the column need not be read, nor typed as a value)."""
-        if self.fmt == "jsonl" and not self.fast:
-            path = _json_path(col)
-            # only of a line that is JSON (json_type raises on broken text; a condition runs on every row)
-            return f"CASE WHEN _bad IS NULL THEN coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL' ELSE false END"
+        typed: an object or list as the spec's structure has it (a value of another type is not
+        there), anything else as JSON."""
+        if self.fmt in ("jsonl", "document", "json") and "[" not in col:
+            # typed once with the record (``?col``: json_spec), never the text parsed again per row
+            return self.use("?" + col, "BOOLEAN")
         return f"{self.use(col, 'ANY')} IS NOT NULL"
 
     def kind(self, col: str) -> str | None:
@@ -143,7 +143,7 @@ class _Reader:
         cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
         spec: dict = {}
         for c in cols:
-            if c.startswith("$"):  # the document reader's own columns (PSEUDO)
+            if c.startswith(("$", "?")):  # the document reader's own columns (PSEUDO), presences (last)
                 continue
             node = spec
             segs = _segments(c)
@@ -169,6 +169,15 @@ class _Reader:
                 if not isinstance(nxt, dict):
                     raise MappingError(f"{self.m.path}: {k!r} is used both as a value and as an object")
                 node = nxt
+        for c in cols:  # ``?col``: whether col is there; its own type where the spec reads it, else JSON
+            if c.startswith("?"):
+                node, keys = spec, c[1:].split(".")
+                for k in keys[:-1]:
+                    node = node.setdefault(k, {})
+                    if not isinstance(node, dict):
+                        break
+                else:
+                    node.setdefault(keys[-1], "JSON")
         return spec or {"_": "VARCHAR"}
 
     def fast_records(self) -> str:
@@ -193,7 +202,7 @@ class _Reader:
         if self.fmt == "jsonl" and self.fast:
             # records(ln, j): read_json with the type of json_spec(); a line that is not an
             # object of that shape fails the read (the line reader takes over), JSON null is NULL
-            access = ", ".join(f"{_access(c)} AS c{i}" for i, c in enumerate(cols))
+            access = ", ".join(f"{_column_sql(c)} AS c{i}" for i, c in enumerate(cols))
             return f"""
 x AS (
     SELECT ln, CAST(NULL AS VARCHAR) AS line,
@@ -202,7 +211,7 @@ x AS (
     FROM records)"""
         if self.fmt == "jsonl":
             spec_sql = _s(json.dumps(self.json_spec()))
-            access = ", ".join(f"{PSEUDO_SQL.get(c) or _access(c)} AS c{i}" for i, c in enumerate(cols))
+            access = ", ".join(f"{_column_sql(c)} AS c{i}" for i, c in enumerate(cols))
             return f"""
 r AS (SELECT ln, line, try(json_transform(line, {spec_sql})) AS j FROM lines),
 x AS (
@@ -293,6 +302,14 @@ def _access(col: str, base: str = "j") -> str:
         if i is not None:
             expr += f"[{i}]"
     return expr
+
+
+def _column_sql(col: str) -> str:
+    """SQL: a mapped JSON column out of the typed record ``j``: a field, a reader's own column
+    (``$line``, ``$key``) or, ``?col``, whether ``col`` is there and not null."""
+    if col.startswith("?"):
+        return f"({_access(col[1:])} IS NOT NULL)"
+    return PSEUDO_SQL.get(col) or _access(col)
 
 
 def _json_path(col: str) -> str:
@@ -461,9 +478,7 @@ def document_extract(rd: _Reader, cols: list[str]) -> str:
     is JSON null is unparseable; one of another type has no field the mapping names."""
     rec = rd.m.records
     assert rec is not None
-    pseudo = PSEUDO_SQL
-    access = ", ".join((pseudo[c] if c in pseudo else f"{_access(c)}")
-                       + f" AS c{i}" for i, c in enumerate(cols))
+    access = ", ".join(f"{_column_sql(c)} AS c{i}" for i, c in enumerate(cols))
     spec_sql = _s(json.dumps(rd.json_spec()))
     return f"""{document_lines(rec)},
 r AS (SELECT ln, line, _key, try(json_transform(line, {spec_sql})) AS j FROM lines),
@@ -481,7 +496,7 @@ def json_values_extract(rd: _Reader, cols: list[str]) -> str:
     Every field is read as its JSON text (``json_type``: VARCHAR) and converted as its unit
     says, so a value of another type is the field's own bad-type. The number is a window over
     the small typed struct, never over the JSON text (a window buffers its whole input)."""
-    access = ", ".join(f"{_access(c)} AS c{i}" for i, c in enumerate(cols))
+    access = ", ".join(f"{_column_sql(c)} AS c{i}" for i, c in enumerate(cols))
     spec_sql = _s(json.dumps(rd.json_spec()))
     noun = rd.m.records.noun if rd.m.records else "record"
     return f"""
