@@ -10,7 +10,12 @@
   is named ("<column> is out of range (1970..2200)"), not called "not a number";
 * ``[checks] pairs``: ordered pairs of time columns, "<later> is before <earlier>", by the
   source's own names (more than the shared checks' boundary order: two readings of one boundary);
-* ``[source] ns_rounding = "nearest"``: ns read through a double and rounded to the nearest µs.
+* ``[source] ns_rounding = "nearest"``: ns read through a double and rounded to the nearest µs;
+* ``[unit_of]``: a duration in the unit its own record names beside it (AIPerf's ``{value, unit}``);
+* ``(later - earlier)``: a duration that is the span of two readings of one clock (``SPAN``);
+* rule values: ``""`` is null, ``{column}`` a source column's text;
+* ``[checks] skew``/``skew_first``: a derived boundary's skew detail, and its placement at the next
+  read boundary even when those around it are out of order (the aiperf importer's).
 
 docs/formats/mapping.md documents each key.
 """
@@ -121,6 +126,14 @@ def constant_sql(m: Mapping, key: str, value: Any) -> str:
     if not alts:
         return lit(value)
     return "CASE _variant " + " ".join(f"WHEN {i} THEN {lit(v)}" for i, v in alts) + f" ELSE {lit(value)} END"
+
+
+def condition_columns(when: Any) -> set[str]:
+    """The source columns a condition reads (``len(col)``: col)."""
+    if isinstance(when[1], list):
+        return {c for w in when[1] for c in condition_columns(w)}
+    col = when[0]
+    return {col[4:-1] if col.startswith("len(") and col.endswith(")") else col}
 
 
 def rule_value(value: str, use: Callable[[str], str]) -> str:
