@@ -21,7 +21,8 @@ here, so a format written as a spec reads exactly as a user's mapping of it woul
 * Parquet is read as a document (``read_parquet`` with ``file_row_number``: the row number is the
   ``source_line``).
 * Reading each layout's source columns is ``compile_read.py`` (``_Reader``); this module converts,
-  checks and places them.
+  checks and places them; ``compile_checks.py`` holds the keys beyond one kind of record and the
+  fixed check order (variants, ``[checks]``, ``[unit_of]``, spans).
 * One JSON document (``format = "document"``: a benchmark client's report) is read by DuckDB once;
   ``records`` is the path to its arrays of records (``document_lines``), numbered in document
   order, and each record is then read exactly as a JSON line is (``document_extract``), so the

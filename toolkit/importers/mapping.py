@@ -7,8 +7,10 @@ ttft_ms"``), fallbacks (``["request_finished_ts", "ts_arrival + e2e_latency"]``)
 The file is checked before any data is read; every error names the mapping file's line and key.
 
 This module loads and checks the mapping (the spec language's user-facing side: every error
-names the file's line and key); ``compile.py`` turns it into the SQL of the importer contract,
-for a user's mapping and for the built-in importers written as specs alike (``spec_importer``).
+names the file's line and key; boundaries, variants and checks in ``mapping_keys.py``, where a
+key is in the text and the conditions in ``mapping_text.py``, the values it gives in
+``mapping_model.py``); ``compile.py`` turns it into the SQL of the importer contract, for a
+user's mapping and for the built-in importers written as specs alike (``spec_importer``).
 
 Boundaries read from a column are *read*; one computed from another plus durations is *derived*
 (listed in ``derived``) and, like in the built-in importers, placed between the read boundaries
