@@ -144,11 +144,79 @@ def sglang_log(path: Path, n: int, seed: int) -> None:
     src.unlink()
 
 
+def trtllm_perf(path: Path, n: int, seed: int) -> None:
+    """trtllm-serve /perf_metrics records as JSON lines (docs/formats/trtllm.md): steady-clock
+    seconds, server arrival, queue, schedule, first and last token; some cancelled."""
+    rng = random.Random(seed)
+    t = 96_000.0
+    with path.open("w") as fh:
+        for i in range(n):
+            t += rng.expovariate(50)
+            a = t + rng.uniform(0.0005, 0.003)
+            s = a + rng.uniform(0.0001, 0.05)
+            ft = s + rng.uniform(0.02, 0.4)
+            rec = {"request_id": i, "perf_metrics": {"first_iter": i, "last_iter": i + 100, "timing_metrics": {
+                "server_arrival_time": round(t, 6), "arrival_time": round(a, 6), "first_scheduled_time": round(s, 6),
+                "first_token_time": round(ft, 6), "server_first_token_time": round(ft + 0.001, 6),
+                "last_token_time": round(ft + rng.uniform(0.1, 5), 6)},
+                "kv_cache_metrics": {"num_total_allocated_blocks": 9, "num_reused_blocks": 4}}}
+            if rng.random() < 0.05:
+                rec["status"] = "cancelled"
+            fh.write(json.dumps(rec) + "\n")
+
+
+def trtllm_bench(path: Path, n: int, seed: int) -> None:
+    """trtllm-bench --request_json records, one JSON list (docs/formats/trtllm.md): perf_counter
+    ns, first token -1 for a fifth (not streamed), token counts and the output text (never read)."""
+    rng = random.Random(seed)
+    t = 5_218_843_911_234
+    with path.open("w") as fh:
+        fh.write("[")
+        for i in range(n):
+            t += int(rng.expovariate(50) * 1e9)
+            ft = t + int(rng.uniform(0.05, 0.5) * 1e9)
+            fh.write(("," if i else "") + json.dumps({
+                "id": i, "num_input_tokens": rng.randint(10, 4000), "start_timestamp": t,
+                "first_token_timestamp": -1 if rng.random() < 0.2 else ft,
+                "end_timestamp": ft + int(rng.uniform(0.1, 5) * 1e9), "num_total_output_tokens": rng.randint(1, 1000),
+                "output": "an answer"}))
+        fh.write("]\n")
+
+
+def aiperf(path: Path, n: int, seed: int) -> None:
+    """AIPerf profile_export.jsonl records (docs/formats/aiperf.md): metadata (wall-clock ns),
+    metrics {value, unit} (ms), the usage and re-tokenized counts, chunk gaps; some errors."""
+    rng = random.Random(seed)
+    t = 1_767_268_800_000_000_000
+    with path.open("w") as fh:
+        for i in range(n):
+            t += int(rng.expovariate(50) * 1e9)
+            ttft, lat = rng.uniform(20, 400), rng.uniform(500, 5000)
+            rec = {"metadata": {"session_num": i, "x_request_id": f"r-{seed}-{i}", "x_correlation_id": "c-1",
+                                "conversation_id": f"conv-{i % 997}", "turn_index": 0, "request_start_ns": t,
+                                "request_ack_ns": t + 1_000_000, "request_end_ns": t + int(lat * 1e6) + 3_000_000,
+                                "worker_id": "w-1", "record_processor_id": "p-1", "benchmark_phase": "profiling",
+                                "was_cancelled": False},
+                   "metrics": {"time_to_first_token": {"value": ttft, "unit": "ms"},
+                               "request_latency": {"value": lat, "unit": "ms"},
+                               "inter_chunk_latency": {"value": [rng.uniform(5, 30) for _ in range(8)], "unit": "ms"},
+                               "input_sequence_length": {"value": rng.randint(10, 4000), "unit": "tokens"},
+                               "output_sequence_length": {"value": rng.randint(1, 1000), "unit": "tokens"},
+                               "usage_prompt_tokens": {"value": rng.randint(10, 4000), "unit": "tokens"}},
+                   "error": None}
+            if rng.random() < 0.03:
+                rec["error"] = {"code": 500, "type": "InternalServerError", "message": "a message"}
+            fh.write(json.dumps(rec) + "\n")
+
+
 GENERATORS = {"mooncake": mooncake, "azure-llm": azure_llm, "burstgpt": burstgpt, "guidellm": guidellm,
-              "genai-perf": genai_perf, "sglang": sglang, "sglang-log": sglang_log}
-SUFFIX = {"mooncake": ".jsonl", "azure-llm": ".csv", "burstgpt": ".csv", "sglang": ".jsonl",
-          "sglang-log": ".log"}  # the others are one JSON document
-IMPORT_AS = {"sglang-log": "sglang"}  # the format a generated file is imported as (else its own)
+              "genai-perf": genai_perf, "sglang": sglang, "sglang-log": sglang_log,
+              "trtllm-perf": trtllm_perf, "trtllm-bench": trtllm_bench, "aiperf": aiperf}
+# the format a generated file is imported as (else its own): a generator named for one kind of its records
+IMPORT_AS = {"sglang-log": "sglang", "trtllm-perf": "trtllm", "trtllm-bench": "trtllm"}
+# the others are one JSON document (trtllm-bench: one JSON list, read as values, not whole)
+SUFFIX = {"mooncake": ".jsonl", "azure-llm": ".csv", "burstgpt": ".csv", "sglang": ".jsonl", "sglang-log": ".log",
+          "trtllm-perf": ".jsonl", "trtllm-bench": ".json", "aiperf": ".jsonl"}
 # records per document: about the most the import parsed before this change (an export of
 # 20k GenAI-Perf requests ran the "before" tree out of its buffer pool)
 DOCUMENT_RECORDS = {"guidellm": 20_000, "genai-perf": 10_000}

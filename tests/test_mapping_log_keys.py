@@ -1,6 +1,6 @@
 """The spec keys a server's own log needs (issue 21: added for the ``sglang`` spec, usable by any
-``--mapping``): ``[source] prefix``, ``skip``, ``unparseable``, ``rare``, ``check_order =
-"kinds"``, ``[fields]``, a column's ``missing`` and a boundary's ``place`` / ``out_of_order``
+``--mapping``): ``[source] prefix``, ``skip``, ``unparseable``, ``rare``, ``[checks]
+order``, ``[fields]``, a column's ``missing`` and a boundary's ``place`` / ``out_of_order``
 (docs/formats/mapping.md). A user's mapping with the sglang spec's text reads a messy log of both
 SGLang layouts exactly as the built-in importer does; each key's mistakes name the line and key."""
 
@@ -114,7 +114,7 @@ t = "epoch_s"
     (('t = ["a.t", "t"]', 't = ["a.t", "u"]\nu = ["t"]'), ":5: [fields] t: a path is a source column, not another field"),
     (("place = []", 'place = ["ts_nope"]'), ":10: [boundaries] ts_end: place must be a list of boundaries"),
     (("place = []", "out_of_order = 3"), ":10: [boundaries] ts_end: out_of_order must be a text"),
-    (('format = "jsonl"', 'format = "jsonl"\ncheck_order = "first"'), "must be types (the default), boundaries or kinds"),
+    (('format = "jsonl"', 'format = "jsonl"\ncheck_order = "first"'), "must be types (the default) or boundaries"),
 ])
 def test_log_key_errors_name_the_line_and_key(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
     load(_write(tmp_path, BASE))  # the base is good

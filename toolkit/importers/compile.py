@@ -21,7 +21,8 @@ here, so a format written as a spec reads exactly as a user's mapping of it woul
 * Parquet is read as a document (``read_parquet`` with ``file_row_number``: the row number is the
   ``source_line``).
 * Reading each layout's source columns is ``compile_read.py`` (``_Reader``); this module converts,
-  checks and places them.
+  checks and places them; ``compile_checks.py`` holds the keys beyond one kind of record and the
+  fixed check order (variants, ``[checks]``, ``[unit_of]``, spans).
 * One JSON document (``format = "document"``: a benchmark client's report) is read by DuckDB once;
   ``records`` is the path to its arrays of records (``document_lines``), numbered in document
   order, and each record is then read exactly as a JSON line is (``document_extract``), so the
@@ -32,128 +33,35 @@ here, so a format written as a spec reads exactly as a user's mapping of it woul
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import derived_list
-from toolkit.importers.compile_read import MappingError, Records, _Reader, _s
+from toolkit.importers.compile_checks import (
+    SPAN,
+    by_units,
+    by_variant,
+    condition_columns,
+    constant_sql,
+    data_unit_ms,
+    data_unit_us,
+    float_us,
+    merged_order,
+    ordered_checks,
+    pair_checks,
+    range_checks,
+    ranged,
+    refuse_checks,
+    rule_value,
+    variant_kinds,
+    variant_sql,
+)
+from toolkit.importers.compile_read import MappingError, _Reader, _s
+from toolkit.importers.mapping_model import _ISO_OFFSET, _TO_US, Boundary, Condition, Mapping
 from toolkit.importers.spec import Fast, FastInput, Importer, JsonColumns, JsonValues, Layout, OwnRecords
 from toolkit.ingest.sources import Source
-
-# ---------------------------------------------------------------------------------------------
-# units
-
-TIME_UNITS = ("epoch_s", "epoch_ms", "epoch_us", "epoch_ns", "iso8601")
-DURATION_UNITS = ("s", "ms", "us", "ns")
-_TO_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}  # multiplier to microseconds
-_ISO_OFFSET = r"\d:\d\d(:\d\d(\.\d+)?)?\s*([Zz]|[+-]\d\d(:?\d\d)?)$"
-
-
-@dataclass
-class Alt:
-    """One way to get a boundary: ``base [+|- duration]...``; base is a boundary or a time column."""
-
-    text: str
-    base: str
-    base_is_boundary: bool
-    terms: list[tuple[str, str]]  # (sign, duration column)
-
-    @property
-    def derived(self) -> bool | None:
-        """True: computed; False: read; None: same as the boundary it aliases."""
-        if self.terms:
-            return True
-        return None if self.base_is_boundary else False
-
-
-@dataclass
-class Boundary:
-    name: str
-    alts: list[Alt]
-    when: tuple[str, str, Any] | None = None  # (column, SQL operator, literal)
-    # ``derived = true``: derived even when every way is an alias of a read boundary (a workload
-    # trace's ``ts_end = ts_arrival``: not observed, so listed in ``derived``)
-    derived: bool = False
-    # ``missing = "..."``: the missing-field detail when it is null (default: "<name> is missing (<ways>)")
-    missing: str | None = None
-    # ``place = [...]``: a derived value is moved only to fit these read boundaries (an earlier one
-    # raises it, a later one lowers it; ``[]``: as computed); default: every read one around it
-    place: list[str] | None = None
-    # ``out_of_order = "..."``: the out-of-order detail when it was moved more than the tolerance
-    out_of_order: str | None = None
-
-
-@dataclass
-class Csv:
-    """How a CSV line becomes fields (``[source]`` keys; README: The mapping file). The defaults
-    read a CSV file as most tools write it; the public workload traces (``specs/azure_llm.toml``,
-    ``specs/burstgpt.toml``) are read as their importers always read them: names matched
-    loosely, fields split at every comma and trimmed, extra fields allowed, some columns absent
-    from older files."""
-
-    # "exact": a column is found by its exact header name; "loose": trimmed, in any case
-    header: str = "exact"
-    # "header": a line has the header's number of fields, else unparseable ("line has N fields, the
-    # header has M"); "used": a line needs only the fields up to the last one the spec reads
-    # (fewer: unparseable, "line has too few fields"), more are allowed, and a blank line is skipped
-    fields: str = "header"
-    quotes: bool = True  # false: no quote parsing, a field ends at every delimiter
-    trim: bool = False  # true: a field's surrounding spaces are removed before it is read
-    # columns that may be absent from the header: read as null (a required one absent refuses the file)
-    optional: frozenset[str] = frozenset()
-
-
-@dataclass
-class Mapping:
-    path: str
-    name: str
-    fmt: str | None
-    clock: str
-    delimiter: str | None
-    tolerance_us: int
-    columns: dict[str, list[str]] = field(default_factory=dict)
-    # columns whose value of another type is read as null, not quarantined (``check = false``)
-    unchecked: set[str] = field(default_factory=set)
-    constants: dict[str, Any] = field(default_factory=dict)
-    # our column -> (source column or None, map, default, cases): ``cases`` are (our column, SQL
-    # operator, literal, value) conditions on the row's own columns, the first that holds wins
-    values: dict[str, tuple[str | None, dict[str, str], str | None, list[tuple[str, str, Any, str]]]] = field(
-        default_factory=dict)
-    # ``[values.X] rules = [{when, value}, ...]``: conditions on the source's columns (``$key``,
-    # ``len(list)`` too), the first rule whose condition holds, else default
-    rules: dict[str, tuple[list[tuple[tuple[str, str, Any], str]], str | None]] = field(default_factory=dict)
-    boundaries: dict[str, Boundary] = field(default_factory=dict)  # in dependency order
-    units: dict[str, str] = field(default_factory=dict)
-    # ``{ unit = "epoch_ns", integer = true }``: read as a 64-bit integer ("<col> is not an integer")
-    integer: set[str] = field(default_factory=set)
-    # ``{ unit = ..., check = false }``: a value that converts to no time reads as null, not bad-type
-    quiet: set[str] = field(default_factory=set)
-    # ``{ unit = ..., list = true }``: a JSON list of times (``col[1]``, ``col[-1]``, ``len(col)``, gaps)
-    lists: set[str] = field(default_factory=set)
-    # ``format = "document"``: where the records are in the one JSON document (``Records``)
-    records: Records | None = None
-    csv: Csv = field(default_factory=Csv)
-    # "types": every bad-type check, then the missing boundaries; "boundaries": each required
-    # boundary's missing-field check right after the checks of the columns it reads, before those
-    # of the boundaries and columns after it (the order the workload importers always checked in)
-    check_order: str = "types"
-    # source column -> its bad-type detail (else "<col> is not a number", "an integer", "an ISO-8601 time")
-    bad_type: dict[str, str] = field(default_factory=dict)
-    builtin: bool = False  # a spec of toolkit/importers/specs/: its errors name the input file only
-    # ``[fields] name = [path, ...]``: a source column read from the first of its paths not null
-    fields: dict[str, list[str]] = field(default_factory=dict)
-    # our column -> its missing-field detail (``{ from = .., missing = ".." }``: required)
-    required: dict[str, str] = field(default_factory=dict)
-    # JSON lines of a log (mapping._lines): the line prefix cut before parsing (start, end), the
-    # records skipped (a condition), the unparseable detail, the top-level keys few lines have
-    prefix: tuple[str, str] | None = None
-    skip: tuple[str, str, Any] | None = None
-    unparseable: str | None = None
-    rare: list[str] = field(default_factory=list)
-
 
 # ---------------------------------------------------------------------------------------------
 # binding to a file: the SQL
@@ -212,20 +120,24 @@ def _want(unit: str) -> str:
     return "VARCHAR" if unit in ("ns", "epoch_ns", "iso8601") else "DOUBLE"
 
 
-def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> str:
-    """The candidate SELECT over ``lines`` (as the line reader or, with a fast ``rd``, the fast reader gives it)."""
+def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, origin: bool | None = None) -> str:
+    """The candidate SELECT over ``lines`` (or, with a fast ``rd``, over ingest's ``records``).
+    ``origin``: whether this import has a ``--clock-origin`` (None: asked of the session when
+    the SQL runs); known, a relative clock's ``derived`` and ``clock`` are compiled for it (a
+    list of the 64 combinations of boundaries cost more to plan than 1 000 records to read)."""
     rd = rd or _Reader(m, fmt, src)
     conv: list[str] = []  # converted columns, in CTE v
-    checks: list[str] = []  # WHEN ... THEN {code, detail}
-    checked: list[str] = []  # the source column of each of ``checks``
-    negative: list[tuple[str, str]] = []  # (source column, its negative-duration check)
-
-    def check(col: str, sql: str) -> None:
-        checks.append(sql)
-        checked.append(col)
+    checks: list[tuple[str, str, str]] = []  # (group, WHEN ... THEN {code, detail}, column), in use order
     seen_conv: set[str] = set()
+    read_numbers: dict[str, str] = {}  # a ranged time column -> its number (n<i>)
     cols = {c.name: c for c in schema.table("requests").columns}
     quiet = m.quiet
+
+    def int_read(col: str) -> str:  # integer = true: from the text, exactly; "json": the JSON reader's BIGINT
+        return "BIGINT" if col in m.json_integers and rd.fmt == "jsonl" else "VARCHAR"
+
+    def called(col: str) -> str:  # what a reason detail calls a source column ([names])
+        return m.names.get(col, col)
 
     def what(col: str) -> str:
         return ("an integer" if col in m.integer else "an ISO-8601 time" if m.units[col] == "iso8601"
@@ -240,7 +152,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             raise MappingError(f"{m.path}: {col!r}: a list of times is read from JSON only")
         if col in m.fields:
             raise MappingError(f"{m.path}: {col!r} is a field of several paths: a list of times is read from one")
-        raw = rd.use(col, "VARCHAR[]" if col in m.integer else "DOUBLE[]")
+        raw = rd.use(col, (int_read(col) + "[]") if col in m.integer else "DOUBLE[]")
         name = f"l{rd.n(col)}"
         if name not in seen_conv:
             seen_conv.add(name)
@@ -257,81 +169,148 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
                 element = "a non-integer" if col in m.integer else "a non-number"
                 list_checks.append(f"WHEN list_contains(list_transform({name}, lambda t: t IS NULL), true) THEN "
                                    f"{{'code': 'bad-type', 'detail': {_s(f'{col} holds {element}')}}}")
-            order_checks.append(f"WHEN list_contains([{name}[i + 1] < {name}[i] FOR i IN range(1, len({name}))], true) "
-                                f"THEN {{'code': 'out-of-order', 'detail': {_s(f'{col} are not in order')}}}")
+            if col not in quiet:
+                order_checks.append(f"WHEN list_contains([{name}[i + 1] < {name}[i] FOR i IN range(1, len({name}))], "
+                                    f"true) THEN {{'code': 'out-of-order', 'detail': {_s(f'{col} are not in order')}}}")
         return name
 
     def time_col(col: str) -> str:
         if (el := _ELEMENT.fullmatch(col)) and el[1] in m.lists:  # ``col[1]``, ``col[-1]``
             return f"{time_list(el[1])}[{el[2]}]"
-        raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
+        raw = rd.use(col, int_read(col) if col in m.integer else _want(m.units[col]))
         name = f"t{rd.n(col)}"
         if name not in seen_conv:
             seen_conv.add(name)
-            expr = _int_us(raw, m.units[col]) if col in m.integer else _time_us(raw, m.units[col])
+            unit = m.units[col]
+            num = f"TRY_CAST({raw} AS DOUBLE)"
+            if ranged(m, col):  # its number, once: the type, missing and range checks all read it
+                num = f"n{rd.n(col)}"
+                conv.append(f"TRY_CAST({raw} AS DOUBLE) AS {num}")
+                read_numbers[col] = num
+            if col in m.integer:
+                expr = _int_us(raw, unit)
+            elif col in m.floats:
+                expr = float_us(num, unit)
+            else:  # from the number read once where there is one (integer ns are cut exactly, from the text)
+                expr = _time_us(num if ranged(m, col) and unit not in ("ns", "epoch_ns") else raw, unit)
             if m.clock == "relative":
                 expr = f"({expr}) + coalesce(getvariable('clock_origin_us'), 0)"
             conv.append(f"{expr} AS {name}")
             if col not in quiet:
-                check(col, f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                      f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}")
+                # ranged: a number that gives no time is out of range (range_checks), not of another type
+                bad = f"{num} IS NULL" if ranged(m, col) else f"{name} IS NULL"
+                checks.append(("types", f"WHEN {bad} AND {rd.present(col)} THEN {{'code': 'bad-type', "
+                                        f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}", col))
+                times[col] = (num, name)
+            numbers[col] = f"{num} IS NOT NULL"
         return name
 
     def dur_col(col: str) -> str:
-        raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
+        if (sp := SPAN.fullmatch(col)):
+            return span_col(*sp.groups())
+        raw = rd.use(col, int_read(col) if col in m.integer else _want(m.units[col]))
         name = f"d{rd.n(col)}"
         if name not in seen_conv:
             seen_conv.add(name)
-            conv.append(f"{_int_us(raw, m.units[col]) if col in m.integer else _dur_us(raw, m.units[col])} AS {name}")
+            if col in m.unit_of:  # the record says its unit (another or none: the [units] one)
+                us = data_unit_us(raw, rd.use(m.unit_of[col], "VARCHAR"), m.units[col])
+            else:
+                us = _int_us(raw, m.units[col]) if col in m.integer else _dur_us(raw, m.units[col])
+            conv.append(f"{us} AS {name}")
             if col not in quiet:
-                check(col, f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                      f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}")
-            negative.append((col, f"WHEN {name} < 0 THEN {{'code': 'negative-duration', 'detail': {_s(f'{col} is negative')}}}"))
-            if m.check_order != "kinds":
-                check(col, negative[-1][1])
+                checks.append(("types", f"WHEN {name} IS NULL AND {rd.present(col)} THEN {{'code': 'bad-type', "
+                                        f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}", col))
+            checks.append(("negative", f"WHEN {name} < 0 THEN {{'code': 'negative-duration', "
+                                       f"'detail': {_s(f'{called(col)} is negative')}}}", col))
         return name
 
-    def condition(when: tuple[str, str, Any]) -> str:
-        """SQL of ``<column> <op> <literal>``: the column read as the literal's type."""
-        col, op, lit = when
+    def span_col(later: str, earlier: str) -> str:
+        """A duration between two readings of one clock, ``(later - earlier)``: subtracted in the
+        unit they share, then converted (integer ns: exact)."""
+        raws = []
+        for c in (later, earlier):
+            raw = rd.use(c, int_read(c) if c in m.integer else _want(m.units[c]))
+            num = f"TRY_CAST({raw} AS {'BIGINT' if c in m.integer else 'DOUBLE'})"
+            raws.append(num)
+            if f"s{rd.n(c)}" not in seen_conv and c not in quiet:
+                seen_conv.add(f"s{rd.n(c)}")
+                checks.append(("types", f"WHEN {num} IS NULL AND {rd.present(c)} THEN {{'code': 'bad-type', "
+                                        f"'detail': {_s(m.bad_type.get(c, f'{called(c)} is not {what(c)}'))}}}", c))
+        name = f"d{rd.n(later)}_{rd.n(earlier)}"
+        if name not in seen_conv:
+            seen_conv.add(name)
+            diff, unit = f"({raws[0]} - {raws[1]})", m.units[later].removeprefix("epoch_")
+            conv.append(f"{diff} // 1000 AS {name}" if later in m.integer and unit == "ns"
+                        else f"{_int_us(diff, unit) if later in m.integer else _dur_us(diff, unit)} AS {name}")
+            checks.append(("negative", f"WHEN {name} < 0 THEN {{'code': 'negative-duration', "
+                                       f"'detail': {_s(f'{called(later)} is before {called(earlier)}')}}}", later))
+        return name
+
+    def condition(when: Condition) -> str:
+        """SQL of ``<column> <op> <literal>``: the column read as the literal's type; ``is
+        present``: there and not null; conditions joined by and / or."""
+        if isinstance(when[1], list):
+            return f" {when[0].upper()} ".join(f"({condition(w)})" for w in when[1])
+        col, op, lit = when  # type: ignore[misc]
+        if op == "present":
+            return rd.there(col)
         if (n := _LEN.fullmatch(col)) and n[1] in m.lists:  # ``len(col)`` of a list of times
             return f"TRY_CAST(len({time_list(n[1])}) AS DOUBLE) {op} {lit!r}"
         typ = "BOOLEAN" if isinstance(lit, bool) else "VARCHAR" if isinstance(lit, str) else "ANY"
+        if typ == "ANY" and col in read_numbers:  # a time column's number, read once
+            return f"{read_numbers[col]} {op} {_lit(lit)}"
         raw = rd.use(col, typ)
         lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
                else f"TRY_CAST({raw} AS DOUBLE)")
-        return f"{lhs} {op} {_lit(lit)}"
+        return f"regexp_matches({lhs}, {_lit(lit)})" if op == "matches" else f"{lhs} {op} {_lit(lit)}"
 
-    # boundaries, in dependency order (lateral aliases in one SELECT)
-    bsel: list[str] = []
+    # boundaries, in dependency order (lateral aliases in one SELECT); with variants, each
+    # boundary is its way for the row's variant (_variant: compile_checks.variant_sql)
+    kinds = variant_kinds(m)
+    guards: dict[str, str] = {}  # a time column read only under a boundary's ``when``: that condition
+    times: dict[str, tuple[str, str]] = {}  # checked time columns: (raw, converted), in use order
+    numbers: dict[str, str] = {}  # a time column holds a number (``[checks] range``: not missing)
+    ways: dict[str, dict[int, tuple[str, str]]] = {}
+    held: list[dict[str, list[str]]] = [{} for _ in kinds]  # per variant: the boundary's columns' numbers
     can_derive: dict[str, bool] = {}
-    for b in m.boundaries.values():
-        vals, flags = [], []
-        for a in b.alts:
-            if a.base_is_boundary:
-                base, flag = f"x_{a.base}", f"dv_{a.base}"
-            else:
-                base, flag = time_col(a.base), "false"
-            expr = base + "".join(f" {sign} {dur_col(col)}" for sign, col in a.terms)
-            vals.append(expr)
-            flags.append("true" if a.terms or b.derived else flag)
-        value = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
-        flag = flags[0] if len(flags) == 1 else (
-            "CASE " + " ".join(f"WHEN ({v}) IS NOT NULL THEN {f}" for v, f in zip(vals, flags, strict=True)) + " END")
-        if b.when:
-            value = f"CASE WHEN {condition(b.when)} THEN {value} END"
-        if m.check_order == "boundaries" and b.name in ("ts_arrival", "ts_end"):
-            check("", _missing(m, b.name))
-        bsel.append(f"{value} AS x_{b.name}")
-        bsel.append(f"coalesce(x_{b.name} IS NOT NULL AND ({flag}), false) AS dv_{b.name}")
-        can_derive[b.name] = any(f != "false" for f in flags)
+    for vi, bounds in enumerate(kinds):
+        derivable: dict[str, bool] = {}  # in this variant (an alias of a read boundary is read)
+        for b in bounds.values():
+            vals, flags = [], []
+            held[vi][b.name] = [n for a in b.alts if not a.terms
+                                for n in (held[vi].get(a.base, []) if a.base_is_boundary else [a.base])]
+            for a in b.alts:
+                if a.base_is_boundary:
+                    base, flag = f"x_{a.base}", f"dv_{a.base}" if derivable[a.base] else "false"
+                else:
+                    base, flag = time_col(a.base), "false"
+                    if b.when:
+                        guards.setdefault(a.base, condition(b.when))
+                expr = base + "".join(f" {sign} {dur_col(col)}" for sign, col in a.terms)
+                vals.append(expr)
+                flags.append("true" if a.terms or b.derived else flag)
+            value = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
+            flag = flags[0] if len(set(flags)) == 1 else (
+                "CASE " + " ".join(f"WHEN ({v}) IS NOT NULL THEN {f}" for v, f in zip(vals, flags, strict=True)) + " END")
+            if b.when:
+                value = f"CASE WHEN {condition(b.when)} THEN {value} END"
+            if m.check_order == "boundaries" and b.name in ("ts_arrival", "ts_end"):
+                checks.append(("types", _missing(m, b.name, kinds, [{}] * len(kinds)), ""))
+            ways.setdefault(b.name, {})[vi] = (value, flag)
+            derivable[b.name] = any(f != "false" for f in flags)
+            can_derive[b.name] = can_derive.get(b.name, False) or derivable[b.name]
+    bsel = [variant_sql(m, condition)] if m.variants else []
+    for b_name in merged_order(m, kinds):
+        value, flag = by_variant(ways[b_name])
+        bsel.append(f"{value} AS x_{b_name}")
+        bsel.append(f"coalesce(x_{b_name} IS NOT NULL AND ({flag}), false) AS dv_{b_name}")
 
     # place derived boundaries between the read ones around them
-    defined = [b for b in ORDER if b in m.boundaries]
+    defined = [b for b in ORDER if b in ways]
     place, shifts, skew_checks = [], [], []
     tol = m.tolerance_us
     for b in defined:
-        around = m.boundaries[b].place
+        around = _said(kinds, b, "place")
         if not can_derive[b] or around == []:
             place.append(f"x_{b} AS p_{b}")
             continue
@@ -341,18 +320,26 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         lo_e = f"greatest({', '.join(lo)})" if lo else "NULL"
         hi_e = f"least({', '.join(hi)})" if hi else "NULL"
         # mv: movable (derived, and the read boundaries around it in order: else the shared check names them)
-        place.append(f"{lo_e} AS lo_{b}, {hi_e} AS hi_{b}, dv_{b} AND coalesce(lo_{b} <= hi_{b}, true) AS mv_{b}")
-        place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} WHEN mv_{b} AND x_{b} > hi_{b} THEN hi_{b} "
-                     f"ELSE x_{b} END AS p_{b}")
-        place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} - x_{b} "
-                     f"WHEN mv_{b} AND x_{b} > hi_{b} THEN x_{b} - hi_{b} END AS sh_{b}")
+        if m.skew_first:  # placed at the read boundary after it first, whatever the order of those around it
+            place.append(f"{lo_e} AS lo_{b}, {hi_e} AS hi_{b}, dv_{b} AS mv_{b}")
+            place.append(f"CASE WHEN mv_{b} AND x_{b} > hi_{b} THEN hi_{b} WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} "
+                         f"ELSE x_{b} END AS p_{b}")
+            place.append(f"CASE WHEN mv_{b} AND x_{b} > hi_{b} THEN x_{b} - hi_{b} "
+                         f"WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} - x_{b} END AS sh_{b}")
+        else:
+            place.append(f"{lo_e} AS lo_{b}, {hi_e} AS hi_{b}, dv_{b} AND coalesce(lo_{b} <= hi_{b}, true) AS mv_{b}")
+            place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} WHEN mv_{b} AND x_{b} > hi_{b} THEN hi_{b} "
+                         f"ELSE x_{b} END AS p_{b}")
+            place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} - x_{b} "
+                         f"WHEN mv_{b} AND x_{b} > hi_{b} THEN x_{b} - hi_{b} END AS sh_{b}")
         shifts.append(f"sh_{b}")
-        late = m.boundaries[b].out_of_order or f"{b} (derived) is more than {tol / 1e3:g} ms outside the boundaries read around it"
-        skew_checks.append(f"WHEN sh_{b} > {tol} THEN {{'code': 'out-of-order', 'detail': {_s(late)}}}")
+        detail = (_said(kinds, b, "out_of_order")
+                  or f"{b} (derived) is more than {tol / 1e3:g} ms outside the boundaries read around it")
+        skew_checks.append(f"WHEN sh_{b} > {tol} THEN {{'code': 'out-of-order', 'detail': {_s(detail)}}}")
 
     # the other columns
-    out: list[str] = []
-    for k, srcs in m.columns.items():
+    def col_expr(k: str, srcs: list[str]) -> str:
+        """SQL of our column ``k`` read from ``srcs`` (the first not null)."""
         c = cols[k]
         if k == "itl_ms" and srcs[0] in m.lists:  # the gaps between a list of times, in its own unit
             t, unit = srcs[0], m.units[srcs[0]]
@@ -361,15 +348,15 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             num = "BIGINT" if t in m.integer else "DOUBLE"
             f = _TO_US[unit.removeprefix("epoch_")] / 1e3
             scale = f" / {1 / f:g}" if f < 1 else f" * {f:g}"
-            out.append(f"CASE WHEN len({lst}) >= 2 THEN CAST([(TRY_CAST({raw}[i + 1] AS {num}) - TRY_CAST({raw}[i] AS {num}))"
-                       f"{scale} FOR i IN range(1, len({lst}))] AS FLOAT[]) END AS itl_ms")
-            continue
+            least = 1 if t in m.single_empty else 2  # one time: no gaps, [] (single = "empty") or null
+            return (f"CASE WHEN len({lst}) >= {least} THEN CAST([(TRY_CAST({raw}[i + 1] AS {num}) - "
+                    f"TRY_CAST({raw}[i] AS {num})){scale} FOR i IN range(1, len({lst}))] AS FLOAT[]) END")
         if k == "itl_ms":
             unit = m.units[srcs[0]]
             raw = rd.use(srcs[0], "DOUBLE[]")
-            f = _TO_US[unit] / 1e3
-            out.append(f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {f:g}) AS FLOAT[]) AS itl_ms")
-            continue
+            f = (data_unit_ms(rd.use(m.unit_of[srcs[0]], "VARCHAR"), unit) if srcs[0] in m.unit_of
+                 else f"{_TO_US[unit] / 1e3:g}")
+            return f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {f}) AS FLOAT[])"
         typ = {"string": "VARCHAR", "int64": "BIGINT", "float64": "DOUBLE"}.get(c.type, "VARCHAR")
         # a document's integers are read as numbers, then rounded (a report may write a count as 12.0)
         raws = [rd.use(s, "DOUBLE" if typ == "BIGINT" and fmt == "document" else typ) for s in srcs]
@@ -377,11 +364,16 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         expr = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
         if typ != "VARCHAR" and k not in m.unchecked:
             for s, v in zip(srcs, vals, strict=True):
-                check(s, f"WHEN {v} IS NULL AND {rd.present(s)} THEN "
-                      f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(s, f'{s} is not a number'))}}}")
-        if k in ("service", "model"):
-            expr = f"coalesce({expr}, getvariable('{k}'))"
-        out.append(f"{expr} AS {k}")
+                checks.append(("types", f"WHEN {v} IS NULL AND {rd.present(s)} THEN {{'code': 'bad-type', "
+                                        f"'detail': {_s(m.bad_type.get(s, f'{called(s)} is not a number'))}}}", s))
+        return f"coalesce({expr}, getvariable('{k}'))" if k in ("service", "model") else expr
+
+    out: list[str] = []
+    for k, srcs in m.columns.items():
+        alts = [(i, col_expr(k, v.columns[k])) for i, v in enumerate(m.variants, 1) if k in v.columns]
+        base = col_expr(k, srcs)
+        out.append((f"CASE _variant {' '.join(f'WHEN {i} THEN {e}' for i, e in alts)} ELSE {base} END" if alts
+                    else base) + f" AS {k}")
     for k, (s, mp, dflt, cases) in m.values.items():
         if s is None:  # conditions on the row's own columns (lateral aliases of this SELECT)
             whens = " ".join(f"WHEN {col} {op} {_lit(lit)} THEN {_s(val)}" for col, op, lit, val in cases)
@@ -391,11 +383,15 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         whens = " ".join(f"WHEN {raw} = {_s(a)} THEN {_s(b)}" for a, b in mp.items())
         out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else raw} END AS {k}")
     for k, (rules, dflt) in m.rules.items():
-        whens = " ".join(f"WHEN {condition(w)} THEN {_s(v)}" for w, v in rules)
+        whens = " ".join(f"WHEN {condition(w)} THEN {rule_value(v, lambda c: rd.use(c, 'VARCHAR'))}" for w, v in rules)
+        read = {c for w, _ in rules for c in condition_columns(w)}
+        if len(read) == 1 and (col := read.pop()) in rd.index:
+            # every condition is false on a null: a record without the column takes the default at once
+            # (three regular expressions on every row of a file that rarely has the column cost 5 %)
+            whens = f"WHEN c{rd.index[col]} IS NULL THEN {_s(dflt) if dflt is not None else 'NULL'} " + whens
         out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else 'NULL'} END AS {k}")
     for k, v in m.constants.items():
-        lit = _s(v) if isinstance(v, str) else repr(v)
-        out.append(f"CAST({lit} AS {cols[k].duckdb_type}) AS {k}")
+        out.append(f"CAST({constant_sql(m, k, v)} AS {cols[k].duckdb_type}) AS {k}")
     for k in ("service", "model"):
         if not any(k in d for d in (m.columns, m.constants, m.values, m.rules)):
             out.append(f"getvariable('{k}') AS {k}")
@@ -409,20 +405,24 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
 
     # a list of times is checked once the arrival is there, before the end it may give; its order
     # after every missing check (with check_order = "boundaries" both follow the boundaries' checks)
+    # with ``[checks] range`` a number that gives no time is out of range (range_checks), not missing
+    held_sql = [{b: f"coalesce({' OR '.join(nums)}, false)" for b, cs in h.items()
+                 if m.range_check and (nums := [numbers[c] for c in cs if c in numbers])} for h in held]
+    others = [_missing(m, b, kinds, held_sql, declared=True) for b in ORDER[1:-1] if b in ways]
     if m.check_order == "boundaries":
-        missing = [*list_checks, *order_checks]
+        missing = [*list_checks, *others, *order_checks]
     else:
-        missing = [_missing(m, "ts_arrival"), *list_checks, _missing(m, "ts_end"), *order_checks]
-    required = dict(m.required)
+        missing = [_missing(m, "ts_arrival", kinds, held_sql), *list_checks, *others,
+                   _missing(m, "ts_end", kinds, held_sql), *order_checks]
+    required = dict(m.required)  # our columns' missing-field details (a column's ``missing``)
     if "request_id" in m.columns and "$line" not in m.columns["request_id"]:  # ``$line``: never null
         required.setdefault("request_id", f"request_id is missing ({', '.join(m.columns['request_id'])})")
-    ids = [f"WHEN {k} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(d)}}}" for k, d in required.items()]
-    if m.check_order == "kinds":  # the ids, every bad type, the missing boundaries, negative durations
-        checks = [*ids, *_in_order(checks, checked, list(m.bad_type)), *missing,
-                  *_in_order([c for _, c in negative], [c for c, _ in negative], list(m.units))]
-        missing = []
-    else:
-        missing[:0] = ids
+    identity = [f"WHEN {k} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(d)}}}" for k, d in required.items()]
+    groups = {"refuse": refuse_checks(m), "identity": identity, "missing": [c for c in missing if c],
+              "range": range_checks(m, times, guards), "pairs": pair_checks(m, time_col, guards), "skew": skew_checks,
+              **{g: by_units(m, [c for k, c, _ in checks if k == g], [col for k, _, col in checks if k == g],
+                             m.bad_type if g == "types" else None)
+                 for g in ("types", "negative")}}
     kind = "row_kind"
     if m.skip:  # ``[source] skip``: a record the condition holds for holds no record
         kind = f"CASE WHEN row_kind = 'record' AND _bad IS NULL AND {condition(m.skip)} THEN 'skip' ELSE row_kind END"
@@ -433,9 +433,11 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     anchored = "getvariable('clock_origin_us') IS NOT NULL" if m.clock == "relative" else "false"
     clock = ("CASE WHEN getvariable('clock_origin_us') IS NULL THEN 'relative' ELSE 'wall' END"
              if m.clock == "relative" else "'wall'")
-    # only the boundaries that can be derived: a list of 2^n combinations to pick from (derived_list)
-    derived = derived_list([(b, f"p_{b} IS NOT NULL AND (dv_{b} OR {anchored})") for b in defined
-                            if can_derive[b] or m.clock == "relative"])
+    if m.clock == "relative" and origin is not None:
+        anchored, clock = ("true", "'wall'") if origin else ("false", "'relative'")
+    pairs = [(b, f"p_{b} IS NOT NULL" if anchored == "true" else f"p_{b} IS NOT NULL AND (dv_{b} OR {anchored})")
+             for b in defined if can_derive[b] or anchored != "false"]
+    derived = derived_list(pairs) if pairs else "CAST([] AS VARCHAR[])"
     skew = f"greatest({', '.join(shifts)}) / 1e3" if shifts else "CAST(NULL AS DOUBLE)"
     return f"""
 WITH {rd.extract_sql()},
@@ -446,9 +448,7 @@ o AS (SELECT *, {', '.join(out)}, {kind} AS _kind FROM p)
 SELECT ln, _kind AS row_kind,
     CASE {skipped} WHEN _bad IS NOT NULL THEN {{'code': 'unparseable', 'detail': _bad}}
          {vantage_check}
-         {' '.join(checks)}
-         {' '.join(missing)}
-         {' '.join(skew_checks)}
+         {' '.join(ordered_checks(m, groups, checks))}
     END AS _r,
     _r['code'] AS reason_code, _r['detail'] AS reason_detail,
     {', '.join(k for k in dict.fromkeys([*m.columns, *m.values, *m.rules, *m.constants, 'service', 'model',
@@ -462,19 +462,29 @@ FROM o"""
 
 
 
-def _in_order(checks: list[str], cols: list[str], order: list[str]) -> list[str]:
-    """``checks`` (of the source columns ``cols``) with those of a column in ``order`` first, in its
-    order (``check_order = "kinds"``: the order of ``[bad_type]``'s or ``[units]``' keys is the
-    order of the checks), the others after them as they came."""
-    pos = [order.index(c) if c in order else len(order) for c in cols]
-    return [c for _, _, c in sorted(zip(pos, range(len(checks)), checks, strict=True))]
+def _said(kinds: list[dict[str, Boundary]], b: str, key: str) -> Any:
+    """What the first kind of record that gives boundary ``b`` says of it (``place``,
+    ``out_of_order``; None where none says it): one placement and one detail per boundary."""
+    return next((v for bounds in kinds if b in bounds and (v := getattr(bounds[b], key)) is not None), None)
 
 
-def _missing(m: Mapping, b: str) -> str:
-    """The missing-field check of a required boundary (its placed value is null)."""
-    how = ", ".join(a.text for a in m.boundaries[b].alts)
-    detail = m.boundaries[b].missing or f"{b} is missing ({how})"
-    return f"WHEN p_{b} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}"
+def _missing(m: Mapping, b: str, kinds: list[dict[str, Boundary]], held: list[dict[str, str]],
+             declared: bool = False) -> str:
+    """The missing-field check of a required boundary (its placed value is null), per variant;
+    ``held``: per variant, SQL that one of the boundary's columns holds a number (then it is not
+    missing); ``declared``: only where the boundary says ``missing`` (required beyond ts_arrival
+    and ts_end)."""
+    out = []
+    for vi, bounds in enumerate(kinds):
+        if b not in bounds or (declared and bounds[b].missing is None):
+            continue
+        how = ", ".join(a.text for a in bounds[b].alts)
+        detail = bounds[b].missing or f"{b} is missing ({how})"
+        which = f" AND _variant = {vi}" if len(kinds) > 1 else ""
+        if b in held[vi]:
+            which += f" AND NOT {held[vi][b]}"
+        out.append(f"WHEN p_{b} IS NULL{which} THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}")
+    return " ".join(out)
 
 
 def _lit(v: Any) -> str:
@@ -482,19 +492,20 @@ def _lit(v: Any) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else _s(v) if isinstance(v, str) else repr(v)
 
 
-def bind_mapping(imp: Importer, m: Mapping, src: Source) -> Importer:
-    """``imp`` reading ``src`` with the SQL compiled from ``m``, under the mapping's name."""
+def bind_mapping(imp: Importer, m: Mapping, src: Source, origin: bool | None = None) -> Importer:
+    """``imp`` reading ``src`` with the SQL compiled from ``m``, under the mapping's name;
+    ``origin``: whether the import has a ``--clock-origin`` (``build_sql``)."""
     fmt = _fmt_of(m, src)
     if fmt == "document":
         from toolkit.importers._document import check
 
         check(src)  # a malformed document: one clear InputError before anything parses it
-    sql = build_sql(m, fmt, src)
-    return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt in ("parquet", "document") else "lines",
-                                  fast=_fast(m, fmt, src)), name=m.name)
+    sql = build_sql(m, fmt, src, origin=origin)
+    return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt in ("parquet", "document", "json") else "lines",
+                                  fast=_fast(m, fmt, src, origin)), name=m.name)
 
 
-def _fast(m: Mapping, fmt: str, src: Source) -> Fast | None:
+def _fast(m: Mapping, fmt: str, src: Source, origin: bool | None = None) -> Fast | None:
     """Ingest's fast reader for the mapping, where it reads exactly as the line reader does; None
     for lines only.
 
@@ -506,10 +517,10 @@ def _fast(m: Mapping, fmt: str, src: Source) -> Fast | None:
     synthesized ``request_id`` (``<file hash>-<line>``) is the ``line_id``: the fast SQL gives
     the prefix and ingest appends the line once numbered. Not for JSON keys holding a double
     quote (DuckDB's STRUCT type would not take them)."""
-    if fmt not in ("jsonl", "csv"):
-        return None
+    if fmt not in ("jsonl", "csv") or any("$line" in cs for cs in m.columns.values()):
+        return None  # $line: the record's line, which the fast reader numbers only after the SQL
     rd = _Reader(m, fmt, src, fast=True)
-    fast_sql = build_sql(m, fmt, src, rd)
+    fast_sql = build_sql(m, fmt, src, rd, origin)
     reads: FastInput
     if fmt == "jsonl":
         spec = rd.json_spec()

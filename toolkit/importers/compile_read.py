@@ -74,8 +74,8 @@ class _Reader:
         return self.fields[col] if col in self.m.fields else str(self.index[col])
 
     def _use(self, col: str, typ: str) -> str:
-        if col not in self.index and col.startswith("$"):
-            if self.fmt != "document" or col not in PSEUDO:
+        if col not in self.index and col.startswith("$") and not col.startswith("?"):
+            if col not in PSEUDO or (self.fmt != "document" and (col != "$line" or self.fmt != "jsonl")):
                 raise MappingError(f"{self.m.path}: {col!r} is not a column (a JSON document's records have "
                                    f"{', '.join(PSEUDO)})")
         if col not in self.index:
@@ -107,6 +107,8 @@ class _Reader:
                            f"({', '.join(self.header[:20])})")
 
     def json_type(self, col: str) -> str:
+        if self.fmt == "json":  # every value as its JSON text, converted as its unit says (json_values)
+            return "VARCHAR"
         ts = self.types[col] - {"ANY"}
         if not ts:
             return "VARCHAR"
@@ -132,18 +134,27 @@ class _Reader:
             # read as text (_int_us), which any JSON value but null gives: no second parse of the record
             return f"{c} IS NOT NULL"
         if self.fmt not in ("jsonl", "document") or self.fast:
-            # fast JSON: read_json converts strictly (a value it cannot convert fails the whole
+            # json: every value read as text, which any JSON value but null gives; fast JSON: read_json converts strictly (a value it cannot convert fails the whole
             # read, and the line reader takes over), so a value is there iff it is not NULL
             return f"{c} IS NOT NULL"
-        path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
+        path = _json_path(col)
         return f"coalesce(json_type(line, {_s(path)}), 'NULL') <> 'NULL'"
+
+    def there(self, col: str) -> str:
+        """SQL: ``col`` is there and not JSON null (a condition's ``is present``). A JSON line is
+        typed: an object or list as the spec's structure has it (a value of another type is not
+        there), anything else as JSON."""
+        if self.fmt in ("jsonl", "document", "json") and "[" not in col:
+            # typed once with the record (``?col``: json_spec), never the text parsed again per row
+            return self.use("?" + col, "BOOLEAN")
+        return f"{self.use(col, 'ANY')} IS NOT NULL"
 
     def kind(self, col: str) -> str | None:
         """SQL: the JSON type of ``col``'s value (NULL when absent); None where the reader has no
         JSON text to ask (the fast reader fails on a value of another type instead)."""
         if self.fmt not in ("jsonl", "document") or self.fast:
             return None
-        path = "$." + ".".join('"' + k.replace('"', '\\"') + '"' for k in col.split("."))
+        path = _json_path(col)
         return f"json_type(line, {_s(path)})"
 
     def json_spec(self) -> dict:
@@ -151,18 +162,41 @@ class _Reader:
         cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
         spec: dict = {}
         for c in cols:
-            if c.startswith("$"):  # the document reader's own columns (PSEUDO)
+            if c.startswith(("$", "?")):  # the document reader's own columns (PSEUDO), presences (last)
                 continue
             node = spec
-            keys = c.split(".")
-            for k in keys[:-1]:
+            segs = _segments(c)
+            typ = self.json_type(c)
+            if any(i == "*" for _, i in segs) and typ.endswith("[]"):  # a projection: the list is the path's
+                typ = typ[:-2]
+            for n, (k, i) in enumerate(segs):
+                last = n == len(segs) - 1
+                if i is not None:  # an array of objects (or of values, last)
+                    arr = node.setdefault(k, [{} if not last else typ])
+                    if not isinstance(arr, list):
+                        raise MappingError(f"{self.m.path}: {k!r} is used both as a list and as a value")
+                    if last:
+                        break
+                    node = arr[0]
+                    continue
+                if last:
+                    if isinstance(node.get(k), dict | list):
+                        raise MappingError(f"{self.m.path}: {c!r} is used both as a value and as an object")
+                    node[k] = typ
+                    break
                 nxt = node.setdefault(k, {})
                 if not isinstance(nxt, dict):
                     raise MappingError(f"{self.m.path}: {k!r} is used both as a value and as an object")
                 node = nxt
-            if isinstance(node.get(keys[-1]), dict):
-                raise MappingError(f"{self.m.path}: {c!r} is used both as a value and as an object")
-            node[keys[-1]] = self.json_type(c)
+        for c in cols:  # ``?col``: whether col is there; its own type where the spec reads it, else JSON
+            if c.startswith("?"):
+                node, keys = spec, c[1:].split(".")
+                for k in keys[:-1]:
+                    node = node.setdefault(k, {})
+                    if not isinstance(node, dict):
+                        break
+                else:
+                    node.setdefault(keys[-1], "JSON")
         return spec or {"_": "VARCHAR"}
 
     def columns(self) -> dict | None:
@@ -170,7 +204,7 @@ class _Reader:
         struct of every line to build and take apart again), a rare key as unparsed JSON; None
         without them, or where a key would not make a plain column name (then ``JsonValues``: one
         struct ``j``, which also reads a ``null`` line, where columns of NULLs give up)."""
-        if not self.m.rare:
+        if not self.m.rare or any(c[0] in "?$" or "[" in c for c in self.index):
             return None
         spec = self.json_spec()
         keys = [*spec, *(r for r in self.m.rare if r not in spec)]
@@ -195,6 +229,8 @@ class _Reader:
         cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
         if self.fmt == "document":
             return document_extract(self, cols)
+        if self.fmt == "json":
+            return json_values_extract(self, cols)
         bad = _s(self.m.unparseable or "line is not a JSON object")
         if self.fmt == "jsonl" and self.fast:
             # lines(ln, j), or a column per top-level key (columns()): read_json with the types
@@ -203,7 +239,7 @@ class _Reader:
             def access(c: str) -> str:
                 top, *rest = c.split(".")
                 if self.columns() is None:
-                    return "j" + "".join(f"[{_s(k)}]" for k in c.split("."))
+                    return _column_sql(c)
                 if top in self.m.rare:
                     return f"CAST(NULL AS {self.json_type(c)})"
                 return _q(top) + "".join(f"[{_s(k)}]" for k in rest)
@@ -217,7 +253,7 @@ x AS (
     FROM lines)"""
         if self.fmt == "jsonl":
             spec_sql = _s(json.dumps(self.json_spec()))
-            access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
+            access = ", ".join(f"{_column_sql(c)} AS c{i}" for i, c in enumerate(cols))
             src, kind = "lines", "WHEN trim(line) = '' THEN 'skip'"
             if self.m.prefix:  # ``[source] prefix``: cut; a prefixed line holding no object holds no record
                 st, en = (_s(x) for x in self.m.prefix)
@@ -289,6 +325,54 @@ x AS (
     FROM s)"""
 
 
+_SEGMENT_INDEX = re.compile(r"(.+)\[(-?[1-9][0-9]*|\*)\]")
+
+
+def _segments(col: str) -> list[tuple[str, str | None]]:
+    """A dotted JSON column's keys, each with its index: ``responses[1].perf_ns`` is
+    ``[("responses", "1"), ("perf_ns", None)]``; ``[*]`` takes the rest from every element."""
+    out: list[tuple[str, str | None]] = []
+    for k in col.split("."):
+        mt = _SEGMENT_INDEX.fullmatch(k)
+        out.append((mt[1], mt[2]) if mt else (k, None))
+    return out
+
+
+def _access(col: str, base: str = "j") -> str:
+    """SQL: ``col`` taken out of the typed JSON value ``base`` (an element is 1-based; a
+    projection ``key[*].rest`` is ``rest`` of every element, a list)."""
+    expr = base
+    segs = _segments(col)
+    for n, (k, i) in enumerate(segs):
+        expr += f"[{_s(k)}]"
+        if i == "*":
+            rest = ".".join(k2 + (f"[{i2}]" if i2 else "") for k2, i2 in segs[n + 1:])
+            return f"list_transform({expr}, lambda e: {_access(rest, 'e')})" if rest else expr
+        if i is not None:
+            expr += f"[{i}]"
+    return expr
+
+
+def _column_sql(col: str) -> str:
+    """SQL: a mapped JSON column out of the typed record ``j``: a field, a reader's own column
+    (``$line``, ``$key``) or, ``?col``, whether ``col`` is there and not null."""
+    if col.startswith("?"):
+        return f"({_access(col[1:])} IS NOT NULL)"
+    return PSEUDO_SQL.get(col) or _access(col)
+
+
+def _json_path(col: str) -> str:
+    """The JSON path of ``col`` (0-based elements; a projection's path is its list)."""
+    parts = []
+    for k, i in _segments(col):
+        parts.append('"' + k.replace('"', '\\"') + '"')
+        if i == "*":
+            break
+        if i is not None:
+            parts[-1] += f"[{int(i) - 1}]" if int(i) > 0 else f"[#{i}]"
+    return "$." + ".".join(parts)
+
+
 # ---------------------------------------------------------------------------------------------
 # a JSON document's records (``[source] format = "document"``): benchmark clients' reports
 
@@ -296,6 +380,7 @@ x AS (
 # The columns a document's record has besides its own fields: ``$line`` the synthesized id
 # ``<file hash>-<record number>``; ``$key`` the key a record was found under (``{a,b}`` in the path).
 PSEUDO = ("$line", "$key")
+PSEUDO_SQL = {"$line": "line_id(ln)", "$key": "_key"}  # line_id: the reader's macro (split.with_checks)
 
 
 @dataclass(frozen=True)
@@ -442,14 +527,35 @@ def document_extract(rd: _Reader, cols: list[str]) -> str:
     is JSON null is unparseable; one of another type has no field the mapping names."""
     rec = rd.m.records
     assert rec is not None
-    pseudo = {"$line": "line_id(ln)", "$key": "_key"}  # line_id: the reader's macro (split.with_checks)
-    access = ", ".join((pseudo[c] if c in pseudo else f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))}")
-                       + f" AS c{i}" for i, c in enumerate(cols))
+    access = ", ".join(f"{_column_sql(c)} AS c{i}" for i, c in enumerate(cols))
     spec_sql = _s(json.dumps(rd.json_spec()))
     return f"""{document_lines(rec)},
 r AS (SELECT ln, line, _key, try(json_transform(line, {spec_sql})) AS j FROM lines),
 x AS (
     SELECT ln, line, CASE WHEN j IS NULL THEN {_s(rec.noun + ' is not a JSON object')} END AS _bad,
+        'record' AS row_kind
+        {', ' + access if access else ''}
+    FROM r)"""
+
+
+def json_values_extract(rd: _Reader, cols: list[str]) -> str:
+    """``_Reader.extract_sql`` for ``format = "json"``: JSON values one per record, as DuckDB's
+    ``read_json`` finds them (a top-level array's elements, JSON lines, or values one after
+    another), numbered in order; a malformed JSON line is a NULL record ("not a JSON object").
+    Every field is read as its JSON text (``json_type``: VARCHAR) and converted as its unit
+    says, so a value of another type is the field's own bad-type. The number is a window over
+    the small typed struct, never over the JSON text (a window buffers its whole input)."""
+    access = ", ".join(f"{_column_sql(c)} AS c{i}" for i, c in enumerate(cols))
+    spec_sql = _s(json.dumps(rd.json_spec()))
+    noun = rd.m.records.noun if rd.m.records else "record"
+    return f"""
+r AS (SELECT row_number() OVER () AS ln, j, obj FROM (
+    SELECT try(json_transform(json, {spec_sql})) AS j, json_type(json) = 'OBJECT' AS obj
+    FROM read_json(getvariable('source_path'), format = 'auto', records = 'false', ignore_errors = true,
+                   compression = getvariable('source_compression'), columns = {{'json': 'JSON'}}))),
+x AS (
+    SELECT ln, CAST(NULL AS VARCHAR) AS line,
+        CASE WHEN j IS NULL OR NOT coalesce(obj, false) THEN {_s(noun + ' is not a JSON object')} END AS _bad,
         'record' AS row_kind
         {', ' + access if access else ''}
     FROM r)"""

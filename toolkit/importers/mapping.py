@@ -7,8 +7,10 @@ ttft_ms"``), fallbacks (``["request_finished_ts", "ts_arrival + e2e_latency"]``)
 The file is checked before any data is read; every error names the mapping file's line and key.
 
 This module loads and checks the mapping (the spec language's user-facing side: every error
-names the file's line and key); ``compile.py`` turns it into the SQL of the importer contract,
-for a user's mapping and for the built-in importers written as specs alike (``spec_importer``).
+names the file's line and key; boundaries, variants and checks in ``mapping_keys.py``, where a
+key is in the text and the conditions in ``mapping_text.py``, the values it gives in
+``mapping_model.py``); ``compile.py`` turns it into the SQL of the importer contract, for a
+user's mapping and for the built-in importers written as specs alike (``spec_importer``).
 
 Boundaries read from a column are *read*; one computed from another plus durations is *derived*
 (listed in ``derived``) and, like in the built-in importers, placed between the read boundaries
@@ -32,17 +34,11 @@ from typing import Any
 from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import SKEW_TOLERANCE_US, ImportOptions
-from toolkit.importers.compile import (
-    DURATION_UNITS,
-    TIME_UNITS,
-    Alt,
-    Boundary,
-    Csv,
-    Mapping,
-    MappingError,
-    bind_mapping,
-)
-from toolkit.importers.compile_read import Records, parse_records
+from toolkit.importers.compile import bind_mapping
+from toolkit.importers.compile_read import MappingError, Records, parse_records
+from toolkit.importers.mapping_keys import _boundaries, _names_and_checks, _variant
+from toolkit.importers.mapping_model import DURATION_UNITS, TIME_UNITS, Csv, Mapping
+from toolkit.importers.mapping_text import _CONDITION, _OPS, _literal, _str_list, _Text, _when
 from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
 from toolkit.ingest.sources import Source
 
@@ -54,18 +50,16 @@ FILE_HINT = "*.jsonl, *.csv, *.tsv, *.parquet, with --mapping FILE.toml (README:
 BOUNDARIES = {b: "the column or expression the mapping file gives (derived when it adds durations)" for b in ORDER}
 CANNOT = "only what the mapping declares; needs --mapping; a CSV record cannot span lines"
 
+FORMATS = ("jsonl", "csv", "parquet", "document", "json")
 _ALIASES = {"µs": "us", "iso": "iso8601", "iso-8601": "iso8601", "ISO-8601": "iso8601", "ISO8601": "iso8601"}
-_SECTIONS = {"name", "source", "fields", "columns", "constants", "boundaries", "units", "values", "bad_type", "docs"}
-_SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order",
+_SECTIONS = {"name", "source", "fields", "columns", "constants", "boundaries", "units", "values", "bad_type",
+             "docs", "names", "checks", "variants", "unit_of"}
+_SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order", "ns_rounding",
                 "header", "fields", "quotes", "trim", "optional",  # these five: CSV only
                 "records", "record",  # these two: format = "document" only
                 "prefix", "skip", "unparseable", "rare")  # these four: JSON lines (``_lines``)
 # our columns the mapping may not set directly: boundaries have their own section, the rest is computed
 _COMPUTED = {"derived", "clock_skew_ms", "clock", "source_format", "source_file", "source_line", *ORDER}
-_CONDITION = re.compile(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*")  # <column> <op> <value>
-_OPS = {"=": "=", "==": "=", "!=": "<>", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-
-
 def sniff(head: bytes) -> bool:  # never guessed: a mapping is always asked for by name
     return False
 
@@ -77,48 +71,6 @@ def requests_sql() -> str:
 # loading and checking the mapping file
 
 
-class _Text:
-    """The mapping file's text, to find the line of a section or key for error messages."""
-
-    def __init__(self, path: str, text: str) -> None:
-        self.path = path
-        self.lines = text.splitlines()
-
-    def line(self, section: str | None, key: str | None = None) -> int:
-        start, end = 0, len(self.lines)
-        if section:
-            sec = re.compile(r"^\s*\[\s*" + re.escape(section) + r"\s*\]")
-            hit = next((i for i, s in enumerate(self.lines) if sec.match(s)), None)
-            if hit is None:  # dotted keys or an inline table: `section.key = ...` / `section = {...}`
-                dotted = re.compile(r"^\s*" + re.escape(section) + r"\s*[.=]")
-                hit = next((i for i, s in enumerate(self.lines) if dotted.match(s)), None)
-                if hit is None:
-                    return 1
-                if key is None:
-                    return hit + 1
-                start = hit
-            else:
-                start = hit
-                end = next((i for i in range(hit + 1, len(self.lines)) if re.match(r"^\s*\[", self.lines[i])),
-                           len(self.lines))
-                if key is None:
-                    return hit + 1
-        if key is None:
-            return 1
-        k = re.compile(r"""^\s*(["']?)""" + re.escape(key) + r"""\1\s*=""")
-        for i in range(start, end):
-            if k.match(self.lines[i]):
-                return i + 1
-        for i in range(start, len(self.lines)):
-            if re.search(r"""(^|[\s{.,"'])""" + re.escape(key) + r"""["']?\s*=""", self.lines[i]):
-                return i + 1
-        return start + 1
-
-    def error(self, section: str | None, key: str | None, message: str) -> MappingError:
-        where = f"[{section}] {key}" if section and key else f"[{section}]" if section else key or "(top)"
-        return MappingError(f"{self.path}:{self.line(section, key)}: {where}: {message}")
-
-
 def _unit(t: _Text, col: str, raw: object) -> str:
     if not isinstance(raw, str):
         raise t.error("units", col, "a unit is a string, e.g. \"ms\"")
@@ -126,26 +78,6 @@ def _unit(t: _Text, col: str, raw: object) -> str:
     if u not in TIME_UNITS + DURATION_UNITS:
         raise t.error("units", col, f"unknown unit {raw!r} (known: {', '.join(DURATION_UNITS + TIME_UNITS)})")
     return u
-
-
-def _literal(t: _Text, section: str, key: str, text: str) -> Any:
-    s = text.strip()
-    if s.lower() in ("true", "false"):
-        return s.lower() == "true"
-    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
-        return s[1:-1]
-    try:
-        return float(s) if any(c in s for c in ".eE") else int(s)
-    except ValueError:
-        raise t.error(section, key, f"condition value {s!r} is not a number, a quoted string, true or false") from None
-
-
-def _when(t: _Text, section: str, key: str, w: object) -> tuple[str, str, Any]:
-    """A condition ``"<column> <op> <value>"`` as (column, SQL operator, literal)."""
-    mt = _CONDITION.fullmatch(w) if isinstance(w, str) else None
-    if not mt:
-        raise t.error(section, key, "when must read \"<column> <op> <value>\", op one of = != < <= > >=")
-    return mt.group(1), _OPS[mt.group(2)], _literal(t, section, key, mt.group(3))
 
 
 def _rules(t: _Text, sec: str, v: dict) -> tuple[list[tuple[tuple[str, str, Any], str]], str | None]:
@@ -176,13 +108,6 @@ def _records(t: _Text, src: dict, fmt: str | None) -> Records | None:
         return parse_records(text, noun)
     except ValueError as e:
         raise t.error("source", "records", str(e)) from None
-
-
-def _str_list(t: _Text, section: str, key: str, v: object, what: str) -> list[str]:
-    items = v if isinstance(v, list) else [v]
-    if not items or not all(isinstance(x, str) and x.strip() for x in items):
-        raise t.error(section, key, f"expected {what}: a string or a list of strings")
-    return [x.strip() for x in items]
 
 
 def load(path: str | Path, builtin: bool = False) -> Mapping:
@@ -223,8 +148,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         if k not in _SOURCE_KEYS:
             raise t.error("source", k, f"unknown key (known: {', '.join(_SOURCE_KEYS)})")
     fmt = src.get("format")
-    if fmt is not None and fmt not in ("jsonl", "csv", "parquet", "document"):
-        raise t.error("source", "format", "must be jsonl, csv, parquet or document (default: from the file name)")
+    if fmt is not None and fmt not in FORMATS:
+        raise t.error("source", "format", "must be jsonl, csv, parquet, document or json (default: from the file name)")
     clock = src.get("clock", "wall")
     if clock not in ("wall", "relative"):
         raise t.error("source", "clock", "must be wall or relative")
@@ -237,8 +162,12 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     m = Mapping(path=str(path), name=name, fmt=fmt, clock=clock, delimiter=delim, tolerance_us=round(tol * 1000),
                 csv=_csv(t, src, fmt), check_order=src.get("check_order", "types"), builtin=builtin,
                 records=_records(t, src, fmt))
-    if m.check_order not in ("types", "boundaries", "kinds"):
-        raise t.error("source", "check_order", "must be types (the default), boundaries or kinds")
+    m.ns_nearest = src.get("ns_rounding", "exact") == "nearest"
+    if src.get("ns_rounding", "exact") not in ("exact", "nearest"):
+        raise t.error("source", "ns_rounding", "must be exact (integer ns cut to µs, the default) or nearest")
+    if m.check_order not in ("types", "boundaries"):
+        raise t.error("source", "check_order", "must be types (the default) or boundaries "
+                      "(any other order of the check groups: [checks] order)")
     _lines(t, src, fmt, m)
     m.fields = _fields(t, doc.get("fields", {}))
     for k, v in doc.get("bad_type", {}).items():
@@ -318,103 +247,24 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                 if kk not in ("unit", "integer", "check", "list"):
                     raise t.error("units", k, f"unknown key {kk!r} (known: unit, integer, check, list)")
             for kk in ("integer", "check", "list"):
-                if not isinstance(v.get(kk, kk == "check"), bool):
+                if not isinstance(v.get(kk, kk == "check"), bool) and not (kk == "integer" and v[kk] == "json"):
                     raise t.error("units", k, f"{kk} must be true or false")
             if v.get("integer"):
                 m.integer.add(k)
+            if v.get("integer") == "json":  # the JSON reader's BIGINT (2.5 is 2, true is 1), not the text's
+                m.json_integers.add(k)
             if not v.get("check", True):
                 m.quiet.add(k)
             if v.get("list"):
                 m.lists.add(k)
             v = v.get("unit")
         m.units[k] = _unit(t, k, v)
+        if m.ns_nearest and m.units[k] in ("ns", "epoch_ns") and k not in m.integer:
+            m.floats.add(k)
 
-    raw_b = doc.get("boundaries", {})
-    for k in raw_b:
-        if k not in ORDER:
-            raise t.error("boundaries", k, f"not a boundary (boundaries: {', '.join(ORDER)})")
-    for req in ("ts_arrival", "ts_end"):
-        if req not in raw_b:
-            raise t.error("boundaries", None, f"missing required boundary {req} "
-                          "(every row needs ts_arrival and ts_end)")
-    parsed: dict[str, Boundary] = {}
-    for k, v in raw_b.items():
-        when, derived, missing, place, late = None, False, None, None, None
-        if isinstance(v, dict):
-            for kk in v:
-                if kk not in ("value", "when", "derived", "missing", "place", "out_of_order"):
-                    raise t.error("boundaries", k, f"unknown key {kk!r} (known: value, when, derived, missing); "
-                                  "a derived one's placing: place, out_of_order")
-            place = v.get("place")
-            if place is not None and (not isinstance(place, list) or not all(x in ORDER for x in place)):
-                raise t.error("boundaries", k, "place must be a list of boundaries, e.g. [\"ts_arrival\"] ([]: not placed)")
-            if "out_of_order" in v:
-                late = _text(t, "boundaries", k, v["out_of_order"], "out_of_order")
-            if "value" not in v:
-                raise t.error("boundaries", k, "an inline table needs value = \"...\"")
-            derived = v.get("derived", False)
-            if not isinstance(derived, bool):
-                raise t.error("boundaries", k, "derived must be true or false")
-            missing = v.get("missing")
-            if missing is not None and (not isinstance(missing, str) or not missing.strip()):
-                raise t.error("boundaries", k, "missing must be a text: the detail of the missing-field reason")
-            if "when" in v:
-                when = _when(t, "boundaries", k, v["when"])
-            v = v["value"]
-        alts = []
-        for text in _str_list(t, "boundaries", k, v, "a column or \"<boundary or column> + <duration column>\""):
-            parts = re.split(r"\s+([+-])\s+", text)
-            base = parts[0].strip()
-            terms = [(parts[i], parts[i + 1].strip()) for i in range(1, len(parts), 2)]
-            is_b = base in ORDER and base in raw_b and base != k
-            for _, col in terms:
-                if col in raw_b and col in ORDER:
-                    raise t.error("boundaries", k, f"{col} is a boundary: only the first term of "
-                                  f"{text!r} may be a time; the others are durations")
-            alts.append(Alt(text=text, base=base, base_is_boundary=is_b, terms=terms))
-        parsed[k] = Boundary(name=k, alts=alts, when=when, derived=derived, missing=missing, place=place,
-                             out_of_order=late)
-
-    # units of the columns the boundaries use
-    for b in parsed.values():
-        for a in b.alts:
-            if not a.base_is_boundary:
-                el = re.fullmatch(r"(.+)\[-?[1-9][0-9]*\]", a.base)  # an element of a list of times
-                u = m.units.get(el[1] if el and el[1] in m.lists else a.base)
-                if u is None:
-                    hint = f" (or define boundaries.{a.base})" if a.base in ORDER else ""
-                    raise t.error("boundaries", b.name, f"column {a.base!r} has no unit: add it to [units]{hint}")
-                if m.clock == "relative" and u in TIME_UNITS:
-                    raise t.error("units", a.base, f"{u} is a wall-clock time but [source] clock = \"relative\": "
-                                  "use s, ms, us or ns (offsets from --clock-origin)")
-            for _, col in a.terms:
-                u = m.units.get(col)
-                if u is None:
-                    raise t.error("boundaries", b.name, f"duration column {col!r} has no unit: add it to [units]")
-                if u not in DURATION_UNITS:
-                    raise t.error("units", col, f"{col!r} is added to a boundary (in boundaries.{b.name}), so it is "
-                                  f"a duration: its unit must be s, ms, us or ns, not {u}")
-
-    # dependency order, refusing cycles
-    deps = {k: {a.base for a in b.alts if a.base_is_boundary} for k, b in parsed.items()}
-    done: list[str] = []
-    state: dict[str, int] = {}
-
-    def visit(k: str, path: list[str]) -> None:
-        if state.get(k) == 2:
-            return
-        if state.get(k) == 1:
-            cyc = path[path.index(k):] + [k]
-            raise t.error("boundaries", cyc[0], "boundaries refer to each other in a cycle: " + " -> ".join(cyc))
-        state[k] = 1
-        for d in sorted(deps[k], key=ORDER.index):
-            visit(d, path + [k])
-        state[k] = 2
-        done.append(k)
-
-    for k in sorted(parsed, key=ORDER.index):
-        visit(k, [])
-    m.boundaries = {k: parsed[k] for k in done}
+    m.boundaries = _boundaries(t, "boundaries", doc.get("boundaries", {}), m)
+    _names_and_checks(t, doc, m)
+    m.variants = [_variant(t, k, v, m) for k, v in doc.get("variants", {}).items()]
     itl = m.columns.get("itl_ms", [None])[0]  # a list of gaps (a duration unit) or of times (their gaps)
     if itl is not None and itl not in m.lists and m.units.get(itl) not in DURATION_UNITS:
         raise t.error("units", m.columns["itl_ms"][0], "itl_ms needs the unit of its gaps: s, ms, us or ns")
@@ -525,7 +375,7 @@ def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
     """This importer bound to one input file and the mapping named in ``options.mapping``."""
     if not options.mapping:
         requests_sql()  # raises: no mapping given
-    return bind_mapping(imp, load_cached(str(options.mapping)), src)
+    return bind_mapping(imp, load_cached(str(options.mapping)), src, options.clock_origin_us is not None)
 
 
 IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff,
@@ -548,7 +398,7 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
     def bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
         m = load_cached(str(spec), builtin=True)
         assert m.name == name, f"{spec}: names {m.name!r}, registered as {name!r}"
-        return bind_mapping(imp, m, src)
+        return bind_mapping(imp, m, src, options.clock_origin_us is not None)
 
     def unbound() -> str:
         raise AssertionError(f"{name}: its SQL is compiled per file (bind)")
@@ -556,7 +406,7 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
     # what the file is read as is known before it is bound (a document is digested and checked
     # whole first: toolkit/ingest/plan.py), so the unbound layout says it too, from the spec itself
     fmt = tomllib.loads(spec.read_text(encoding="utf-8")).get("source", {}).get("format")
-    reads = "document" if fmt == "document" else "lines"
+    reads = "document" if fmt in ("document", "json") else "lines"
     # and whether it has the fast reader (JSON lines, CSV: compile._fast), for the tests that list them
     fast = Fast(JsonValues({}), requests=unbound) if fmt in ("jsonl", "csv") else None
     return Importer(name, vantage, IDENTITY, docs or spec_docs(spec), sniff,
