@@ -34,14 +34,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import derived_list
+from toolkit.importers.compile_clock import CUMULATIVE, Origin, anchor_sql, cumulative_sql, origin_sql
 from toolkit.importers.compile_read import MappingError, Records, _Reader, _s
+from toolkit.importers.compile_rules import condition_sql, template, units_order
 from toolkit.importers.spec import Fast, FastInput, Importer, JsonValues, Layout, OwnRecords
-from toolkit.ingest.sources import Source
+from toolkit.ingest.sources import InputError, Source
+
+if TYPE_CHECKING:
+    from toolkit.importers._common import ImportOptions
 
 # ---------------------------------------------------------------------------------------------
 # units
@@ -69,11 +74,21 @@ class Alt:
         return None if self.base_is_boundary else False
 
 
+Cond = tuple[str, str, Any]  # a condition: (column, SQL operator, literal, ``Col`` or None for null)
+
+
+@dataclass(frozen=True)
+class Col:
+    """A condition's right side that is a column (two durations compared in µs: ``ttft <= e2e``)."""
+
+    name: str
+
+
 @dataclass
 class Boundary:
     name: str
     alts: list[Alt]
-    when: tuple[str, str, Any] | None = None  # (column, SQL operator, literal)
+    when: list[Cond] | None = None  # every one holds (column, SQL operator, literal)
     # ``derived = true``: derived even when every way is an alias of a read boundary (a workload
     # trace's ``ts_end = ts_arrival``: not observed, so listed in ``derived``)
     derived: bool = False
@@ -119,7 +134,9 @@ class Mapping:
         default_factory=dict)
     # ``[values.X] rules = [{when, value}, ...]``: conditions on the source's columns (``$key``,
     # ``len(list)`` too), the first rule whose condition holds, else default
-    rules: dict[str, tuple[list[tuple[tuple[str, str, Any], str]], str | None]] = field(default_factory=dict)
+    rules: dict[str, tuple[list[tuple[list[Cond], str]], str | None]] = field(default_factory=dict)
+    # ``[columns] X = { from = ..., when = ... }``: the column is null unless its conditions hold
+    column_when: dict[str, list[Cond]] = field(default_factory=dict)
     boundaries: dict[str, Boundary] = field(default_factory=dict)  # in dependency order
     units: dict[str, str] = field(default_factory=dict)
     # ``{ unit = "epoch_ns", integer = true }``: read as a 64-bit integer ("<col> is not an integer")
@@ -138,6 +155,10 @@ class Mapping:
     # source column -> its bad-type detail (else "<col> is not a number", "an integer", "an ISO-8601 time")
     bad_type: dict[str, str] = field(default_factory=dict)
     builtin: bool = False  # a spec of toolkit/importers/specs/: its errors name the input file only
+    # ``[source] origin``: a relative clock's zero when --clock-origin is not given (compile_clock.py)
+    origin: Origin | None = None
+    # ``[source] absent``: a zip's root list -> the missing-field detail when the document lacks it
+    absent: dict[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,7 +200,6 @@ def _dur_us(raw: str, unit: str) -> str:
 
 
 _ELEMENT = re.compile(r"(.+)\[(-?[1-9][0-9]*)\]")  # an element of a list of times: col[1], col[-1]
-_LEN = re.compile(r"len\((.+)\)")  # its length, in a condition
 
 
 def _int_us(raw: str, unit: str) -> str:
@@ -201,7 +221,15 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     """The candidate SELECT over ``lines`` (or, with a fast ``rd``, over ingest's ``records``)."""
     rd = rd or _Reader(m, fmt, src)
     conv: list[str] = []  # converted columns, in CTE v
-    checks: list[str] = []  # WHEN ... THEN {code, detail}
+    # (kind, column, WHEN ... THEN {code, detail}): kind "type", "negative" or "missing" (check_order)
+    checks: list[tuple[str, str, str]] = []
+    cums: list[str] = []  # cumulative arrivals, in CTE w (a window over v)
+    origin = origin_sql(m.origin)
+    anchor = ""
+    if m.origin is not None and m.origin.at is not None:
+        unit = m.units[m.origin.last[0]]
+        anchor = ", " + anchor_sql(rd.use(m.origin.at, "VARCHAR"), m.origin.format,
+                                   [rd.use(c, _want(unit)) for c in m.origin.last], _dur_us("{}", unit))
     seen_conv: set[str] = set()
     cols = {c.name: c for c in schema.table("requests").columns}
     quiet = m.quiet
@@ -224,7 +252,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             unit = m.units[col]
             expr = _int_us("t", unit) if col in m.integer else _time_us("t", unit)
             if m.clock == "relative":
-                expr = f"({expr}) + coalesce(getvariable('clock_origin_us'), 0)"
+                expr = f"({expr}) + coalesce({origin}, 0)"
             conv.append(f"list_transform({raw}, lambda t: {expr}) AS {name}")
             if col not in quiet:
                 kind = rd.kind(col)
@@ -247,11 +275,11 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             seen_conv.add(name)
             expr = _int_us(raw, m.units[col]) if col in m.integer else _time_us(raw, m.units[col])
             if m.clock == "relative":
-                expr = f"({expr}) + coalesce(getvariable('clock_origin_us'), 0)"
+                expr = f"({expr}) + coalesce({origin}, 0)"
             conv.append(f"{expr} AS {name}")
             if col not in quiet:
-                checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                              f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}")
+                checks.append(("type", col, f"WHEN {name} IS NULL AND {rd.present(col)} THEN {{'code': 'bad-type', "
+                                            f"'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}"))
         return name
 
     def dur_col(col: str) -> str:
@@ -261,21 +289,24 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             seen_conv.add(name)
             conv.append(f"{_int_us(raw, m.units[col]) if col in m.integer else _dur_us(raw, m.units[col])} AS {name}")
             if col not in quiet:
-                checks.append(f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
-                              f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}")
-            checks.append(f"WHEN {name} < 0 THEN {{'code': 'negative-duration', 'detail': {_s(f'{col} is negative')}}}")
+                checks.append(("type", col, f"WHEN {name} IS NULL AND {rd.present(col)} THEN {{'code': 'bad-type', "
+                                            f"'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}"))
+            checks.append(("negative", col, f"WHEN {name} < 0 THEN "
+                                            f"{{'code': 'negative-duration', 'detail': {_s(f'{col} is negative')}}}"))
         return name
 
-    def condition(when: tuple[str, str, Any]) -> str:
-        """SQL of ``<column> <op> <literal>``: the column read as the literal's type."""
-        col, op, lit = when
-        if (n := _LEN.fullmatch(col)) and n[1] in m.lists:  # ``len(col)`` of a list of times
-            return f"TRY_CAST(len({time_list(n[1])}) AS DOUBLE) {op} {lit!r}"
-        typ = "BOOLEAN" if isinstance(lit, bool) else "VARCHAR" if isinstance(lit, str) else "ANY"
-        raw = rd.use(col, typ)
-        lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
-               else f"TRY_CAST({raw} AS DOUBLE)")
-        return f"{lhs} {op} {_lit(lit)}"
+    def cum_col(col: str) -> str:
+        """``cumulative(col)``: an arrival from the durations before (compile_clock.py), ``k<i>``."""
+        name = f"k{rd.index.get(col, len(rd.index))}"
+        dur = dur_col(col)
+        if name not in seen_conv:
+            seen_conv.add(name)
+            cums.append(cumulative_sql(dur, origin, name))
+        return name
+
+    def condition(when: list[Cond]) -> str:
+        """SQL of conditions that must all hold (``condition_sql``)."""
+        return " AND ".join(condition_sql(m, rd, c, time_list, dur_col) for c in when)
 
     # boundaries, in dependency order (lateral aliases in one SELECT)
     bsel: list[str] = []
@@ -285,6 +316,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         for a in b.alts:
             if a.base_is_boundary:
                 base, flag = f"x_{a.base}", f"dv_{a.base}"
+            elif cm := CUMULATIVE.fullmatch(a.base):
+                base, flag = cum_col(cm[1]), "true"
             else:
                 base, flag = time_col(a.base), "false"
             expr = base + "".join(f" {sign} {dur_col(col)}" for sign, col in a.terms)
@@ -296,7 +329,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         if b.when:
             value = f"CASE WHEN {condition(b.when)} THEN {value} END"
         if m.check_order == "boundaries" and b.name in ("ts_arrival", "ts_end"):
-            checks.append(_missing(m, b.name))
+            checks.append(("missing", b.name, _missing(m, b.name)))
         bsel.append(f"{value} AS x_{b.name}")
         bsel.append(f"coalesce(x_{b.name} IS NOT NULL AND ({flag}), false) AS dv_{b.name}")
         can_derive[b.name] = any(f != "false" for f in flags)
@@ -343,17 +376,22 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             unit = m.units[srcs[0]]
             raw = rd.use(srcs[0], "DOUBLE[]")
             f = _TO_US[unit] / 1e3
-            out.append(f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {f:g}) AS FLOAT[]) AS itl_ms")
+            expr = f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {f:g}) AS FLOAT[])"
+            if k in m.column_when:
+                expr = f"CASE WHEN {condition(m.column_when[k])} THEN {expr} END"
+            out.append(f"{expr} AS itl_ms")
             continue
         typ = {"string": "VARCHAR", "int64": "BIGINT", "float64": "DOUBLE"}.get(c.type, "VARCHAR")
         # a document's integers are read as numbers, then rounded (a report may write a count as 12.0)
-        raws = [rd.use(s, "DOUBLE" if typ == "BIGINT" and fmt == "document" else typ) for s in srcs]
+        raws = [rd.use(s, "DOUBLE" if typ == "BIGINT" and fmt == "document" and not rd.typed else typ) for s in srcs]
         vals = [f"TRY_CAST({r} AS {typ})" if typ != "VARCHAR" else f"CAST({r} AS VARCHAR)" for r in raws]
         expr = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
         if typ != "VARCHAR" and k not in m.unchecked:
             for s, v in zip(srcs, vals, strict=True):
-                checks.append(f"WHEN {v} IS NULL AND {rd.present(s)} THEN "
-                              f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(s, f'{s} is not a number'))}}}")
+                checks.append(("type", s, f"WHEN {v} IS NULL AND {rd.present(s)} THEN "
+                               f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(s, f'{s} is not a number'))}}}"))
+        if k in m.column_when:
+            expr = f"CASE WHEN {condition(m.column_when[k])} THEN {expr} END"
         if k in ("service", "model"):
             expr = f"coalesce({expr}, getvariable('{k}'))"
         out.append(f"{expr} AS {k}")
@@ -366,7 +404,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         whens = " ".join(f"WHEN {raw} = {_s(a)} THEN {_s(b)}" for a, b in mp.items())
         out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else raw} END AS {k}")
     for k, (rules, dflt) in m.rules.items():
-        whens = " ".join(f"WHEN {condition(w)} THEN {_s(v)}" for w, v in rules)
+        whens = " ".join(f"WHEN {condition(w)} THEN {template(rd, v)}" for w, v in rules)
         out.append(f"CASE {whens} ELSE {_s(dflt) if dflt is not None else 'NULL'} END AS {k}")
     for k, v in m.constants.items():
         lit = _s(v) if isinstance(v, str) else repr(v)
@@ -384,7 +422,9 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
 
     # a list of times is checked once the arrival is there, before the end it may give; its order
     # after every missing check (with check_order = "boundaries" both follow the boundaries' checks)
-    if m.check_order == "boundaries":
+    if m.check_order == "units":
+        checks = units_order(m, checks, _missing)
+    if m.check_order in ("boundaries", "units"):
         missing = [*list_checks, *order_checks]
     else:
         missing = [_missing(m, "ts_arrival"), *list_checks, _missing(m, "ts_end"), *order_checks]
@@ -392,21 +432,24 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         missing.insert(0, "WHEN request_id IS NULL THEN {'code': 'missing-field', 'detail': "
                        + _s(f"request_id is missing ({', '.join(m.columns['request_id'])})") + "}")
 
-    anchored = "getvariable('clock_origin_us') IS NOT NULL" if m.clock == "relative" else "false"
-    clock = ("CASE WHEN getvariable('clock_origin_us') IS NULL THEN 'relative' ELSE 'wall' END"
-             if m.clock == "relative" else "'wall'")
+    anchored = f"{origin} IS NOT NULL" if m.clock == "relative" else "false"
+    clock = f"CASE WHEN {origin} IS NULL THEN 'relative' ELSE 'wall' END" if m.clock == "relative" else "'wall'"
+    absent = "WHEN _absent IS NOT NULL THEN {'code': 'missing-field', 'detail': _absent}" if m.absent else ""
     derived = derived_list([(b, f"p_{b} IS NOT NULL AND (dv_{b} OR {anchored})") for b in defined])
     skew = f"greatest({', '.join(shifts)}) / 1e3" if shifts else "CAST(NULL AS DOUBLE)"
     return f"""
 WITH {rd.extract_sql()},
-v AS (SELECT *{''.join(', ' + c for c in conv)} FROM x),
-b AS (SELECT *, {', '.join(bsel)} FROM v),
+a AS (SELECT *{anchor} FROM x),
+v AS (SELECT *{''.join(', ' + c for c in conv)} FROM a),
+w AS (SELECT *{''.join(', ' + c for c in cums)} FROM v),
+b AS (SELECT *, {', '.join(bsel)} FROM w),
 p AS (SELECT *, {', '.join(place)} FROM b),
 o AS (SELECT *, {', '.join(out)} FROM p)
 SELECT ln, row_kind,
     CASE WHEN _bad IS NOT NULL THEN {{'code': 'unparseable', 'detail': _bad}}
+         {absent}
          {vantage_check}
-         {' '.join(checks)}
+         {' '.join(sql for _, _, sql in checks)}
          {' '.join(missing)}
          {' '.join(skew_checks)}
     END AS _r,
@@ -434,8 +477,11 @@ def _lit(v: Any) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else _s(v) if isinstance(v, str) else repr(v)
 
 
-def bind_mapping(imp: Importer, m: Mapping, src: Source) -> Importer:
-    """``imp`` reading ``src`` with the SQL compiled from ``m``, under the mapping's name."""
+def bind_mapping(imp: Importer, m: Mapping, src: Source, options: ImportOptions | None = None) -> Importer:
+    """``imp`` reading ``src`` with the SQL compiled from ``m``, under the mapping's name; refused
+    first when the spec needs ``--clock-origin`` and it is not given (``[source] origin``)."""
+    if m.origin is not None and m.origin.required and (options is None or options.clock_origin_us is None):
+        raise InputError(f"{src.name}: {m.origin.required}")
     fmt = _fmt_of(m, src)
     if fmt == "document":
         from toolkit.importers._document import check

@@ -37,11 +37,14 @@ from toolkit.importers.compile import (
     TIME_UNITS,
     Alt,
     Boundary,
+    Col,
+    Cond,
     Csv,
     Mapping,
     MappingError,
     bind_mapping,
 )
+from toolkit.importers.compile_clock import CUMULATIVE, Origin
 from toolkit.importers.compile_read import Records, parse_records
 from toolkit.importers.spec import Docs, Importer, Layout
 from toolkit.ingest.sources import Source
@@ -58,7 +61,8 @@ _ALIASES = {"µs": "us", "iso": "iso8601", "iso-8601": "iso8601", "ISO-8601": "i
 _SECTIONS = {"name", "source", "columns", "constants", "boundaries", "units", "values", "bad_type", "docs"}
 _SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order",
                 "header", "fields", "quotes", "trim", "optional",  # these five: CSV only
-                "records", "record")  # these two: format = "document" only
+                "records", "record", "absent",  # these three: format = "document" only
+                "origin")  # clock = "relative" only
 # our columns the mapping may not set directly: boundaries have their own section, the rest is computed
 _COMPUTED = {"derived", "clock_skew_ms", "clock", "source_format", "source_file", "source_line", *ORDER}
 _CONDITION = re.compile(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*")  # <column> <op> <value>
@@ -131,6 +135,10 @@ def _literal(t: _Text, section: str, key: str, text: str) -> Any:
     s = text.strip()
     if s.lower() in ("true", "false"):
         return s.lower() == "true"
+    if s.lower() == "null":
+        return None
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*(\[i\])?", s):  # another column (two durations)
+        return Col(s)
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
         return s[1:-1]
     try:
@@ -139,15 +147,22 @@ def _literal(t: _Text, section: str, key: str, text: str) -> Any:
         raise t.error(section, key, f"condition value {s!r} is not a number, a quoted string, true or false") from None
 
 
-def _when(t: _Text, section: str, key: str, w: object) -> tuple[str, str, Any]:
-    """A condition ``"<column> <op> <value>"`` as (column, SQL operator, literal)."""
-    mt = _CONDITION.fullmatch(w) if isinstance(w, str) else None
-    if not mt:
-        raise t.error(section, key, "when must read \"<column> <op> <value>\", op one of = != < <= > >=")
-    return mt.group(1), _OPS[mt.group(2)], _literal(t, section, key, mt.group(3))
+def _when(t: _Text, section: str, key: str, w: object) -> list[Cond]:
+    """Conditions ``"<column> <op> <value>"`` (one, or a list: all must hold) as (column, SQL
+    operator, literal) each (toolkit/importers/compile_rules.py)."""
+    out = []
+    for one in w if isinstance(w, list) and w else [w]:
+        mt = _CONDITION.fullmatch(one) if isinstance(one, str) else None
+        if not mt:
+            raise t.error(section, key, "when must read \"<column> <op> <value>\", op one of = != < <= > >=")
+        lit = _literal(t, section, key, mt.group(3))
+        if lit is None and _OPS[mt.group(2)] not in ("=", "<>"):
+            raise t.error(section, key, "null is tested with = or != only")
+        out.append((mt.group(1), _OPS[mt.group(2)], lit))
+    return out
 
 
-def _rules(t: _Text, sec: str, v: dict) -> tuple[list[tuple[tuple[str, str, Any], str]], str | None]:
+def _rules(t: _Text, sec: str, v: dict) -> tuple[list[tuple[list[Cond], str]], str | None]:
     """``rules = [{ when = "...", value = "..." }, ...]`` (the first that holds) and ``default``."""
     if "from" in v or "map" in v:
         raise t.error(sec, "rules", "give either from/map or rules, not both")
@@ -172,9 +187,37 @@ def _records(t: _Text, src: dict, fmt: str | None) -> Records | None:
     if not isinstance(noun, str) or not noun.strip():
         raise t.error("source", "record", "what a record is called, e.g. \"request\"")
     try:
-        return parse_records(text, noun)
+        rec = parse_records(text, noun)
     except ValueError as e:
         raise t.error("source", "records", str(e)) from None
+    absent = src.get("absent", {})
+    if absent and rec.zip is None:
+        raise t.error("source", "absent", "only for records = \"zip(...)\"")
+    if not isinstance(absent, dict) or not all(isinstance(d, str) and d.strip() for d in absent.values()):
+        raise t.error("source", "absent", "a table of root list = \"the missing-field detail without it\"")
+    return rec
+
+
+def _origin(t: _Text, src: dict, clock: str) -> Origin | None:
+    """``[source] origin`` (toolkit/importers/compile_clock.py): a relative clock's zero without
+    --clock-origin."""
+    v = src.get("origin")
+    if v is None:
+        return None
+    if clock != "relative":
+        raise t.error("source", "origin", "only for clock = \"relative\"")
+    if not isinstance(v, dict) or not v or not set(v) <= {"required", "at", "format", "last"}:
+        raise t.error("source", "origin", "{ required = \"why\" } or { at = \"<field>\", format = \"%Y...\", "
+                      "last = [\"<col>\", ...] }")
+    if "required" in v:
+        if set(v) != {"required"} or not isinstance(v["required"], str) or not v["required"].strip():
+            raise t.error("source", "origin", "required = \"why the file cannot be placed without --clock-origin\"")
+        return Origin(required=v["required"])
+    last = v.get("last")
+    if not isinstance(v.get("at"), str) or not isinstance(last, list) or not last or not all(
+            isinstance(c, str) for c in last) or not isinstance(v.get("format", ""), str):
+        raise t.error("source", "origin", "at = \"<field>\" and last = [\"<col>\", ...] (the latest time at gives)")
+    return Origin(at=v["at"], format=v.get("format", Origin.format), last=tuple(last))
 
 
 def _str_list(t: _Text, section: str, key: str, v: object, what: str) -> list[str]:
@@ -236,8 +279,10 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     m = Mapping(path=str(path), name=name, fmt=fmt, clock=clock, delimiter=delim, tolerance_us=round(tol * 1000),
                 csv=_csv(t, src, fmt), check_order=src.get("check_order", "types"), builtin=builtin,
                 records=_records(t, src, fmt))
-    if m.check_order not in ("types", "boundaries"):
-        raise t.error("source", "check_order", "must be types (the default) or boundaries")
+    if m.check_order not in ("types", "boundaries", "units"):
+        raise t.error("source", "check_order", "must be types (the default), boundaries or units")
+    m.origin = _origin(t, src, clock)
+    m.absent = dict(src.get("absent", {}))
     for k, v in doc.get("bad_type", {}).items():
         if not isinstance(v, str) or not v.strip():
             raise t.error("bad_type", k, "the detail of the bad-type reason for this source column: a text")
@@ -258,10 +303,12 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
 
     for k, v in doc.get("columns", {}).items():
         our_column("columns", k)
-        if isinstance(v, dict):  # { from = "col", check = false }
+        if isinstance(v, dict):  # { from = "col", check = false, when = "..." }
             for kk in v:
-                if kk not in ("from", "check"):
-                    raise t.error("columns", k, f"unknown key {kk!r} (known: from, check)")
+                if kk not in ("from", "check", "when"):
+                    raise t.error("columns", k, f"unknown key {kk!r} (known: from, check, when)")
+            if "when" in v:
+                m.column_when[k] = _when(t, "columns", k, v["when"])
             if not isinstance(v.get("check", True), bool):
                 raise t.error("columns", k, "check must be true or false")
             if not v.get("check", True):
@@ -366,7 +413,11 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     # units of the columns the boundaries use
     for b in parsed.values():
         for a in b.alts:
-            if not a.base_is_boundary:
+            if cm := CUMULATIVE.fullmatch(a.base):  # durations laid end to end (compile_clock.py)
+                if m.clock != "relative" or m.units.get(cm[1]) not in DURATION_UNITS:
+                    raise t.error("boundaries", b.name, f"{a.base}: a running sum of a duration column "
+                                  "(unit s, ms, us or ns) on clock = \"relative\"")
+            elif not a.base_is_boundary:
                 el = re.fullmatch(r"(.+)\[-?[1-9][0-9]*\]", a.base)  # an element of a list of times
                 u = m.units.get(el[1] if el and el[1] in m.lists else a.base)
                 if u is None:
@@ -470,7 +521,7 @@ def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
     """This importer bound to one input file and the mapping named in ``options.mapping``."""
     if not options.mapping:
         requests_sql()  # raises: no mapping given
-    return bind_mapping(imp, load_cached(str(options.mapping)), src)
+    return bind_mapping(imp, load_cached(str(options.mapping)), src, options)
 
 
 IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff,
@@ -493,7 +544,7 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
     def bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
         m = load_cached(str(spec), builtin=True)
         assert m.name == name, f"{spec}: names {m.name!r}, registered as {name!r}"
-        return bind_mapping(imp, m, src)
+        return bind_mapping(imp, m, src, options)
 
     def unbound() -> str:
         raise AssertionError(f"{name}: its SQL is compiled per file (bind)")
