@@ -228,8 +228,11 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     anchor = ""
     if m.origin is not None and m.origin.at is not None:
         unit = m.units[m.origin.last[0]]
-        anchor = ", " + anchor_sql(rd.use(m.origin.at, "VARCHAR"), m.origin.format,
-                                   [rd.use(c, _want(unit)) for c in m.origin.last], _dur_us("{}", unit))
+        raws = [rd.use(m.origin.at, "VARCHAR"), *(rd.use(c, _want(unit)) for c in m.origin.last)]
+        if rd.typed:  # the zip reader takes it from the document's lists (compile_zip.py)
+            rd.anchor = _dur_us("{}", unit)
+        else:
+            anchor = ", " + anchor_sql(raws[0], m.origin.format, raws[1:], _dur_us("{}", unit))
     seen_conv: set[str] = set()
     cols = {c.name: c for c in schema.table("requests").columns}
     quiet = m.quiet

@@ -43,13 +43,16 @@ def origin_sql(origin: Origin | None) -> str:
     return f"coalesce(getvariable('clock_origin_us'), {ANCHOR})"
 
 
-def anchor_sql(at_raw: str, fmt: str, last_raw: list[str], to_us: str) -> str:
-    """SQL of ``_anchor`` over the records (a window over the whole document): ``at`` parsed, less
-    the largest sum of ``last`` that converts to µs (``to_us`` with ``{}`` for the raw sum)."""
+def anchor_sql(at_raw: str, fmt: str, last_raw: list[str], to_us: str, over: str | None = None) -> str:
+    """SQL of ``_anchor``: ``at`` parsed, less the largest sum of ``last`` that converts to µs
+    (``to_us`` with ``{}`` for the raw sum). By default a window over the records (the whole
+    document); ``over``: a list index ``i`` over ``range(1, over + 1)`` instead, for a reader that
+    has the document's lists in one row (``compile_zip.py``: no window over every record's row)."""
     total = " + ".join(f"TRY_CAST({r} AS DOUBLE)" for r in last_raw)
     conv = to_us.format(total)
-    return (f"epoch_us(try_strptime(CAST({at_raw} AS VARCHAR), '{fmt}')) - "
-            f"{to_us.format(f'max(CASE WHEN {conv} IS NOT NULL THEN {total} END) OVER ()')} AS {ANCHOR}")
+    largest = (f"max(CASE WHEN {conv} IS NOT NULL THEN {total} END) OVER ()" if over is None
+               else f"list_max([{total} FOR i IN range(1, {over} + 1) IF {conv} IS NOT NULL])")
+    return f"epoch_us(try_strptime(CAST({at_raw} AS VARCHAR), '{fmt}')) - {to_us.format(largest)} AS {ANCHOR}"
 
 
 def cumulative_sql(dur: str, origin: str, name: str) -> str:

@@ -45,6 +45,7 @@ class _Reader:
         self.types: dict[str, set[str]] = {}
         self.header: list[str] = []
         self.parquet_cols: set[str] = set()
+        self.anchor: str | None = None  # a zip's ``_anchor`` µs conversion (compile_clock.anchor_sql)
         if fmt == "csv":
             self.delim = m.delimiter or ("\t" if src.name.lower().rstrip(".gz").endswith(".tsv") else ",")
             first = head(src).split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8-sig", errors="replace")

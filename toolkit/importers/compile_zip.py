@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from toolkit.importers.compile_clock import anchor_sql
 from toolkit.importers.compile_read import INDEX_ID, _q, _s
 
 if TYPE_CHECKING:
@@ -64,14 +65,25 @@ def zip_extract(rd: _Reader, cols: list[str]) -> str:
     count = ", ".join(f"len({_q(k)})" for k in rec.zip)
     absent = " ".join(f"WHEN {_q(k)} IS NULL THEN {_s(d)}" for k, d in rd.m.absent.items())
     columns = "{" + ", ".join(f"{_s(k)}: {_s(t)}" for k, t in types.items()) + "}"
+    anchor = ""
+    if rd.anchor is not None:  # the date anchor from the lists, once per document (compile_clock.py)
+        o = rd.m.origin
+        assert o is not None and o.at is not None
+        at = o.at if not _ELEMENT.fullmatch(o.at) else None
+        if at is None or any(not _ELEMENT.fullmatch(c) for c in o.last):
+            from toolkit.importers.compile_read import MappingError
+
+            raise MappingError(f"{rd.m.path}: [source] origin: at is a root field, last root lists' elements (name[i])")
+        lists = [f"{_q(_ELEMENT.fullmatch(c)[1])}[i]" for c in o.last]  # type: ignore[index]
+        anchor = ", " + anchor_sql(_q(at), o.format, lists, rd.anchor, over="greatest(" + count + ", 0)")
     return f"""
 d AS (SELECT * FROM read_json(getvariable('source_path'), format = 'auto', ignore_errors = true,
                               maximum_object_size = 134217728, compression = getvariable('source_compression'),
                               columns = {columns})),
-n AS (SELECT *, greatest({count}, 0) AS _cnt FROM d),
+n AS (SELECT *, greatest({count}, 0) AS _cnt{anchor} FROM d),
 z AS (SELECT n.*, unnest(range(1, _cnt + 1)) AS ln FROM n),
 x AS (
     SELECT ln, CAST(NULL AS VARCHAR) AS line, CAST(NULL AS VARCHAR) AS _bad, 'record' AS row_kind,
-        {f'CASE {absent} END' if absent else 'CAST(NULL AS VARCHAR)'} AS _absent
+        {f'CASE {absent} END' if absent else 'CAST(NULL AS VARCHAR)'} AS _absent{', _anchor' if anchor else ''}
         {', ' + ', '.join(access) if access else ''}
     FROM z)"""
