@@ -314,6 +314,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     # boundaries, in dependency order (lateral aliases in one SELECT)
     bsel: list[str] = []
     can_derive: dict[str, bool] = {}
+    # computed in every way (never read): it bounds no other boundary's placement, statically
+    always_derived: dict[str, bool] = {}
     for b in m.boundaries.values():
         vals, flags = [], []
         for a in b.alts:
@@ -336,6 +338,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         bsel.append(f"{value} AS x_{b.name}")
         bsel.append(f"coalesce(x_{b.name} IS NOT NULL AND ({flag}), false) AS dv_{b.name}")
         can_derive[b.name] = any(f != "false" for f in flags)
+        always_derived[b.name] = all(f == "true" for f in flags)
 
     # place derived boundaries between the read ones around them
     defined = [b for b in ORDER if b in m.boundaries]
@@ -346,8 +349,11 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
             place.append(f"x_{b} AS p_{b}")
             continue
         i = defined.index(b)
-        lo = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[:i]]
-        hi = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[i + 1:]]
+        lo = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[:i] if not always_derived[e]]
+        hi = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[i + 1:] if not always_derived[e]]
+        if not lo and not hi:  # no read boundary around it: nothing to place it between
+            place.append(f"x_{b} AS p_{b}")
+            continue
         lo_e = f"greatest({', '.join(lo)})" if lo else "NULL"
         hi_e = f"least({', '.join(hi)})" if hi else "NULL"
         # mv: movable (derived, and the read boundaries around it in order: else the shared check names them)
@@ -431,7 +437,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         missing = [*list_checks, *order_checks]
     else:
         missing = [_missing(m, "ts_arrival"), *list_checks, _missing(m, "ts_end"), *order_checks]
-    if "request_id" in m.columns and "$line" not in m.columns["request_id"]:  # ``$line``: never null
+    if "request_id" in m.columns and not {"$line", "$index"} & set(m.columns["request_id"]):  # never null
         missing.insert(0, "WHEN request_id IS NULL THEN {'code': 'missing-field', 'detail': "
                        + _s(f"request_id is missing ({', '.join(m.columns['request_id'])})") + "}")
 

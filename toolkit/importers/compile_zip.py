@@ -75,7 +75,7 @@ def zip_extract(rd: _Reader, cols: list[str]) -> str:
 
             raise MappingError(f"{rd.m.path}: [source] origin: at is a root field, last root lists' elements (name[i])")
         lists = [f"{_q(_ELEMENT.fullmatch(c)[1])}[i]" for c in o.last]  # type: ignore[index]
-        anchor = ", " + anchor_sql(_q(at), o.format, lists, rd.anchor, over="greatest(" + count + ", 0)")
+        anchor = ", " + anchor_sql(_q(at), o.format, lists, rd.anchor, over="_cnt")  # a lateral alias
     return f"""
 d AS (SELECT * FROM read_json(getvariable('source_path'), format = 'auto', ignore_errors = true,
                               maximum_object_size = 134217728, compression = getvariable('source_compression'),
