@@ -351,8 +351,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         i = defined.index(b)
         lo = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[:i] if not always_derived[e]]
         hi = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[i + 1:] if not always_derived[e]]
-        if not lo and not hi:  # no read boundary around it: nothing to place it between
-            place.append(f"x_{b} AS p_{b}")
+        if not lo and not hi or not hi and _never_before(m.boundaries[b], defined[:i], always_derived):
+            place.append(f"x_{b} AS p_{b}")  # nothing to place it between, or never before its lower bound
             continue
         lo_e = f"greatest({', '.join(lo)})" if lo else "NULL"
         hi_e = f"least({', '.join(hi)})" if hi else "NULL"
@@ -472,6 +472,15 @@ SELECT ln, row_kind,
 FROM o"""
 
 
+
+
+def _never_before(b: Boundary, before: list[str], always_derived: dict[str, bool]) -> bool:
+    """Whether ``b`` can never fall before the read boundaries ahead of it: every way is the only
+    one of them that may be read plus durations, each checked not negative (``dur_col``: a
+    negative one is quarantined first), so placing it would never move it."""
+    readable = [e for e in before if not always_derived[e]]
+    return all(a.base_is_boundary and a.terms and readable == [a.base] and all(sg == "+" for sg, _ in a.terms)
+               for a in b.alts)
 
 
 def _missing(m: Mapping, b: str) -> str:
