@@ -448,10 +448,10 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     skew = f"greatest({', '.join(shifts)}) / 1e3" if shifts else "CAST(NULL AS DOUBLE)"
     return f"""
 WITH {rd.extract_sql()},
-a AS (SELECT *{anchor} FROM x),
-v AS (SELECT *{''.join(', ' + c for c in conv)} FROM a),
-w AS (SELECT *{''.join(', ' + c for c in cums)} FROM v),
-b AS (SELECT *, {', '.join(bsel)} FROM w),
+{f"a AS (SELECT *{anchor} FROM x)," if anchor else ""}
+v AS (SELECT *{''.join(', ' + c for c in conv)} FROM {'a' if anchor else 'x'}),
+{f"w AS (SELECT *{''.join(', ' + c for c in cums)} FROM v)," if cums else ""}
+b AS (SELECT *, {', '.join(bsel)} FROM {'w' if cums else 'v'}),
 p AS (SELECT *, {', '.join(place)} FROM b),
 o AS (SELECT *, {', '.join(out)} FROM p)
 SELECT ln, row_kind,
