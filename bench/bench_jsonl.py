@@ -161,7 +161,8 @@ def _sglang_timing_reference(file: str) -> str:
 
     fast = get_importer("sglang-timing").for_file(expand([file])[0], ImportOptions()).layout.fast
     assert fast is not None
-    spec = dict(fast.reads.spec)  # type: ignore[union-attr]
+    reads = fast.reads  # a column per key (JsonColumns) or one struct (JsonValues)
+    spec = dict(reads.columns if hasattr(reads, "columns") else reads.spec)  # type: ignore[union-attr]
     return f"SELECT {', '.join(_leaves(spec))} FROM {_read_json(file, spec)}"
 
 

@@ -117,6 +117,31 @@ def genai_perf(path: Path, n: int, seed: int) -> None:
                      + ", ".join(reqs) + "]}")
         fh.write("]}\n")
 
+def sglang(path: Path, n: int, seed: int) -> None:
+    """SGLang --export-metrics-to-file lines (docs/formats/sglang.md), bench/gen.py's: the layout
+    the fast reader reads."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import gen
+
+    gen.generate("sglang", path, n, seed=seed)
+
+
+def sglang_log(path: Path, n: int, seed: int) -> None:
+    """SGLang --log-requests-format json lines (docs/formats/sglang.md): for each of n / 2
+    requests of ``sglang`` a ``request.received`` line and its ``request.finished`` line, each
+    ``[date] ``-prefixed (the line reader's layout); the prompt stays in ``obj.text``."""
+    src = path.with_suffix(".metrics")
+    sglang(src, n // 2, seed)
+    with src.open() as fh, path.open("w") as out:
+        for line in fh:
+            cut = line.index('", "id": "')  # the request_parameters string ends there
+            params, meta = line[len('{"request_parameters": '):cut + 1], "{" + line[cut + 3:].rstrip()
+            rid = meta[8:meta.index('"', 8)]
+            obj = f'{{"rid": "{rid}", "session_id": null, "text": {json.dumps(params[:40])}}}'
+            out.write(f'[2026-11-29 23:10:12] {{"event": "request.received", "rid": "{rid}", "obj": {obj}}}\n')
+            out.write(f'[2026-11-29 23:10:15] {{"event": "request.finished", "rid": "{rid}", "obj": {obj}, '
+                      f'"out": {{"meta_info": {meta}}}}}\n')
+    src.unlink()
 
 def llmperf(path: Path, n: int, seed: int) -> None:
     """An LLMPerf individual responses file (docs/formats/llmperf.md): a top-level array written
@@ -158,8 +183,11 @@ def vllm_bench(path: Path, n: int, seed: int) -> None:
 
 
 GENERATORS = {"mooncake": mooncake, "azure-llm": azure_llm, "burstgpt": burstgpt, "guidellm": guidellm,
-              "genai-perf": genai_perf, "llmperf": llmperf, "vllm-bench": vllm_bench}
-SUFFIX = {"mooncake": ".jsonl", "azure-llm": ".csv", "burstgpt": ".csv"}  # the others are one JSON document
+              "genai-perf": genai_perf, "sglang": sglang, "sglang-log": sglang_log, "llmperf": llmperf,
+              "vllm-bench": vllm_bench}
+SUFFIX = {"mooncake": ".jsonl", "azure-llm": ".csv", "burstgpt": ".csv", "sglang": ".jsonl",
+          "sglang-log": ".log"}  # the others are one JSON document
+IMPORT_AS = {"sglang-log": "sglang"}  # the format a generated file is imported as (else its own)
 # records per document: about the most the import parsed before this change (an export of
 # 20k GenAI-Perf requests ran the "before" tree out of its buffer pool)
 DOCUMENT_RECORDS = {"guidellm": 20_000, "genai-perf": 10_000, "llmperf": 20_000, "vllm-bench": 50_000}
@@ -221,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, list[dict]] = {"before": [], "after": []}
     for i in range(a.runs):
         for label, tree in (("before", a.before), ("after", REPO)) if i % 2 == 0 else (("after", REPO), ("before", a.before)):
-            r = run(tree, a.format, file, DATA / f"port_{a.format}_{label}_ds")  # one per format: runs may overlap
+            r = run(tree, IMPORT_AS.get(a.format, a.format), file, DATA / f"port_{a.format}_{label}_ds")  # one per format: runs may overlap
             res[label].append(r)
             print(f"{a.format} {label} run {i + 1}: CPU {r['cpu_s']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
     b, f = (statistics.median(r["cpu_s"] for r in res[k]) for k in ("before", "after"))

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from toolkit.cli import app
-from toolkit.importers import REGISTRY, sglang
+from toolkit.importers import REGISTRY
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest import dispatch, streams
-from toolkit.ingest.sources import Limits
+from toolkit.ingest.sources import Limits, expand
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 ORIGIN = {"clock_origin_us": 1_735_689_600_000_000}
@@ -165,12 +165,13 @@ def test_langfuse_usage_details_string_quarantines_that_record_only(kit, tmp_pat
 
 def test_a_line_that_makes_duckdb_raise_is_quarantined_not_the_file(kit, tmp_path, monkeypatch):
     """The safety net for any line importer: a batch that raises is halved down to its bad lines."""
-    raising = dataclasses.replace(sglang.IMPORTER.layout, requests=lambda: (
-        f"SELECT * FROM ({sglang.requests_sql()}) WHERE CASE WHEN ln IN (2, 7) THEN CAST(error('boom') AS BOOLEAN) "
-        "ELSE true END"))
-    monkeypatch.setitem(REGISTRY, "sglang", sglang.IMPORTER.with_layout(raising))
-    monkeypatch.setattr(dispatch, "FAST", False)
     f = kit.write(tmp_path / "m.jsonl", [kit.sglang(f"r{i}", a_us=kit.T0_US + i) for i in range(10)])
+    bound = REGISTRY["sglang"].for_file(expand([str(f)])[0], ImportOptions())  # the spec compiled for the file
+    raising = dataclasses.replace(bound.layout, requests=lambda: (
+        f"SELECT * FROM ({bound.layout.sql('requests')}) WHERE CASE WHEN ln IN (2, 7) THEN CAST(error('boom') AS BOOLEAN) "
+        "ELSE true END"))
+    monkeypatch.setitem(REGISTRY, "sglang", bound.with_layout(raising))
+    monkeypatch.setattr(dispatch, "FAST", False)
     s = kit.run([f], tmp_path / "ds", fmt="sglang")
     assert (s["read"], s["imported"], s["quarantined"]) == (10, 8, 2)
     q = kit.rows(tmp_path / "ds", "quarantine")

@@ -41,8 +41,8 @@ from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import derived_list
 from toolkit.importers.compile_clock import CUMULATIVE, Origin, anchor_sql, cumulative_sql, origin_sql
 from toolkit.importers.compile_read import MappingError, Records, _Reader, _s
-from toolkit.importers.compile_rules import condition_sql, template, units_order
-from toolkit.importers.spec import Fast, FastInput, Importer, JsonValues, Layout, OwnRecords
+from toolkit.importers.compile_rules import condition_sql, never_before, template, units_order
+from toolkit.importers.spec import Fast, FastInput, Importer, JsonColumns, JsonValues, Layout, OwnRecords
 from toolkit.ingest.sources import InputError, Source
 
 if TYPE_CHECKING:
@@ -94,6 +94,11 @@ class Boundary:
     derived: bool = False
     # ``missing = "..."``: the missing-field detail when it is null (default: "<name> is missing (<ways>)")
     missing: str | None = None
+    # ``place = [...]``: a derived value is moved only to fit these read boundaries (an earlier one
+    # raises it, a later one lowers it; ``[]``: as computed); default: every read one around it
+    place: list[str] | None = None
+    # ``out_of_order = "..."``: the out-of-order detail when it was moved more than the tolerance
+    out_of_order: str | None = None
 
 
 @dataclass
@@ -159,6 +164,16 @@ class Mapping:
     origin: Origin | None = None
     # ``[source] absent``: a zip's root list -> the missing-field detail when the document lacks it
     absent: dict[str, str] = field(default_factory=dict)
+    # ``[fields] name = [path, ...]``: a source column read from the first of its paths not null
+    fields: dict[str, list[str]] = field(default_factory=dict)
+    # our column -> its missing-field detail (``{ from = .., missing = ".." }``: required)
+    required: dict[str, str] = field(default_factory=dict)
+    # JSON lines of a log (mapping._lines): the line prefix cut before parsing (start, end), the
+    # records skipped (a condition), the unparseable detail, the top-level keys few lines have
+    prefix: tuple[str, str] | None = None
+    skip: list[Cond] | None = None
+    unparseable: str | None = None
+    rare: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,8 +236,13 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     """The candidate SELECT over ``lines`` (or, with a fast ``rd``, over ingest's ``records``)."""
     rd = rd or _Reader(m, fmt, src)
     conv: list[str] = []  # converted columns, in CTE v
-    # (kind, column, WHEN ... THEN {code, detail}): kind "type", "negative" or "missing" (check_order)
-    checks: list[tuple[str, str, str]] = []
+    checks: list[str] = []  # WHEN ... THEN {code, detail}
+    checked: list[str] = []  # the source column of each of ``checks``
+    negative: list[tuple[str, str]] = []  # (source column, its negative-duration check)
+
+    def check(col: str, sql: str) -> None:
+        checks.append(sql)
+        checked.append(col)
     cums: list[str] = []  # cumulative arrivals, in CTE w (a window over v)
     origin = origin_sql(m.origin)
     anchor = ""
@@ -248,8 +268,10 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         """A list of times (``list = true``) as a list of BIGINT µs, ``l<i>``."""
         if rd.fmt not in ("jsonl", "document"):
             raise MappingError(f"{m.path}: {col!r}: a list of times is read from JSON only")
+        if col in m.fields:
+            raise MappingError(f"{m.path}: {col!r} is a field of several paths: a list of times is read from one")
         raw = rd.use(col, "VARCHAR[]" if col in m.integer else "DOUBLE[]")
-        name = f"l{rd.index[col]}"
+        name = f"l{rd.n(col)}"
         if name not in seen_conv:
             seen_conv.add(name)
             unit = m.units[col]
@@ -273,7 +295,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         if (el := _ELEMENT.fullmatch(col)) and el[1] in m.lists:  # ``col[1]``, ``col[-1]``
             return f"{time_list(el[1])}[{el[2]}]"
         raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
-        name = f"t{rd.index[col]}"
+        name = f"t{rd.n(col)}"
         if name not in seen_conv:
             seen_conv.add(name)
             expr = _int_us(raw, m.units[col]) if col in m.integer else _time_us(raw, m.units[col])
@@ -281,21 +303,22 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
                 expr = f"({expr}) + coalesce({origin}, 0)"
             conv.append(f"{expr} AS {name}")
             if col not in quiet:
-                checks.append(("type", col, f"WHEN {name} IS NULL AND {rd.present(col)} THEN {{'code': 'bad-type', "
-                                            f"'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}"))
+                check(col, f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
+                      f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}")
         return name
 
     def dur_col(col: str) -> str:
         raw = rd.use(col, "VARCHAR" if col in m.integer else _want(m.units[col]))
-        name = f"d{rd.index[col]}"
+        name = f"d{rd.n(col)}"
         if name not in seen_conv:
             seen_conv.add(name)
             conv.append(f"{_int_us(raw, m.units[col]) if col in m.integer else _dur_us(raw, m.units[col])} AS {name}")
             if col not in quiet:
-                checks.append(("type", col, f"WHEN {name} IS NULL AND {rd.present(col)} THEN {{'code': 'bad-type', "
-                                            f"'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}"))
-            checks.append(("negative", col, f"WHEN {name} < 0 THEN "
-                                            f"{{'code': 'negative-duration', 'detail': {_s(f'{col} is negative')}}}"))
+                check(col, f"WHEN {name} IS NULL AND {rd.present(col)} THEN "
+                      f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(col, f'{col} is not {what(col)}'))}}}")
+            negative.append((col, f"WHEN {name} < 0 THEN {{'code': 'negative-duration', 'detail': {_s(f'{col} is negative')}}}"))
+            if m.check_order != "kinds":
+                check(col, negative[-1][1])
         return name
 
     def cum_col(col: str) -> str:
@@ -334,7 +357,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         if b.when:
             value = f"CASE WHEN {condition(b.when)} THEN {value} END"
         if m.check_order == "boundaries" and b.name in ("ts_arrival", "ts_end"):
-            checks.append(("missing", b.name, _missing(m, b.name)))
+            check("", _missing(m, b.name))
         bsel.append(f"{value} AS x_{b.name}")
         bsel.append(f"coalesce(x_{b.name} IS NOT NULL AND ({flag}), false) AS dv_{b.name}")
         can_derive[b.name] = any(f != "false" for f in flags)
@@ -345,13 +368,17 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
     place, shifts, skew_checks = [], [], []
     tol = m.tolerance_us
     for b in defined:
-        if not can_derive[b]:
+        around = m.boundaries[b].place
+        if not can_derive[b] or around == []:
             place.append(f"x_{b} AS p_{b}")
             continue
         i = defined.index(b)
-        lo = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[:i] if not always_derived[e]]
-        hi = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[i + 1:] if not always_derived[e]]
-        if not lo and not hi or not hi and _never_before(m.boundaries[b], defined[:i], always_derived):
+        lo = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[:i]
+              if (around is None or e in around) and not always_derived[e]]
+        hi = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[i + 1:]
+              if (around is None or e in around) and not always_derived[e]]
+        if around is None and (not lo and not hi or not hi and never_before(m.boundaries[b], defined[:i],
+                                                                              always_derived)):
             place.append(f"x_{b} AS p_{b}")  # nothing to place it between, or never before its lower bound
             continue
         lo_e = f"greatest({', '.join(lo)})" if lo else "NULL"
@@ -363,9 +390,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} - x_{b} "
                      f"WHEN mv_{b} AND x_{b} > hi_{b} THEN x_{b} - hi_{b} END AS sh_{b}")
         shifts.append(f"sh_{b}")
-        skew_checks.append(f"WHEN sh_{b} > {tol} THEN "
-                           f"{{'code': 'out-of-order', 'detail': "
-                           f"{_s(f'{b} (derived) is more than {tol / 1e3:g} ms outside the boundaries read around it')}}}")
+        late = m.boundaries[b].out_of_order or f"{b} (derived) is more than {tol / 1e3:g} ms outside the boundaries read around it"
+        skew_checks.append(f"WHEN sh_{b} > {tol} THEN {{'code': 'out-of-order', 'detail': {_s(late)}}}")
 
     # the other columns
     out: list[str] = []
@@ -397,8 +423,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
         expr = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
         if typ != "VARCHAR" and k not in m.unchecked:
             for s, v in zip(srcs, vals, strict=True):
-                checks.append(("type", s, f"WHEN {v} IS NULL AND {rd.present(s)} THEN "
-                               f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(s, f'{s} is not a number'))}}}"))
+                check(s, f"WHEN {v} IS NULL AND {rd.present(s)} THEN "
+                      f"{{'code': 'bad-type', 'detail': {_s(m.bad_type.get(s, f'{s} is not a number'))}}}")
         if k in m.column_when:
             expr = f"CASE WHEN {condition(m.column_when[k])} THEN {expr} END"
         if k in ("service", "model"):
@@ -431,20 +457,38 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None) -> s
 
     # a list of times is checked once the arrival is there, before the end it may give; its order
     # after every missing check (with check_order = "boundaries" both follow the boundaries' checks)
-    if m.check_order == "units":
-        checks = units_order(m, checks, _missing)
     if m.check_order in ("boundaries", "units"):
         missing = [*list_checks, *order_checks]
     else:
         missing = [_missing(m, "ts_arrival"), *list_checks, _missing(m, "ts_end"), *order_checks]
+    required = dict(m.required)
     if "request_id" in m.columns and not {"$line", "$index"} & set(m.columns["request_id"]):  # never null
-        missing.insert(0, "WHEN request_id IS NULL THEN {'code': 'missing-field', 'detail': "
-                       + _s(f"request_id is missing ({', '.join(m.columns['request_id'])})") + "}")
+        required.setdefault("request_id", f"request_id is missing ({', '.join(m.columns['request_id'])})")
+    ids = [f"WHEN {k} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(d)}}}" for k, d in required.items()]
+    if m.check_order == "kinds":  # the ids, every bad type, the missing boundaries, negative durations
+        checks = [*ids, *_in_order(checks, checked, list(m.bad_type)), *missing,
+                  *_in_order([c for _, c in negative], [c for c, _ in negative], list(m.units))]
+        missing = []
+    elif m.check_order == "units":  # each column's checks in [units] order (compile_rules.py)
+        negs = {c for _, c in negative}
+        tagged = [("negative" if c in negs else "missing" if not col else "type", col, c)
+                  for col, c in zip(checked, checks, strict=True)]
+        checks = [*ids, *(c for _, _, c in units_order(m, tagged, _missing))]
+    else:
+        missing[:0] = ids
+    kind = "row_kind"
+    if m.skip:  # ``[source] skip``: a record the condition holds for holds no record
+        kind = f"CASE WHEN row_kind = 'record' AND _bad IS NULL AND {condition(m.skip)} THEN 'skip' ELSE row_kind END"
+    # a line that holds no record is not checked (_common.checked_sql drops its reason): a skipped
+    # log line has none of the fields, and each absent one would be looked up in its text again
+    skipped = "WHEN _kind <> 'record' THEN NULL" if m.skip or m.prefix else ""
 
     anchored = f"{origin} IS NOT NULL" if m.clock == "relative" else "false"
     clock = f"CASE WHEN {origin} IS NULL THEN 'relative' ELSE 'wall' END" if m.clock == "relative" else "'wall'"
     absent = "WHEN _absent IS NOT NULL THEN {'code': 'missing-field', 'detail': _absent}" if m.absent else ""
-    derived = derived_list([(b, f"p_{b} IS NOT NULL AND (dv_{b} OR {anchored})") for b in defined])
+    # only the boundaries that can be derived: a list of 2^n combinations to pick from (derived_list)
+    derived = derived_list([(b, f"p_{b} IS NOT NULL AND (dv_{b} OR {anchored})") for b in defined
+                            if can_derive[b] or m.clock == "relative"])
     skew = f"greatest({', '.join(shifts)}) / 1e3" if shifts else "CAST(NULL AS DOUBLE)"
     return f"""
 WITH {rd.extract_sql()},
@@ -453,12 +497,12 @@ v AS (SELECT *{''.join(', ' + c for c in conv)} FROM {'a' if anchor else 'x'}),
 {f"w AS (SELECT *{''.join(', ' + c for c in cums)} FROM v)," if cums else ""}
 b AS (SELECT *, {', '.join(bsel)} FROM {'w' if cums else 'v'}),
 p AS (SELECT *, {', '.join(place)} FROM b),
-o AS (SELECT *, {', '.join(out)} FROM p)
-SELECT ln, row_kind,
-    CASE WHEN _bad IS NOT NULL THEN {{'code': 'unparseable', 'detail': _bad}}
+o AS (SELECT *, {', '.join(out)}, {kind} AS _kind FROM p)
+SELECT ln, _kind AS row_kind,
+    CASE {skipped} WHEN _bad IS NOT NULL THEN {{'code': 'unparseable', 'detail': _bad}}
          {absent}
          {vantage_check}
-         {' '.join(sql for _, _, sql in checks)}
+         {' '.join(checks)}
          {' '.join(missing)}
          {' '.join(skew_checks)}
     END AS _r,
@@ -474,13 +518,12 @@ FROM o"""
 
 
 
-def _never_before(b: Boundary, before: list[str], always_derived: dict[str, bool]) -> bool:
-    """Whether ``b`` can never fall before the read boundaries ahead of it: every way is the only
-    one of them that may be read plus durations, each checked not negative (``dur_col``: a
-    negative one is quarantined first), so placing it would never move it."""
-    readable = [e for e in before if not always_derived[e]]
-    return all(a.base_is_boundary and a.terms and readable == [a.base] and all(sg == "+" for sg, _ in a.terms)
-               for a in b.alts)
+def _in_order(checks: list[str], cols: list[str], order: list[str]) -> list[str]:
+    """``checks`` (of the source columns ``cols``) with those of a column in ``order`` first, in its
+    order (``check_order = "kinds"``: the order of ``[bad_type]``'s or ``[units]``' keys is the
+    order of the checks), the others after them as they came."""
+    pos = [order.index(c) if c in order else len(order) for c in cols]
+    return [c for _, _, c in sorted(zip(pos, range(len(checks)), checks, strict=True))]
 
 
 def _missing(m: Mapping, b: str) -> str:
@@ -514,8 +557,10 @@ def _fast(m: Mapping, fmt: str, src: Source) -> Fast | None:
     """Ingest's fast reader for the mapping, where it reads exactly as the line reader does; None
     for lines only.
 
-    JSON lines: ``JsonValues`` of the same structure the line reader's ``json_transform`` takes
-    (``read_json`` converts as it does, or fails and the file is read line by line). CSV:
+    JSON lines: ``JsonValues`` of the structure the line reader's ``json_transform`` takes
+    (``read_json`` converts as it does, or fails and the file is read line by line); with
+    ``rare`` keys ``JsonColumns``, a column per top-level key (one present gives up too). With a line
+    ``prefix`` only a file whose first line is a plain object is tried. CSV:
     ``OwnRecords`` cuts lines only and the line reader's SQL splits them (``_Reader``). A
     synthesized ``request_id`` (``<file hash>-<line>``) is the ``line_id``: the fast SQL gives
     the prefix and ingest appends the line once numbered. Not for JSON keys holding a double
@@ -529,11 +574,20 @@ def _fast(m: Mapping, fmt: str, src: Source) -> Fast | None:
         spec = rd.json_spec()
         if _quoted_key(spec):
             return None
-        reads = JsonValues(spec)
+        cols = rd.columns()
+        reads = JsonValues(spec) if cols is None else JsonColumns(cols, " OR ".join(
+            f'"{k}" IS NOT NULL' for k in m.rare) or None)
     else:
         reads = OwnRecords(rd.fast_records, header_lines=1)
     synthesized = not any("request_id" in d for d in (m.columns, m.values, m.constants))
-    return Fast(reads, requests=lambda: fast_sql, line_id="request_id" if synthesized else None)
+    return Fast(reads, requests=lambda: fast_sql, line_id="request_id" if synthesized else None,
+                accepts=_plain_first_line if m.prefix else None)
+
+
+def _plain_first_line(head: bytes) -> bool:
+    """The fast reader takes plain JSON lines, not a log's prefixed lines (``[source] prefix``)."""
+    first = next((s for s in (line.strip() for line in head.splitlines()) if s), b"")
+    return first.startswith(b"{")
 
 
 def _quoted_key(spec: dict) -> bool:

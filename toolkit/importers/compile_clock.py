@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 CUMULATIVE = re.compile(r"cumulative\((.+)\)")
 ANCHOR = "_anchor"
@@ -61,3 +62,25 @@ def cumulative_sql(dur: str, origin: str, name: str) -> str:
     total = (f"coalesce(sum(CASE WHEN {dur} > 0 THEN {dur} ELSE 0 END) "
              "OVER (ORDER BY ln ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)")
     return f"TRY_CAST(CAST(coalesce({origin}, 0) AS HUGEINT) + {total} AS BIGINT) AS {name}"
+
+
+def parse_origin(t: Any, src: dict, clock: str) -> Origin | None:
+    """``[source] origin`` (toolkit/importers/compile_clock.py): a relative clock's zero without
+    --clock-origin."""
+    v = src.get("origin")
+    if v is None:
+        return None
+    if clock != "relative":
+        raise t.error("source", "origin", "only for clock = \"relative\"")
+    if not isinstance(v, dict) or not v or not set(v) <= {"required", "at", "format", "last"}:
+        raise t.error("source", "origin", "{ required = \"why\" } or { at = \"<field>\", format = \"%Y...\", "
+                      "last = [\"<col>\", ...] }")
+    if "required" in v:
+        if set(v) != {"required"} or not isinstance(v["required"], str) or not v["required"].strip():
+            raise t.error("source", "origin", "required = \"why the file cannot be placed without --clock-origin\"")
+        return Origin(required=v["required"])
+    last = v.get("last")
+    if not isinstance(v.get("at"), str) or not isinstance(last, list) or not last or not all(
+            isinstance(c, str) for c in last) or not isinstance(v.get("format", ""), str):
+        raise t.error("source", "origin", "at = \"<field>\" and last = [\"<col>\", ...] (the latest time at gives)")
+    return Origin(at=v["at"], format=v.get("format", Origin.format), last=tuple(last))

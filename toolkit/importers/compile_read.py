@@ -41,6 +41,7 @@ class _Reader:
         self.m = m
         self.src = src
         self.index: dict[str, int] = {}  # source column -> c<i>
+        self.fields: dict[str, str] = {}  # a used field ([fields]) -> its own number
         self.pos: dict[str, int | None] = {}  # CSV: source column -> its 1-based field (None: absent, optional)
         self.types: dict[str, set[str]] = {}
         self.header: list[str] = []
@@ -66,7 +67,19 @@ class _Reader:
         return self.fmt == "document" and self.m.records is not None and self.m.records.zip is not None
 
     def use(self, col: str, typ: str) -> str:
-        """Register a use of ``col`` wanting DuckDB type ``typ``; returns its raw expression."""
+        """Register a use of ``col`` wanting DuckDB type ``typ``; returns its raw expression. A
+        field (``[fields]``) is the first of its paths' values that is not null."""
+        if col in self.m.fields:
+            raws = [self._use(p, typ) for p in self.m.fields[col]]
+            self.fields.setdefault(col, f"f{len(self.fields)}")
+            return raws[0] if len(raws) == 1 else f"coalesce({', '.join(raws)})"
+        return self._use(col, typ)
+
+    def n(self, col: str) -> str:
+        """The number naming ``col``'s converted value (``t<n>``, ``d<n>``): a field's own."""
+        return self.fields[col] if col in self.m.fields else str(self.index[col])
+
+    def _use(self, col: str, typ: str) -> str:
         if col not in self.index and col.startswith("$"):
             if self.fmt != "document" or col not in PSEUDO:
                 raise MappingError(f"{self.m.path}: {col!r} is not a column (a JSON document's records have "
@@ -112,6 +125,12 @@ class _Reader:
         return "VARCHAR"
 
     def present(self, col: str) -> str:
+        """SQL: whether ``col`` holds a value (a field: whether any of its paths does)."""
+        if col in self.m.fields:
+            return "(" + " OR ".join(self._present(p) for p in self.m.fields[col]) + ")"
+        return self._present(col)
+
+    def _present(self, col: str) -> str:
         c = f"c{self.index[col]}"
         if col.startswith("$"):
             return "true"
@@ -152,6 +171,19 @@ class _Reader:
             node[keys[-1]] = self.json_type(c)
         return spec or {"_": "VARCHAR"}
 
+    def columns(self) -> dict | None:
+        """With ``rare`` keys, the fast reader's column per top-level key (``JsonColumns``: no
+        struct of every line to build and take apart again), a rare key as unparsed JSON; None
+        without them, or where a key would not make a plain column name (then ``JsonValues``: one
+        struct ``j``, which also reads a ``null`` line, where columns of NULLs give up)."""
+        if not self.m.rare:
+            return None
+        spec = self.json_spec()
+        keys = [*spec, *(r for r in self.m.rare if r not in spec)]
+        if any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or k in ("ln", "j", "line") for k in keys):
+            return None
+        return {k: "JSON" if k in self.m.rare else spec[k] for k in keys}
+
     def fast_records(self) -> str:
         """CSV for ingest's fast reader: DuckDB's parallel ``read_csv`` cuts the file into whole
         lines only (one VARCHAR column: no quoting, a delimiter no text line holds; a line that
@@ -169,27 +201,44 @@ class _Reader:
         cols = sorted(self.index, key=self.index.get)  # type: ignore[arg-type]
         if self.fmt == "document":
             return document_extract(self, cols)
+        bad = _s(self.m.unparseable or "line is not a JSON object")
         if self.fmt == "jsonl" and self.fast:
-            # records(ln, j): read_json with the type of json_spec(); a line that is not an
-            # object of that shape fails the read (the line reader takes over), JSON null is NULL
-            access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
+            # records(ln, j), or a column per top-level key (columns()): read_json with the types
+            # of json_spec(); a line that is not an object of that shape fails the read (the line
+            # reader takes over), JSON null is NULL. A rare key is there on no line it reads.
+            def access(c: str) -> str:
+                top, *rest = c.split(".")
+                if self.columns() is None:
+                    return "j" + "".join(f"[{_s(k)}]" for k in c.split("."))
+                if top in self.m.rare:
+                    return f"CAST(NULL AS {self.json_type(c)})"
+                return _q(top) + "".join(f"[{_s(k)}]" for k in rest)
+            acc = ", ".join(f"{access(c)} AS c{i}" for i, c in enumerate(cols))
+            whole = "j IS NULL" if self.columns() is None else "false"  # a null line: columns give up
             return f"""
 x AS (
     SELECT ln, CAST(NULL AS VARCHAR) AS line,
-        CASE WHEN j IS NULL THEN 'line is not a JSON object' END AS _bad, 'record' AS row_kind
-        {', ' + access if access else ''}
+        CASE WHEN {whole} THEN {bad} END AS _bad, 'record' AS row_kind
+        {', ' + acc if acc else ''}
     FROM records)"""
         if self.fmt == "jsonl":
             spec_sql = _s(json.dumps(self.json_spec()))
             access = ", ".join(f"j{''.join('[' + _s(k) + ']' for k in c.split('.'))} AS c{i}" for i, c in enumerate(cols))
+            src, kind = "lines", "WHEN trim(line) = '' THEN 'skip'"
+            if self.m.prefix:  # ``[source] prefix``: cut; a prefixed line holding no object holds no record
+                st, en = (_s(x) for x in self.m.prefix)
+                src = f"""(SELECT ln, starts_with(line, {st}) AS prefixed,
+                CASE WHEN NOT prefixed THEN line WHEN strpos(line, {en}) = 0 THEN line
+                     ELSE ltrim(substr(line, strpos(line, {en}) + {len(self.m.prefix[1])})) END AS line FROM lines)"""
+                kind = f"WHEN prefixed AND NOT starts_with(line, '{{') THEN 'skip' {kind}"
             return f"""
-r AS (SELECT ln, line, try(json_transform(line, {spec_sql})) AS j FROM lines),
+r AS (SELECT *, try(json_transform(line, {spec_sql})) AS j FROM {src}),
 x AS (
     SELECT ln, line,
         CASE WHEN j IS NOT NULL AND (CASE WHEN starts_with(line, '{{') THEN true
                                           ELSE starts_with(ltrim(line), '{{') END) THEN NULL
-             ELSE 'line is not a JSON object' END AS _bad,
-        CASE WHEN _bad IS NULL THEN 'record' WHEN trim(line) = '' THEN 'skip' ELSE 'record' END AS row_kind
+             ELSE {bad} END AS _bad,
+        CASE WHEN _bad IS NULL THEN 'record' {kind} ELSE 'record' END AS row_kind
         {', ' + access if access else ''}
     FROM r)"""
         if self.fmt == "csv":

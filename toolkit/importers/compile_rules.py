@@ -25,7 +25,7 @@ from toolkit.importers.compile_clock import CUMULATIVE
 from toolkit.importers.compile_read import MappingError, _s
 
 if TYPE_CHECKING:
-    from toolkit.importers.compile import Cond, Mapping
+    from toolkit.importers.compile import Boundary, Cond, Mapping
     from toolkit.importers.compile_read import _Reader
 
 DURATIONS_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
@@ -113,3 +113,12 @@ def units_order(m: Mapping, checks: list[tuple[str, str, str]],
     rank = {c: i for i, c in enumerate(m.units)}
     out += sorted((c for c in checks if c[0] == "negative"), key=lambda c: rank.get(c[1], len(rank)))
     return out
+
+
+def never_before(b: Boundary, before: list[str], always_derived: dict[str, bool]) -> bool:
+    """Whether ``b`` can never fall before the read boundaries ahead of it: every way is the only
+    one of them that may be read plus durations, each checked not negative (``dur_col``: a
+    negative one is quarantined first), so placing it would never move it."""
+    readable = [e for e in before if not always_derived[e]]
+    return all(a.base_is_boundary and a.terms and readable == [a.base] and all(sg == "+" for sg, _ in a.terms)
+               for a in b.alts)

@@ -44,9 +44,9 @@ from toolkit.importers.compile import (
     MappingError,
     bind_mapping,
 )
-from toolkit.importers.compile_clock import CUMULATIVE, Origin
+from toolkit.importers.compile_clock import CUMULATIVE, parse_origin
 from toolkit.importers.compile_read import Records, parse_records
-from toolkit.importers.spec import Docs, Importer, Layout
+from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
 from toolkit.ingest.sources import Source
 
 NAME = "mapping"
@@ -58,11 +58,12 @@ BOUNDARIES = {b: "the column or expression the mapping file gives (derived when 
 CANNOT = "only what the mapping declares; needs --mapping; a CSV record cannot span lines"
 
 _ALIASES = {"µs": "us", "iso": "iso8601", "iso-8601": "iso8601", "ISO-8601": "iso8601", "ISO8601": "iso8601"}
-_SECTIONS = {"name", "source", "columns", "constants", "boundaries", "units", "values", "bad_type", "docs"}
+_SECTIONS = {"name", "source", "fields", "columns", "constants", "boundaries", "units", "values", "bad_type", "docs"}
 _SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order",
                 "header", "fields", "quotes", "trim", "optional",  # these five: CSV only
                 "records", "record", "absent",  # these three: format = "document" only
-                "origin")  # clock = "relative" only
+                "origin",  # clock = "relative" only
+                "prefix", "skip", "unparseable", "rare")  # these four: JSON lines (``_lines``)
 # our columns the mapping may not set directly: boundaries have their own section, the rest is computed
 _COMPUTED = {"derived", "clock_skew_ms", "clock", "source_format", "source_file", "source_line", *ORDER}
 _CONDITION = re.compile(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*")  # <column> <op> <value>
@@ -198,28 +199,6 @@ def _records(t: _Text, src: dict, fmt: str | None) -> Records | None:
     return rec
 
 
-def _origin(t: _Text, src: dict, clock: str) -> Origin | None:
-    """``[source] origin`` (toolkit/importers/compile_clock.py): a relative clock's zero without
-    --clock-origin."""
-    v = src.get("origin")
-    if v is None:
-        return None
-    if clock != "relative":
-        raise t.error("source", "origin", "only for clock = \"relative\"")
-    if not isinstance(v, dict) or not v or not set(v) <= {"required", "at", "format", "last"}:
-        raise t.error("source", "origin", "{ required = \"why\" } or { at = \"<field>\", format = \"%Y...\", "
-                      "last = [\"<col>\", ...] }")
-    if "required" in v:
-        if set(v) != {"required"} or not isinstance(v["required"], str) or not v["required"].strip():
-            raise t.error("source", "origin", "required = \"why the file cannot be placed without --clock-origin\"")
-        return Origin(required=v["required"])
-    last = v.get("last")
-    if not isinstance(v.get("at"), str) or not isinstance(last, list) or not last or not all(
-            isinstance(c, str) for c in last) or not isinstance(v.get("format", ""), str):
-        raise t.error("source", "origin", "at = \"<field>\" and last = [\"<col>\", ...] (the latest time at gives)")
-    return Origin(at=v["at"], format=v.get("format", Origin.format), last=tuple(last))
-
-
 def _str_list(t: _Text, section: str, key: str, v: object, what: str) -> list[str]:
     items = v if isinstance(v, list) else [v]
     if not items or not all(isinstance(x, str) and x.strip() for x in items):
@@ -279,9 +258,11 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     m = Mapping(path=str(path), name=name, fmt=fmt, clock=clock, delimiter=delim, tolerance_us=round(tol * 1000),
                 csv=_csv(t, src, fmt), check_order=src.get("check_order", "types"), builtin=builtin,
                 records=_records(t, src, fmt))
-    if m.check_order not in ("types", "boundaries", "units"):
-        raise t.error("source", "check_order", "must be types (the default), boundaries or units")
-    m.origin = _origin(t, src, clock)
+    if m.check_order not in ("types", "boundaries", "kinds", "units"):
+        raise t.error("source", "check_order", "must be types (the default), boundaries, kinds or units")
+    _lines(t, src, fmt, m)
+    m.fields = _fields(t, doc.get("fields", {}))
+    m.origin = parse_origin(t, src, clock)
     m.absent = dict(src.get("absent", {}))
     for k, v in doc.get("bad_type", {}).items():
         if not isinstance(v, str) or not v.strip():
@@ -305,14 +286,17 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         our_column("columns", k)
         if isinstance(v, dict):  # { from = "col", check = false, when = "..." }
             for kk in v:
-                if kk not in ("from", "check", "when"):
-                    raise t.error("columns", k, f"unknown key {kk!r} (known: from, check, when)")
+                if kk not in ("from", "check", "missing", "when"):
+                    raise t.error("columns", k, f"unknown key {kk!r} (known: from, check); a required one's: missing; "
+                                  "a conditional one's: when")
             if "when" in v:
                 m.column_when[k] = _when(t, "columns", k, v["when"])
             if not isinstance(v.get("check", True), bool):
                 raise t.error("columns", k, "check must be true or false")
             if not v.get("check", True):
                 m.unchecked.add(k)
+            if "missing" in v:  # required: a null is missing-field with this detail
+                m.required[k] = _text(t, "columns", k, v["missing"], "missing")
             v = v.get("from")
         m.columns[k] = _str_list(t, "columns", k, v, "a source column")
     for k, v in doc.get("constants", {}).items():
@@ -381,11 +365,17 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                           "(every row needs ts_arrival and ts_end)")
     parsed: dict[str, Boundary] = {}
     for k, v in raw_b.items():
-        when, derived, missing = None, False, None
+        when, derived, missing, place, late = None, False, None, None, None
         if isinstance(v, dict):
             for kk in v:
-                if kk not in ("value", "when", "derived", "missing"):
-                    raise t.error("boundaries", k, f"unknown key {kk!r} (known: value, when, derived, missing)")
+                if kk not in ("value", "when", "derived", "missing", "place", "out_of_order"):
+                    raise t.error("boundaries", k, f"unknown key {kk!r} (known: value, when, derived, missing); "
+                                  "a derived one's placing: place, out_of_order")
+            place = v.get("place")
+            if place is not None and (not isinstance(place, list) or not all(x in ORDER for x in place)):
+                raise t.error("boundaries", k, "place must be a list of boundaries, e.g. [\"ts_arrival\"] ([]: not placed)")
+            if "out_of_order" in v:
+                late = _text(t, "boundaries", k, v["out_of_order"], "out_of_order")
             if "value" not in v:
                 raise t.error("boundaries", k, "an inline table needs value = \"...\"")
             derived = v.get("derived", False)
@@ -408,7 +398,8 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                     raise t.error("boundaries", k, f"{col} is a boundary: only the first term of "
                                   f"{text!r} may be a time; the others are durations")
             alts.append(Alt(text=text, base=base, base_is_boundary=is_b, terms=terms))
-        parsed[k] = Boundary(name=k, alts=alts, when=when, derived=derived, missing=missing)
+        parsed[k] = Boundary(name=k, alts=alts, when=when, derived=derived, missing=missing, place=place,
+                             out_of_order=late)
 
     # units of the columns the boundaries use
     for b in parsed.values():
@@ -477,6 +468,49 @@ def _csv(t: _Text, src: dict, fmt: str | None) -> Csv:
         raise t.error("source", "optional", "a list of the CSV columns that may be absent from the header")
     return Csv(header=src.get("header", c.header), fields=src.get("fields", c.fields),
                quotes=src.get("quotes", c.quotes), trim=src.get("trim", c.trim), optional=frozenset(opt))
+
+
+def _text(t: _Text, sec: str, key: str, v: object, what: str) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise t.error(sec, key, f"{what} must be a text: the detail of the reason")
+    return v
+
+
+def _lines(t: _Text, src: dict, fmt: str | None, m: Mapping) -> None:
+    """The ``[source]`` keys of JSON lines that hold more than records (a server's log):
+    ``prefix = { start = "[", end = "]" }`` (a line starting with ``start`` is read after the first
+    ``end``), ``skip = "<column> <op> <value>"`` (records it holds for are skipped, not read),
+    ``unparseable = "..."`` (the detail of the unparseable reason) and ``rare = [keys]`` (top-level
+    keys few lines have: the fast reader leaves a file with one to the line reader)."""
+    given = [k for k in ("prefix", "skip", "unparseable", "rare") if k in src]
+    if given and fmt != "jsonl":
+        raise t.error("source", given[0], 'a JSON-lines key: needs format = "jsonl"')
+    if "prefix" in src:
+        p = src["prefix"]
+        if not (isinstance(p, dict) and set(p) == {"start", "end"} and all(isinstance(x, str) and x for x in p.values())
+                and "'" not in p["start"] + p["end"]):
+            raise t.error("source", "prefix", 'a line prefix: { start = "[", end = "]" } (texts, no quote)')
+        m.prefix = (p["start"], p["end"])
+    if "skip" in src:
+        m.skip = _when(t, "source", "skip", src["skip"])
+    if "unparseable" in src:
+        m.unparseable = _text(t, "source", "unparseable", src["unparseable"], "unparseable")
+    rare = src.get("rare", [])
+    if not isinstance(rare, list) or not all(isinstance(x, str) and x and "." not in x for x in rare):
+        raise t.error("source", "rare", "a list of top-level keys")
+    m.rare = list(rare)
+
+
+def _fields(t: _Text, raw: dict) -> dict[str, list[str]]:
+    """``[fields] name = ["a.b", "b"]``: a source column read from the first of its paths that is
+    not null (one field in two layouts), named everywhere else by ``name``."""
+    out = {}
+    for k, v in raw.items():
+        paths = _str_list(t, "fields", k, v, "the paths it is read from")
+        if any(p in raw for p in paths if p != k):
+            raise t.error("fields", k, "a path is a source column, not another field")
+        out[k] = paths
+    return out
 
 
 def _default(t: _Text, sec: str, v: dict) -> str | None:
@@ -553,5 +587,7 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
     # whole first: toolkit/ingest/plan.py), so the unbound layout says it too, from the spec itself
     fmt = tomllib.loads(spec.read_text(encoding="utf-8")).get("source", {}).get("format")
     reads = "document" if fmt == "document" else "lines"
-    return Importer(name, vantage, IDENTITY, docs or spec_docs(spec), sniff, Layout(requests=unbound, reads=reads),
-                    bind=bind)
+    # and whether it has the fast reader (JSON lines, CSV: compile._fast), for the tests that list them
+    fast = Fast(JsonValues({}), requests=unbound) if fmt in ("jsonl", "csv") else None
+    return Importer(name, vantage, IDENTITY, docs or spec_docs(spec), sniff,
+                    Layout(requests=unbound, reads=reads, fast=fast), bind=bind)
