@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,34 @@ def test_a_small_sql_imports_no_arrow(tmp_path, fmt: str) -> None:  # type: igno
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stderr.strip().splitlines()[-1]) == ["duckdb"]
     assert "2026-01-01" in res.stdout and "1.5" in res.stdout
+
+
+IMPORT_PROBE = """
+import json, shutil, sys
+from toolkit.ingest import dispatch, import_traces
+out, fast, files = sys.argv[1], sys.argv[2] == "fast", json.loads(sys.argv[3])
+dispatch.FAST = fast
+counts = [import_traces([f], out).to_json() for f in files]
+print(json.dumps({"ma": "numpy.ma" in sys.modules, "imported": [c["imported"] for c in counts],
+                  "duplicates": [c["duplicates"] for c in counts]}))
+"""
+
+
+@pytest.mark.parametrize("reader", ["fast", "lines"])
+def test_an_import_never_loads_numpy_ma(tmp_path, reader: str) -> None:
+    """``pa.array`` on an ndarray imports ``numpy.ma`` (0.01 CPU s of each import):
+    neither reader, nor the duplicate path (a file imported before, twice over in one file), nor nested
+    spans (OTLP) use it (toolkit/ingest/arrow.py)."""
+    root = Path(__file__).resolve().parent.parent
+    log = root / "sample_traces" / "sglang" / "golden_request_log.jsonl"
+    grown = tmp_path / "grown.jsonl"
+    grown.write_bytes(log.read_bytes() * 2)
+    files = [str(log), str(grown), str(root / "sample_traces" / "otlp" / "golden_retail_agent_genai.jsonl")]
+    res = subprocess.run([sys.executable, "-c", IMPORT_PROBE, str(tmp_path / "ds"), reader, json.dumps(files)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    first = out["imported"][0]
+    assert first > 0 and out["imported"][1:] == [0, out["imported"][2]] and out["imported"][2] > 0
+    assert out["duplicates"][:2] == [0, 2 * first]  # the doubled copy: every record twice again
+    assert out["ma"] is False

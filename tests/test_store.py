@@ -491,3 +491,27 @@ def test_records_imported_before_from_other_bytes_are_duplicates(kit, tmp_path, 
     assert first["imported"] > 0 and second["files"][0]["status"] == "imported"
     assert (second["imported"], second["duplicates"]) == (0, first["imported"])
     assert {t: len(kit.rows(ds, t)) for t in ("requests", "spans")} == before
+
+
+def test_parquet_encodings_and_statistics(kit, tmp_path):
+    """README ("Columns are written with Parquet 2 encodings"): integers and timestamps
+    DELTA_BINARY_PACKED, ids DELTA_BYTE_ARRAY, labels as dictionaries; min/max statistics for
+    every column but the ids (toolkit/store/staging.py): a label's min/max lets DuckDB, Spark or
+    Trino skip the files of other models or services."""
+    import pyarrow.parquet as pq
+
+    f = sglang_file(kit, tmp_path / "a.jsonl", ["r1", "r2", "r3"])
+    kit.run([f], tmp_path / "ds")
+    [part] = (tmp_path / "ds" / "requests").rglob("*.parquet")
+    meta = pq.ParquetFile(part).metadata
+    cols = {meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i)
+            for i in range(meta.num_columns)}
+    assert "DELTA_BINARY_PACKED" in cols["ts_arrival"].encodings
+    assert "DELTA_BINARY_PACKED" in cols["input_tokens"].encodings
+    assert "DELTA_BYTE_ARRAY" in cols["request_id"].encodings
+    assert "RLE_DICTIONARY" in cols["status"].encodings and "RLE_DICTIONARY" in cols["source_file"].encodings
+    with_stats = {name for name, c in cols.items() if c.is_stats_set and c.statistics.has_min_max}
+    assert {"ts_arrival", "ts_end", "input_tokens", "output_tokens", "source_line"} <= with_stats
+    assert {"status", "vantage", "clock", "source_format"} <= with_stats
+    assert "request_id" not in with_stats
+    assert cols["ts_arrival"].statistics.min < cols["ts_arrival"].statistics.max

@@ -34,7 +34,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from toolkit.importers import get_importer
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest.results import FileResult, ImportResult
 from toolkit.ingest.seen import Identity, SeenSet, load_dataset_keys
@@ -268,15 +267,12 @@ def import_fanned(
         InputError: a file cannot be read or its format is unknown (nothing is written).
         UnknownFormat: ``fmt`` names no importer.
     """
-    from toolkit.ingest.plan import commit, find_inputs
+    from toolkit.ingest.plan import commit, find_inputs, open_dataset
 
-    options = options or ImportOptions()
-    if fmt != "auto":
-        get_importer(fmt)  # fail on an unknown name before touching the dataset
     if "-" in paths:
         raise InputError("-: stdin cannot be read by import tasks (each task opens its file by path); "
                          "save it to a file, or import it without --engine spark")
-    ds = Dataset.open(out, create=True)
+    ds, options = open_dataset(out, fmt, options)
     root = str(Path(ds.root).absolute())
     sources = []
     with ds.locked(lock_timeout_s):

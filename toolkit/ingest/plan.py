@@ -103,10 +103,7 @@ def import_traces(
         InputError: a file cannot be read or its format is unknown (nothing is written).
         UnknownFormat: ``fmt`` names no importer.
     """
-    options = options or ImportOptions()
-    if fmt != "auto":
-        get_importer(fmt)  # fail on an unknown name before touching the dataset
-    ds = Dataset.open(out, create=True)
+    ds, options = open_dataset(out, fmt, options)
     sources: list[Source] = []
     try:
         with ds.locked(lock_timeout_s):
@@ -192,6 +189,15 @@ def import_traces(
 
 
 
+
+
+def open_dataset(out: str | Path, fmt: str, options: ImportOptions | None) -> tuple[Dataset, ImportOptions]:
+    """Every import's prologue (this module's and the fanned-out one, toolkit/ingest/fanout.py): an
+    unknown format refused before the dataset is touched, the dataset opened (created if need
+    be), and the options (the defaults when none are given)."""
+    if fmt != "auto":
+        get_importer(fmt)
+    return Dataset.open(out, create=True), options or ImportOptions()
 
 
 def find_inputs(paths: list[str], fmt: str, limits: Limits | None) -> tuple[list[Source], set[int], list[str]]:

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from toolkit import schema
 from toolkit.importers._common import COMMON_COLUMNS, NESTED, checked_sql
 from toolkit.importers.spec import Importer
+from toolkit.ingest.arrow import from_numpy
 from toolkit.ingest.results import FileResult
 from toolkit.ingest.seen import Identity, SeenSet, load_dataset_keys, take_first_new
 from toolkit.ingest.writer import BackgroundWriter
@@ -78,7 +79,7 @@ def split_batch(writer: BackgroundWriter, seen: SeenSet, batch: pa.Table, table:
         lines = batch.column("source_line").to_numpy()
     else:
         lines = last + np.cumsum(batch.column("source_line").to_numpy(), dtype=np.int64)  # see import_fast
-        batch = batch.set_column(batch.schema.get_field_index("source_line"), "source_line", pa.array(lines))
+        batch = batch.set_column(batch.schema.get_field_index("source_line"), "source_line", from_numpy(lines))
     if line_id:
         batch = complete_line_ids(batch, lines, *line_id)
     if nested:
@@ -108,7 +109,7 @@ def split_batch(writer: BackgroundWriter, seen: SeenSet, batch: pa.Table, table:
         counts["duplicates"] += len(keys) - n_keep
         counts["imported"] += n_keep
         if n_keep:
-            rows = good if n_keep == len(keys) else good.filter(pa.array(keep))
+            rows = good if n_keep == len(keys) else good.filter(from_numpy(keep))
             writer.put(table, consts.add(rows.drop_columns(["_kind", "_code", "_detail", "_k"])))
     return max(last, int(lines.max())) if numbered else int(lines[-1])
 
@@ -118,7 +119,7 @@ def complete_line_ids(batch: pa.Table, lines: np.ndarray, column: str, cur: duck
     """``FAST_LINE_ID`` (an id synthesized as ``<prefix><line>``, e.g. ``<file hash>-<line>``): the
     fast SQL gives the prefix; append each row's line number, and hash the identity as ``identity_hash``
     does in SQL (on a cursor: the main connection is streaming) where the row has one."""
-    ids = pc.binary_join_element_wise(batch.column(column), pc.cast(pa.array(lines), pa.string()), "")
+    ids = pc.binary_join_element_wise(batch.column(column), pc.cast(from_numpy(lines), pa.string()), "")
     cur.register("_line_ids", pa.table({"r": ids, "k": batch.column("_k")}))
     keys = cur.sql("SELECT CASE WHEN k IS NOT NULL THEN hash(?, r) END AS k FROM _line_ids",
                    params=[fmt]).to_arrow_table().column("k")
@@ -171,7 +172,7 @@ class Constants:
         return cls(fmt, file, [f for f in fields if f.name not in present and f.name not in COMMON_COLUMNS])
 
     def source(self, n: int) -> dict[str, pa.Array]:
-        zeros = pa.array(np.zeros(n, np.int32))
+        zeros = from_numpy(np.zeros(n, np.int32))
         return {"source_format": pa.DictionaryArray.from_arrays(zeros, pa.array([self.fmt])),
                 "source_file": pa.DictionaryArray.from_arrays(zeros, pa.array([self.file]))}
 

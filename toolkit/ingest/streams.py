@@ -21,6 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import zstandard
 
+from toolkit.ingest.arrow import from_numpy
+
 if TYPE_CHECKING:
     from toolkit.ingest.sources import Source
 
@@ -350,7 +352,7 @@ def _iter_lines_fast(src: Source, batch_rows: int, batch_bytes: int = BATCH_BYTE
 
 def _numbered(batches: list[pa.RecordBatch], line0: int) -> pa.Table:
     lines = pa.chunked_array([b.column(0) for b in batches], pa.string())
-    ln = pa.array(np.arange(line0 + 1, line0 + 1 + len(lines), dtype=np.int64))
+    ln = from_numpy(np.arange(line0 + 1, line0 + 1 + len(lines), dtype=np.int64))
     return pa.Table.from_arrays([ln, lines], schema=LINE_SCHEMA)
 
 
@@ -386,5 +388,5 @@ def _iter_lines_exact(src: Source, batch_rows: int, skip: int = 0) -> Iterator[p
 
 def _plain(lines: list[str], line0: int) -> pa.Table:
     return pa.Table.from_arrays(
-        [pa.array(np.arange(line0 + 1, line0 + 1 + len(lines), dtype=np.int64)),
+        [from_numpy(np.arange(line0 + 1, line0 + 1 + len(lines), dtype=np.int64)),
          pa.array(lines, pa.string())], schema=LINE_SCHEMA)

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from toolkit.importers._common import duck_type
 from toolkit.importers.spec import FastInput, Importer, JsonColumns, JsonValues, OwnRecords
+from toolkit.ingest.arrow import from_numpy
 from toolkit.ingest.duck import FastReaderGaveUp, ReaderOutOfMemory
 from toolkit.ingest.results import Progress
 from toolkit.ingest.seen import SeenSet
@@ -147,7 +148,7 @@ class NestedSpans:
         if spans.null_count:  # most rows of a stream carry no span: leave them out before DuckDB
             keep = pc.is_valid(spans)
             spans, lines = spans.filter(keep), lines[keep.to_numpy(zero_copy_only=False)]
-        self.cur.register("_nested", pa.table({"ln": lines, "s": spans}))
+        self.cur.register("_nested", pa.table({"ln": from_numpy(lines), "s": spans}))
         if self._sql is None:  # the candidates' columns are the struct's fields
             cand = "SELECT ln, s.* FROM (SELECT ln, unnest(s) AS s FROM _nested)"
             checked, present = with_checks(self.cur, self.imp, cand, "spans")
