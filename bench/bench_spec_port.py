@@ -143,6 +143,44 @@ def sglang_log(path: Path, n: int, seed: int) -> None:
                       f'"out": {{"meta_info": {meta}}}}}\n')
     src.unlink()
 
+def llmperf(path: Path, n: int, seed: int) -> None:
+    """An LLMPerf individual responses file (docs/formats/llmperf.md): a top-level array written
+    with indent=4, durations and re-counted tokens; 5 % HTTP errors, 1 % llmperf's own -100."""
+    rng = random.Random(seed)
+    recs = []
+    for _ in range(n):
+        e2e = rng.uniform(0.5, 8)
+        code = rng.choices([None, 500, -100], [94, 5, 1])[0]
+        recs.append({"error_code": code, "error_msg": "" if code is None else "an error",
+                     "inter_token_latency_s": round(e2e / 100, 6), "ttft_s": 0 if code == 500 else round(rng.uniform(0.05, 0.5), 6),
+                     "end_to_end_latency_s": round(e2e, 6), "request_output_throughput_token_per_s": 40.0,
+                     "number_total_tokens": 640, "number_output_tokens": rng.randint(1, 1000),
+                     "number_input_tokens": rng.randint(10, 4000)})
+    path.write_text(json.dumps(recs, indent=4))
+
+
+def vllm_bench(path: Path, n: int, seed: int) -> None:
+    """A vLLM ``bench serve --save-detailed`` result (docs/formats/vllm-bench.md): one object of
+    parallel per-request lists (perf_counter starts, TTFTs, latencies, 1-20 gaps each), 2 % failed."""
+    rng = random.Random(seed)
+    starts, ttfts, lats, itls, errs = [], [], [], [], []
+    t = 1000.0
+    for _ in range(n):
+        t += rng.expovariate(50)
+        ok = rng.random() >= 0.02
+        ft = rng.uniform(0.05, 0.5)
+        gaps = [round(rng.uniform(0.001, 0.05), 6) for _ in range(rng.randint(1, 20))] if ok else []
+        starts.append(round(t, 6))
+        ttfts.append(round(ft, 6) if ok else 0.0)
+        lats.append(round(ft + sum(gaps), 6) if ok else 0.0)
+        itls.append(gaps)
+        errs.append("" if ok else "Traceback: an error")
+    path.write_text(json.dumps({"date": "20260101-120000", "model_id": "m", "num_prompts": n, "start_times": starts,
+                                "ttfts": ttfts, "latencies": lats, "itls": itls,
+                                "input_lens": [rng.randint(10, 4000) for _ in range(n)],
+                                "output_lens": [len(g) + 1 for g in itls], "errors": errs,
+                                "generated_texts": ["an answer"] * n}))
+
 
 def trtllm_perf(path: Path, n: int, seed: int) -> None:
     """trtllm-serve /perf_metrics records as JSON lines (docs/formats/trtllm.md): steady-clock
@@ -211,7 +249,8 @@ def aiperf(path: Path, n: int, seed: int) -> None:
 
 GENERATORS = {"mooncake": mooncake, "azure-llm": azure_llm, "burstgpt": burstgpt, "guidellm": guidellm,
               "genai-perf": genai_perf, "sglang": sglang, "sglang-log": sglang_log,
-              "trtllm-perf": trtllm_perf, "trtllm-bench": trtllm_bench, "aiperf": aiperf}
+              "trtllm-perf": trtllm_perf, "trtllm-bench": trtllm_bench, "aiperf": aiperf,
+              "llmperf": llmperf, "vllm-bench": vllm_bench}
 # the format a generated file is imported as (else its own): a generator named for one kind of its records
 IMPORT_AS = {"sglang-log": "sglang", "trtllm-perf": "trtllm", "trtllm-bench": "trtllm"}
 # the others are one JSON document (trtllm-bench: one JSON list, read as values, not whole)
@@ -219,12 +258,15 @@ SUFFIX = {"mooncake": ".jsonl", "azure-llm": ".csv", "burstgpt": ".csv", "sglang
           "trtllm-perf": ".jsonl", "trtllm-bench": ".json", "aiperf": ".jsonl"}
 # records per document: about the most the import parsed before this change (an export of
 # 20k GenAI-Perf requests ran the "before" tree out of its buffer pool)
-DOCUMENT_RECORDS = {"guidellm": 20_000, "genai-perf": 10_000}
+DOCUMENT_RECORDS = {"guidellm": 20_000, "genai-perf": 10_000, "llmperf": 20_000, "vllm-bench": 50_000}
+# llmperf is refused without --clock-origin (no timestamps); the others are read as they are
+CLOCK_ORIGIN_US = {"llmperf": 1_767_268_800_000_000}
 CHILD = """
 import sys
 from toolkit.ingest.plan import import_traces
 from toolkit.importers._common import ImportOptions
-r = import_traces([sys.argv[1]], sys.argv[2], fmt=sys.argv[3], options=ImportOptions())
+origin = int(sys.argv[4]) if len(sys.argv) > 4 else None
+r = import_traces([sys.argv[1]], sys.argv[2], fmt=sys.argv[3], options=ImportOptions(clock_origin_us=origin))
 print(r.requests if hasattr(r, "requests") else r)
 """
 
@@ -236,8 +278,9 @@ def run(tree: Path, fmt: str, file: Path, out: Path) -> dict:
     log = out.with_suffix(".log")
     with log.open("w") as fh:  # a file, not a pipe: wait4 below reaps the child before anyone reads
         # cwd=tree: ``python -c`` puts the working directory first on sys.path, before PYTHONPATH
-        p = subprocess.Popen([sys.executable, "-c", CHILD, str(file), str(out), fmt], env=env, stdout=fh, stderr=fh,
-                             cwd=tree)
+        origin = [str(CLOCK_ORIGIN_US[fmt])] if fmt in CLOCK_ORIGIN_US else []
+        p = subprocess.Popen([sys.executable, "-c", CHILD, str(file), str(out), fmt, *origin], env=env, stdout=fh,
+                             stderr=fh, cwd=tree)
         _, status, usage = os.wait4(p.pid, 0)  # this child's own usage (RUSAGE_CHILDREN keeps the max RSS of all)
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:

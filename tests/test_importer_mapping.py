@@ -355,7 +355,7 @@ def test_mapping_alias_without_derived_is_read(tmp_path: Path) -> None:
     (('missing = "t is absent"', "missing = 1"), ":9: [boundaries] ts_arrival: missing must be a text"),
     (("derived = true", "derivd = true"), ":10: [boundaries] ts_end: unknown key 'derivd' (known: value, when, derived, missing)"),
     (("check = false", 'check = "no"'), ":6: [columns] input_tokens: check must be true or false"),
-    (("check = false", "chek = false"), ":6: [columns] input_tokens: unknown key 'chek' (known: from, check)"),
+    (("check = false", "chek = false"), ":6: [columns] input_tokens: unknown key 'chek' (known: from, check); a required one's: missing; a conditional one's: when"),
 ])
 def test_mapping_spec_key_errors(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
     assert expected in _err(tmp_path, SPEC_KEYS.replace(*change))

@@ -114,7 +114,7 @@ t = "epoch_s"
     (('t = ["a.t", "t"]', 't = ["a.t", "u"]\nu = ["t"]'), ":5: [fields] t: a path is a source column, not another field"),
     (("place = []", 'place = ["ts_nope"]'), ":10: [boundaries] ts_end: place must be a list of boundaries"),
     (("place = []", "out_of_order = 3"), ":10: [boundaries] ts_end: out_of_order must be a text"),
-    (('format = "jsonl"', 'format = "jsonl"\ncheck_order = "first"'), "must be types (the default) or boundaries"),
+    (('format = "jsonl"', 'format = "jsonl"\ncheck_order = "first"'), "must be types (the default), boundaries or units"),
 ])
 def test_log_key_errors_name_the_line_and_key(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
     load(_write(tmp_path, BASE))  # the base is good

@@ -108,6 +108,10 @@ def test_two_kinds_of_records_in_one_log(tmp_path: Path) -> None:
     (('when = "hop = \'proxy\' or hop = \'relay\'"', 'when = "a = 1 or b = 2 and c = 3"'),
      "[variants.proxy] when: join conditions with and or with or, not both"),
     (('"skew"]', '"skw"]'), "[checks] order: every check group once"),
+    # one spelling of "all of these": and in one text, not a list (the llmperf port's lists)
+    (('when = "sent_ns is present and done_ns is present"', 'when = ["sent_ns is present", "done_ns is present"]'),
+     "[variants.client] when: one text: several conditions are joined by and"),
+    (("pairs = [", 'identity = "no id"\npairs = ['), "[checks] identity: unknown key"),
     (('pairs = [["end_ms", "start_ms"]]', 'pairs = [["end_ms", "nope"]]'), "[checks] pairs: a list of [later, earlier]"),
     (('"ttft.value" = "ttft.unit"', 'start_ms = "ttft.unit"'), "[unit_of] start_ms: a duration column"),
     (('constants = { vantage = "client" }', 'constants = { vantage = "edge" }'),

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
@@ -49,19 +49,27 @@ from toolkit.importers.compile_checks import (
     data_unit_us,
     float_us,
     merged_order,
+    missing_check,
     ordered_checks,
     pair_checks,
     range_checks,
     ranged,
     refuse_checks,
     rule_value,
+    safe_on_null,
+    said,
     variant_kinds,
     variant_sql,
 )
+from toolkit.importers.compile_clock import CUMULATIVE, anchor_sql, cumulative_sql, origin_sql
 from toolkit.importers.compile_read import MappingError, _Reader, _s
-from toolkit.importers.mapping_model import _ISO_OFFSET, _TO_US, Boundary, Condition, Mapping
+from toolkit.importers.compile_rules import condition_sql, never_before, units_order
+from toolkit.importers.mapping_model import _ISO_OFFSET, _TO_US, Condition, Mapping
 from toolkit.importers.spec import Fast, FastInput, Importer, JsonColumns, JsonValues, Layout, OwnRecords
-from toolkit.ingest.sources import Source
+from toolkit.ingest.sources import InputError, Source
+
+if TYPE_CHECKING:
+    from toolkit.importers._common import ImportOptions
 
 # ---------------------------------------------------------------------------------------------
 # binding to a file: the SQL
@@ -102,7 +110,6 @@ def _dur_us(raw: str, unit: str) -> str:
 
 
 _ELEMENT = re.compile(r"(.+)\[(-?[1-9][0-9]*)\]")  # an element of a list of times: col[1], col[-1]
-_LEN = re.compile(r"len\((.+)\)")  # its length, in a condition
 
 
 def _int_us(raw: str, unit: str) -> str:
@@ -128,6 +135,16 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     rd = rd or _Reader(m, fmt, src)
     conv: list[str] = []  # converted columns, in CTE v
     checks: list[tuple[str, str, str]] = []  # (group, WHEN ... THEN {code, detail}, column), in use order
+    cums: list[str] = []  # cumulative arrivals, in CTE w (a window over v)
+    zero = origin_sql(m.origin)  # the relative clock's zero on the wall clock (compile_clock.py)
+    anchor = ""
+    if m.origin is not None and m.origin.at is not None:
+        unit = m.units[m.origin.last[0]]
+        raws = [rd.use(m.origin.at, "VARCHAR"), *(rd.use(c, _want(unit)) for c in m.origin.last)]
+        if rd.typed:  # the zip reader takes it from the document's lists (compile_zip.py)
+            rd.anchor = _dur_us("{}", unit)
+        else:
+            anchor = ", " + anchor_sql(raws[0], m.origin.format, raws[1:], _dur_us("{}", unit))
     seen_conv: set[str] = set()
     read_numbers: dict[str, str] = {}  # a ranged time column -> its number (n<i>)
     cols = {c.name: c for c in schema.table("requests").columns}
@@ -159,7 +176,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
             unit = m.units[col]
             expr = _int_us("t", unit) if col in m.integer else _time_us("t", unit)
             if m.clock == "relative":
-                expr = f"({expr}) + coalesce(getvariable('clock_origin_us'), 0)"
+                expr = f"({expr}) + coalesce({zero}, 0)"
             conv.append(f"list_transform({raw}, lambda t: {expr}) AS {name}")
             if col not in quiet:
                 kind = rd.kind(col)
@@ -194,7 +211,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
             else:  # from the number read once where there is one (integer ns are cut exactly, from the text)
                 expr = _time_us(num if ranged(m, col) and unit not in ("ns", "epoch_ns") else raw, unit)
             if m.clock == "relative":
-                expr = f"({expr}) + coalesce(getvariable('clock_origin_us'), 0)"
+                expr = f"({expr}) + coalesce({zero}, 0)"
             conv.append(f"{expr} AS {name}")
             if col not in quiet:
                 # ranged: a number that gives no time is out of range (range_checks), not of another type
@@ -246,33 +263,46 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
                                        f"'detail': {_s(f'{called(later)} is before {called(earlier)}')}}}", later))
         return name
 
+    def cum_col(col: str) -> str:
+        """``cumulative(col)``: an arrival from the durations before (compile_clock.py), ``k<i>``."""
+        name = f"k{rd.index.get(col, len(rd.index))}"
+        dur = dur_col(col)
+        if name not in seen_conv:
+            seen_conv.add(name)
+            cums.append(cumulative_sql(dur, zero, name))
+        return name
+
     def condition(when: Condition) -> str:
-        """SQL of ``<column> <op> <literal>``: the column read as the literal's type; ``is
-        present``: there and not null; conditions joined by and / or."""
+        """SQL of a condition (docs/formats/mapping.md): joined by and / or; ``is present``: there
+        and not null; ``matches``: a regular expression on the text; a time column against a
+        number: its number as read; the rest (``= null``, ``len``, ``coalesce``, a duration in
+        µs, another duration column) as ``compile_rules.condition_sql`` reads them."""
         if isinstance(when[1], list):
             return f" {when[0].upper()} ".join(f"({condition(w)})" for w in when[1])
         col, op, lit = when  # type: ignore[misc]
         if op == "present":
             return rd.there(col)
-        if (n := _LEN.fullmatch(col)) and n[1] in m.lists:  # ``len(col)`` of a list of times
-            return f"TRY_CAST(len({time_list(n[1])}) AS DOUBLE) {op} {lit!r}"
-        typ = "BOOLEAN" if isinstance(lit, bool) else "VARCHAR" if isinstance(lit, str) else "ANY"
-        if typ == "ANY" and col in read_numbers:  # a time column's number, read once
-            return f"{read_numbers[col]} {op} {_lit(lit)}"
-        raw = rd.use(col, typ)
-        lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
-               else f"TRY_CAST({raw} AS DOUBLE)")
-        return f"regexp_matches({lhs}, {_lit(lit)})" if op == "matches" else f"{lhs} {op} {_lit(lit)}"
+        if op == "matches":
+            return f"regexp_matches(CAST({rd.use(col, 'VARCHAR')} AS VARCHAR), {_lit(lit)})"
+        if col in time_cols and isinstance(lit, int | float) and not isinstance(lit, bool):
+            # a time (not a duration in µs): its number, read once where the range check reads it
+            num = read_numbers.get(col) or f"TRY_CAST({rd.use(col, 'ANY')} AS DOUBLE)"
+            return f"{num} {op} {_lit(lit)}"
+        return condition_sql(m, rd, when, time_list, dur_col)
 
     # boundaries, in dependency order (lateral aliases in one SELECT); with variants, each
     # boundary is its way for the row's variant (_variant: compile_checks.variant_sql)
     kinds = variant_kinds(m)
+    # the time columns the boundaries read (a condition compares their numbers, not µs)
+    time_cols = {a.base for bounds in kinds for b in bounds.values() for a in b.alts if not a.base_is_boundary}
     guards: dict[str, str] = {}  # a time column read only under a boundary's ``when``: that condition
     times: dict[str, tuple[str, str]] = {}  # checked time columns: (raw, converted), in use order
     numbers: dict[str, str] = {}  # a time column holds a number (``[checks] range``: not missing)
     ways: dict[str, dict[int, tuple[str, str]]] = {}
     held: list[dict[str, list[str]]] = [{} for _ in kinds]  # per variant: the boundary's columns' numbers
     can_derive: dict[str, bool] = {}
+    # computed in every way (never read): it bounds no other boundary's placement, statically
+    always_derived: dict[str, bool] = {}
     for vi, bounds in enumerate(kinds):
         derivable: dict[str, bool] = {}  # in this variant (an alias of a read boundary is read)
         for b in bounds.values():
@@ -282,6 +312,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
             for a in b.alts:
                 if a.base_is_boundary:
                     base, flag = f"x_{a.base}", f"dv_{a.base}" if derivable[a.base] else "false"
+                elif cm := CUMULATIVE.fullmatch(a.base):
+                    base, flag = cum_col(cm[1]), "true"
                 else:
                     base, flag = time_col(a.base), "false"
                     if b.when:
@@ -295,10 +327,12 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
             if b.when:
                 value = f"CASE WHEN {condition(b.when)} THEN {value} END"
             if m.check_order == "boundaries" and b.name in ("ts_arrival", "ts_end"):
-                checks.append(("types", _missing(m, b.name, kinds, [{}] * len(kinds)), ""))
+                checks.append(("types", missing_check(m, b.name, kinds, [{}] * len(kinds)), ""))
             ways.setdefault(b.name, {})[vi] = (value, flag)
             derivable[b.name] = any(f != "false" for f in flags)
             can_derive[b.name] = can_derive.get(b.name, False) or derivable[b.name]
+            # computed in every way (never read) in every kind: it bounds no other's placement
+            always_derived[b.name] = always_derived.get(b.name, True) and all(f == "true" for f in flags)
     bsel = [variant_sql(m, condition)] if m.variants else []
     for b_name in merged_order(m, kinds):
         value, flag = by_variant(ways[b_name])
@@ -307,16 +341,24 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
 
     # place derived boundaries between the read ones around them
     defined = [b for b in ORDER if b in ways]
+    # a negative duration quarantines the record before any skew is looked at (compile_rules.never_before)
+    negative_first = m.check_groups is None or m.check_groups.index("negative") < m.check_groups.index("skew")
     place, shifts, skew_checks = [], [], []
     tol = m.tolerance_us
     for b in defined:
-        around = _said(kinds, b, "place")
+        around = said(kinds, b, "place")
         if not can_derive[b] or around == []:
             place.append(f"x_{b} AS p_{b}")
             continue
         i = defined.index(b)
-        lo = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[:i] if around is None or e in around]
-        hi = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[i + 1:] if around is None or e in around]
+        lo = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[:i]
+              if (around is None or e in around) and not always_derived[e]]
+        hi = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[i + 1:]
+              if (around is None or e in around) and not always_derived[e]]
+        if around is None and (not lo and not hi or not hi and negative_first and all(
+                never_before(bounds[b], defined[:i], always_derived) for bounds in kinds if b in bounds)):
+            place.append(f"x_{b} AS p_{b}")  # nothing to place it between, or never before its lower bound
+            continue
         lo_e = f"greatest({', '.join(lo)})" if lo else "NULL"
         hi_e = f"least({', '.join(hi)})" if hi else "NULL"
         # mv: movable (derived, and the read boundaries around it in order: else the shared check names them)
@@ -333,7 +375,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
             place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} - x_{b} "
                          f"WHEN mv_{b} AND x_{b} > hi_{b} THEN x_{b} - hi_{b} END AS sh_{b}")
         shifts.append(f"sh_{b}")
-        detail = (_said(kinds, b, "out_of_order")
+        detail = (said(kinds, b, "out_of_order")
                   or f"{b} (derived) is more than {tol / 1e3:g} ms outside the boundaries read around it")
         skew_checks.append(f"WHEN sh_{b} > {tol} THEN {{'code': 'out-of-order', 'detail': {_s(detail)}}}")
 
@@ -359,7 +401,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
             return f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {f}) AS FLOAT[])"
         typ = {"string": "VARCHAR", "int64": "BIGINT", "float64": "DOUBLE"}.get(c.type, "VARCHAR")
         # a document's integers are read as numbers, then rounded (a report may write a count as 12.0)
-        raws = [rd.use(s, "DOUBLE" if typ == "BIGINT" and fmt == "document" else typ) for s in srcs]
+        raws = [rd.use(s, "DOUBLE" if typ == "BIGINT" and fmt == "document" and not rd.typed else typ) for s in srcs]
         vals = [f"TRY_CAST({r} AS {typ})" if typ != "VARCHAR" else f"CAST({r} AS VARCHAR)" for r in raws]
         expr = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
         if typ != "VARCHAR" and k not in m.unchecked:
@@ -372,8 +414,10 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     for k, srcs in m.columns.items():
         alts = [(i, col_expr(k, v.columns[k])) for i, v in enumerate(m.variants, 1) if k in v.columns]
         base = col_expr(k, srcs)
-        out.append((f"CASE _variant {' '.join(f'WHEN {i} THEN {e}' for i, e in alts)} ELSE {base} END" if alts
-                    else base) + f" AS {k}")
+        expr = f"CASE _variant {' '.join(f'WHEN {i} THEN {e}' for i, e in alts)} ELSE {base} END" if alts else base
+        if k in m.column_when:  # ``{ from = ..., when = ... }``: null unless it holds
+            expr = f"CASE WHEN {condition(m.column_when[k])} THEN {expr} END"
+        out.append(f"{expr} AS {k}")
     for k, (s, mp, dflt, cases) in m.values.items():
         if s is None:  # conditions on the row's own columns (lateral aliases of this SELECT)
             whens = " ".join(f"WHEN {col} {op} {_lit(lit)} THEN {_s(val)}" for col, op, lit, val in cases)
@@ -385,7 +429,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     for k, (rules, dflt) in m.rules.items():
         whens = " ".join(f"WHEN {condition(w)} THEN {rule_value(v, lambda c: rd.use(c, 'VARCHAR'))}" for w, v in rules)
         read = {c for w, _ in rules for c in condition_columns(w)}
-        if len(read) == 1 and (col := read.pop()) in rd.index:
+        if len(read) == 1 and (col := read.pop()) in rd.index and all(safe_on_null(w) for w, _ in rules):
             # every condition is false on a null: a record without the column takes the default at once
             # (three regular expressions on every row of a file that rarely has the column cost 5 %)
             whens = f"WHEN c{rd.index[col]} IS NULL THEN {_s(dflt) if dflt is not None else 'NULL'} " + whens
@@ -408,14 +452,14 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     # with ``[checks] range`` a number that gives no time is out of range (range_checks), not missing
     held_sql = [{b: f"coalesce({' OR '.join(nums)}, false)" for b, cs in h.items()
                  if m.range_check and (nums := [numbers[c] for c in cs if c in numbers])} for h in held]
-    others = [_missing(m, b, kinds, held_sql, declared=True) for b in ORDER[1:-1] if b in ways]
-    if m.check_order == "boundaries":
+    others = [missing_check(m, b, kinds, held_sql, declared=True) for b in ORDER[1:-1] if b in ways]
+    if m.check_order in ("boundaries", "units"):
         missing = [*list_checks, *others, *order_checks]
     else:
-        missing = [_missing(m, "ts_arrival", kinds, held_sql), *list_checks, *others,
-                   _missing(m, "ts_end", kinds, held_sql), *order_checks]
+        missing = [missing_check(m, "ts_arrival", kinds, held_sql), *list_checks, *others,
+                   missing_check(m, "ts_end", kinds, held_sql), *order_checks]
     required = dict(m.required)  # our columns' missing-field details (a column's ``missing``)
-    if "request_id" in m.columns and "$line" not in m.columns["request_id"]:  # ``$line``: never null
+    if "request_id" in m.columns and not {"$line", "$index"} & set(m.columns["request_id"]):  # never null
         required.setdefault("request_id", f"request_id is missing ({', '.join(m.columns['request_id'])})")
     identity = [f"WHEN {k} IS NULL THEN {{'code': 'missing-field', 'detail': {_s(d)}}}" for k, d in required.items()]
     groups = {"refuse": refuse_checks(m), "identity": identity, "missing": [c for c in missing if c],
@@ -423,6 +467,10 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
               **{g: by_units(m, [c for k, c, _ in checks if k == g], [col for k, _, col in checks if k == g],
                              m.bad_type if g == "types" else None)
                  for g in ("types", "negative")}}
+    if m.check_order == "units":  # each column's checks in [units] order (compile_rules.py)
+        tagged = [("negative" if g == "negative" else "missing" if not col else "type", col, c)
+                  for g, c, col in checks]
+        checks = [("types", c, col) for _, col, c in units_order(m, tagged, lambda _, b: missing_check(m, b, kinds, held_sql))]
     kind = "row_kind"
     if m.skip:  # ``[source] skip``: a record the condition holds for holds no record
         kind = f"CASE WHEN row_kind = 'record' AND _bad IS NULL AND {condition(m.skip)} THEN 'skip' ELSE row_kind END"
@@ -430,10 +478,11 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     # log line has none of the fields, and each absent one would be looked up in its text again
     skipped = "WHEN _kind <> 'record' THEN NULL" if m.skip or m.prefix else ""
 
-    anchored = "getvariable('clock_origin_us') IS NOT NULL" if m.clock == "relative" else "false"
-    clock = ("CASE WHEN getvariable('clock_origin_us') IS NULL THEN 'relative' ELSE 'wall' END"
-             if m.clock == "relative" else "'wall'")
-    if m.clock == "relative" and origin is not None:
+    anchored = f"{zero} IS NOT NULL" if m.clock == "relative" else "false"
+    clock = f"CASE WHEN {zero} IS NULL THEN 'relative' ELSE 'wall' END" if m.clock == "relative" else "'wall'"
+    absent = "WHEN _absent IS NOT NULL THEN {'code': 'missing-field', 'detail': _absent}" if m.absent else ""
+    # without --clock-origin a document's own anchor may still place it ([source] origin at)
+    if m.clock == "relative" and (origin or (origin is not None and (m.origin is None or m.origin.at is None))):
         anchored, clock = ("true", "'wall'") if origin else ("false", "'relative'")
     pairs = [(b, f"p_{b} IS NOT NULL" if anchored == "true" else f"p_{b} IS NOT NULL AND (dv_{b} OR {anchored})")
              for b in defined if can_derive[b] or anchored != "false"]
@@ -441,12 +490,15 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     skew = f"greatest({', '.join(shifts)}) / 1e3" if shifts else "CAST(NULL AS DOUBLE)"
     return f"""
 WITH {rd.extract_sql()},
-v AS (SELECT *{''.join(', ' + c for c in conv)} FROM x),
-b AS (SELECT *, {', '.join(bsel)} FROM v),
+{f"a AS (SELECT *{anchor} FROM x)," if anchor else ""}
+v AS (SELECT *{''.join(', ' + c for c in conv)} FROM {'a' if anchor else 'x'}),
+{f"w AS (SELECT *{''.join(', ' + c for c in cums)} FROM v)," if cums else ""}
+b AS (SELECT *, {', '.join(bsel)} FROM {'w' if cums else 'v'}),
 p AS (SELECT *, {', '.join(place)} FROM b),
 o AS (SELECT *, {', '.join(out)}, {kind} AS _kind FROM p)
 SELECT ln, _kind AS row_kind,
     CASE {skipped} WHEN _bad IS NOT NULL THEN {{'code': 'unparseable', 'detail': _bad}}
+         {absent}
          {vantage_check}
          {' '.join(ordered_checks(m, groups, checks))}
     END AS _r,
@@ -462,39 +514,18 @@ FROM o"""
 
 
 
-def _said(kinds: list[dict[str, Boundary]], b: str, key: str) -> Any:
-    """What the first kind of record that gives boundary ``b`` says of it (``place``,
-    ``out_of_order``; None where none says it): one placement and one detail per boundary."""
-    return next((v for bounds in kinds if b in bounds and (v := getattr(bounds[b], key)) is not None), None)
-
-
-def _missing(m: Mapping, b: str, kinds: list[dict[str, Boundary]], held: list[dict[str, str]],
-             declared: bool = False) -> str:
-    """The missing-field check of a required boundary (its placed value is null), per variant;
-    ``held``: per variant, SQL that one of the boundary's columns holds a number (then it is not
-    missing); ``declared``: only where the boundary says ``missing`` (required beyond ts_arrival
-    and ts_end)."""
-    out = []
-    for vi, bounds in enumerate(kinds):
-        if b not in bounds or (declared and bounds[b].missing is None):
-            continue
-        how = ", ".join(a.text for a in bounds[b].alts)
-        detail = bounds[b].missing or f"{b} is missing ({how})"
-        which = f" AND _variant = {vi}" if len(kinds) > 1 else ""
-        if b in held[vi]:
-            which += f" AND NOT {held[vi][b]}"
-        out.append(f"WHEN p_{b} IS NULL{which} THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}")
-    return " ".join(out)
-
-
 def _lit(v: Any) -> str:
     """A condition's literal as SQL."""
     return ("true" if v else "false") if isinstance(v, bool) else _s(v) if isinstance(v, str) else repr(v)
 
 
-def bind_mapping(imp: Importer, m: Mapping, src: Source, origin: bool | None = None) -> Importer:
-    """``imp`` reading ``src`` with the SQL compiled from ``m``, under the mapping's name;
-    ``origin``: whether the import has a ``--clock-origin`` (``build_sql``)."""
+def bind_mapping(imp: Importer, m: Mapping, src: Source, options: ImportOptions | None = None) -> Importer:
+    """``imp`` reading ``src`` with the SQL compiled from ``m``, under the mapping's name; refused
+    first when the spec needs ``--clock-origin`` and it is not given (``[source] origin``).
+    Whether the import has a ``--clock-origin`` is compiled in (``build_sql``'s ``origin``)."""
+    if m.origin is not None and m.origin.required and (options is None or options.clock_origin_us is None):
+        raise InputError(f"{src.name}: {m.origin.required}")
+    origin = None if options is None else options.clock_origin_us is not None
     fmt = _fmt_of(m, src)
     if fmt == "document":
         from toolkit.importers._document import check

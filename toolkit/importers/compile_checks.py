@@ -140,14 +140,25 @@ def condition_columns(when: Any) -> set[str]:
 
 def rule_value(value: str, use: Callable[[str], str]) -> str:
     """SQL: a rule's value: a text, ``""`` no value (null), or a template whose ``{column}`` parts
-    are the source column's text (``"http-{error.code}"``; null where the column is)."""
+    are the source column's text, a whole number without its fraction (``"http-{error.code}"``:
+    AIPerf's 503, LLMPerf's 599.0 both "http-5xx"; null where the column is)."""
     if value == "":
         return "NULL"
     parts = re.split(r"\{([^{}]+)\}", value)
     if len(parts) == 1:
         return _s(value)
-    sql = [_s(p) if i % 2 == 0 else f"CAST({use(p)} AS VARCHAR)" for i, p in enumerate(parts) if p or i % 2]
+    sql = [_s(p) if i % 2 == 0 else f"regexp_replace(CAST({use(p)} AS VARCHAR), '^(-?[0-9]+)[.]0*$', '\\1')"
+           for i, p in enumerate(parts) if p or i % 2]
     return " || ".join(sql)
+
+
+def safe_on_null(when: Any) -> bool:
+    """Whether a condition is false wherever the column it reads is null (then a record without
+    the column takes a rule's default at once): not ``= null`` nor ``coalesce(col, v)``."""
+    if isinstance(when[1], list):
+        return all(safe_on_null(w) for w in when[1])
+    col, op, lit = when
+    return not (lit is None and op == "=") and not col.startswith("coalesce(")
 
 
 def refuse_checks(m: Mapping) -> list[str]:
@@ -192,6 +203,9 @@ def ordered_checks(m: Mapping, groups: dict[str, list[str]], checks: list[tuple[
     (refused variants, then each column's type and sign checks in the order the spec uses them,
     the identity (the required columns: request_id and those with ``missing``), the required
     boundaries, time ranges, pairs, derived boundaries' skew)."""
+    if m.check_groups is None and m.check_order == "units":  # the ids first (compile_rules.units_order)
+        return [*groups["refuse"], *groups["identity"], *(c for _, c, _ in checks), *groups["missing"],
+                *groups["range"], *groups["pairs"], *groups["skew"]]
     if m.check_groups is None:
         return [*groups["refuse"], *(c for _, c, _ in checks), *groups["identity"], *groups["missing"],
                 *groups["range"], *groups["pairs"], *groups["skew"]]
@@ -209,3 +223,27 @@ def by_units(m: Mapping, checks: list[str], columns: list[str], first: dict[str,
     order = sorted(range(len(checks)), key=lambda i: pos.get(columns[i], len(pos)))
     return [checks[i] for i in order]
 
+
+def said(kinds: list[dict[str, Boundary]], b: str, key: str) -> Any:
+    """What the first kind of record that gives boundary ``b`` says of it (``place``,
+    ``out_of_order``; None where none says it): one placement and one detail per boundary."""
+    return next((v for bounds in kinds if b in bounds and (v := getattr(bounds[b], key)) is not None), None)
+
+
+def missing_check(m: Mapping, b: str, kinds: list[dict[str, Boundary]], held: list[dict[str, str]],
+             declared: bool = False) -> str:
+    """The missing-field check of a required boundary (its placed value is null), per variant;
+    ``held``: per variant, SQL that one of the boundary's columns holds a number (then it is not
+    missing); ``declared``: only where the boundary says ``missing`` (required beyond ts_arrival
+    and ts_end)."""
+    out = []
+    for vi, bounds in enumerate(kinds):
+        if b not in bounds or (declared and bounds[b].missing is None):
+            continue
+        how = ", ".join(a.text for a in bounds[b].alts)
+        detail = bounds[b].missing or f"{b} is missing ({how})"
+        which = f" AND _variant = {vi}" if len(kinds) > 1 else ""
+        if b in held[vi]:
+            which += f" AND NOT {held[vi][b]}"
+        out.append(f"WHEN p_{b} IS NULL{which} THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}")
+    return " ".join(out)

@@ -46,6 +46,7 @@ class _Reader:
         self.types: dict[str, set[str]] = {}
         self.header: list[str] = []
         self.parquet_cols: set[str] = set()
+        self.anchor: str | None = None  # a zip's ``_anchor`` µs conversion (compile_clock.anchor_sql)
         if fmt == "csv":
             self.delim = m.delimiter or ("\t" if src.name.lower().rstrip(".gz").endswith(".tsv") else ",")
             first = head(src).split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8-sig", errors="replace")
@@ -59,6 +60,11 @@ class _Reader:
                 self.parquet_cols = set(pq.read_schema(src.path).names)
             except Exception as e:  # noqa: BLE001 - any pyarrow error: unreadable file
                 raise InputError(f"{src.name}: not a readable Parquet file ({type(e).__name__})") from None
+
+    @property
+    def typed(self) -> bool:
+        """The document is read typed by DuckDB (a zip of lists): no JSON text per record to ask."""
+        return self.fmt == "document" and self.m.records is not None and self.m.records.zip is not None
 
     def use(self, col: str, typ: str) -> str:
         """Register a use of ``col`` wanting DuckDB type ``typ``; returns its raw expression. A
@@ -133,8 +139,9 @@ class _Reader:
         if self.fmt == "document" and col in self.m.integer:
             # read as text (_int_us), which any JSON value but null gives: no second parse of the record
             return f"{c} IS NOT NULL"
-        if self.fmt not in ("jsonl", "document") or self.fast:
-            # json: every value read as text, which any JSON value but null gives; fast JSON: read_json converts strictly (a value it cannot convert fails the whole
+        if self.fmt not in ("jsonl", "document") or self.fast or self.typed:
+            # json: every value read as text, which any JSON value but null gives; fast JSON and a
+            # zip's typed lists: read_json converts strictly (a value it cannot convert fails the whole
             # read, and the line reader takes over), so a value is there iff it is not NULL
             return f"{c} IS NOT NULL"
         path = _json_path(col)
@@ -144,7 +151,7 @@ class _Reader:
         """SQL: ``col`` is there and not JSON null (a condition's ``is present``). A JSON line is
         typed: an object or list as the spec's structure has it (a value of another type is not
         there), anything else as JSON."""
-        if self.fmt in ("jsonl", "document", "json") and "[" not in col:
+        if self.fmt in ("jsonl", "document", "json") and "[" not in col and not self.typed:
             # typed once with the record (``?col``: json_spec), never the text parsed again per row
             return self.use("?" + col, "BOOLEAN")
         return f"{self.use(col, 'ANY')} IS NOT NULL"
@@ -152,7 +159,7 @@ class _Reader:
     def kind(self, col: str) -> str | None:
         """SQL: the JSON type of ``col``'s value (NULL when absent); None where the reader has no
         JSON text to ask (the fast reader fails on a value of another type instead)."""
-        if self.fmt not in ("jsonl", "document") or self.fast:
+        if self.fmt not in ("jsonl", "document") or self.fast or self.typed:
             return None
         path = _json_path(col)
         return f"json_type(line, {_s(path)})"
@@ -355,7 +362,7 @@ def _access(col: str, base: str = "j") -> str:
 
 def _column_sql(col: str) -> str:
     """SQL: a mapped JSON column out of the typed record ``j``: a field, a reader's own column
-    (``$line``, ``$key``) or, ``?col``, whether ``col`` is there and not null."""
+    (``$line``, ``$index``, ``$key``) or, ``?col``, whether ``col`` is there and not null."""
     if col.startswith("?"):
         return f"({_access(col[1:])} IS NOT NULL)"
     return PSEUDO_SQL.get(col) or _access(col)
@@ -378,9 +385,13 @@ def _json_path(col: str) -> str:
 
 
 # The columns a document's record has besides its own fields: ``$line`` the synthesized id
-# ``<file hash>-<record number>``; ``$key`` the key a record was found under (``{a,b}`` in the path).
-PSEUDO = ("$line", "$key")
-PSEUDO_SQL = {"$line": "line_id(ln)", "$key": "_key"}  # line_id: the reader's macro (split.with_checks)
+# ``<file hash>-<record number>``; ``$index`` the same with the record's 0-based index (for a tool
+# that numbers its requests from 0, as vLLM's bench client does); ``$key`` the key a record was
+# found under (``{a,b}`` in the path).
+PSEUDO = ("$line", "$index", "$key")
+INDEX_ID = "getvariable('file_hash') || '-' || (ln - 1)"
+# line_id: the reader's macro (split.with_checks)
+PSEUDO_SQL = {"$line": "line_id(ln)", "$key": "_key", "$index": INDEX_ID}
 
 
 @dataclass(frozen=True)
@@ -403,6 +414,9 @@ class Records:
     text: str
     steps: tuple[Step, ...]
     noun: str = "record"
+    # ``records = "zip(a, b)"``: record i is element i of the document's parallel root lists
+    # (``compile_zip.py``); as many records as the longest of these
+    zip: tuple[str, ...] | None = None
 
 
 _SEGMENT = re.compile(r"^(?:(?P<key>[A-Za-z_][A-Za-z0-9_-]*)|\{(?P<keys>[A-Za-z0-9_,\s-]+)\})?(?P<star>\[\*\])?$")
@@ -410,6 +424,10 @@ _SEGMENT = re.compile(r"^(?:(?P<key>[A-Za-z_][A-Za-z0-9_-]*)|\{(?P<keys>[A-Za-z0
 
 def parse_records(text: str, noun: str = "record") -> Records:
     """``Records`` from its path text; a ``ValueError`` says what is wrong (the loader names the line)."""
+    if text.strip().startswith("zip("):
+        from toolkit.importers.compile_zip import parse_zip
+
+        return Records(text, (), noun, zip=parse_zip(text))
     steps: list[Step] = []
     path: list[str] = []
     keys: tuple[str, ...] | None = None
@@ -527,12 +545,17 @@ def document_extract(rd: _Reader, cols: list[str]) -> str:
     is JSON null is unparseable; one of another type has no field the mapping names."""
     rec = rd.m.records
     assert rec is not None
+    if rec.zip is not None:
+        from toolkit.importers.compile_zip import zip_extract
+
+        return zip_extract(rd, cols)
     access = ", ".join(f"{_column_sql(c)} AS c{i}" for i, c in enumerate(cols))
     spec_sql = _s(json.dumps(rd.json_spec()))
     return f"""{document_lines(rec)},
 r AS (SELECT ln, line, _key, try(json_transform(line, {spec_sql})) AS j FROM lines),
 x AS (
-    SELECT ln, line, CASE WHEN j IS NULL THEN {_s(rec.noun + ' is not a JSON object')} END AS _bad,
+    SELECT ln, line, CASE WHEN j IS NULL OR json_type(line) <> 'OBJECT' THEN {_s(rec.noun + ' is not a JSON object')}
+                     END AS _bad,
         'record' AS row_kind
         {', ' + access if access else ''}
     FROM r)"""

@@ -35,9 +35,10 @@ from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import SKEW_TOLERANCE_US, ImportOptions
 from toolkit.importers.compile import bind_mapping
+from toolkit.importers.compile_clock import parse_origin
 from toolkit.importers.compile_read import MappingError, Records, parse_records
 from toolkit.importers.mapping_keys import _boundaries, _names_and_checks, _variant
-from toolkit.importers.mapping_model import DURATION_UNITS, TIME_UNITS, Csv, Mapping
+from toolkit.importers.mapping_model import DURATION_UNITS, TIME_UNITS, Condition, Csv, Mapping
 from toolkit.importers.mapping_text import _CONDITION, _OPS, _literal, _str_list, _Text, _when
 from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
 from toolkit.ingest.sources import Source
@@ -56,7 +57,8 @@ _SECTIONS = {"name", "source", "fields", "columns", "constants", "boundaries", "
              "docs", "names", "checks", "variants", "unit_of"}
 _SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order", "ns_rounding",
                 "header", "fields", "quotes", "trim", "optional",  # these five: CSV only
-                "records", "record",  # these two: format = "document" only
+                "records", "record", "absent",  # these three: format = "document" only
+                "origin",  # clock = "relative" only
                 "prefix", "skip", "unparseable", "rare")  # these four: JSON lines (``_lines``)
 # our columns the mapping may not set directly: boundaries have their own section, the rest is computed
 _COMPUTED = {"derived", "clock_skew_ms", "clock", "source_format", "source_file", "source_line", *ORDER}
@@ -80,7 +82,7 @@ def _unit(t: _Text, col: str, raw: object) -> str:
     return u
 
 
-def _rules(t: _Text, sec: str, v: dict) -> tuple[list[tuple[tuple[str, str, Any], str]], str | None]:
+def _rules(t: _Text, sec: str, v: dict) -> tuple[list[tuple[Condition, str]], str | None]:
     """``rules = [{ when = "...", value = "..." }, ...]`` (the first that holds) and ``default``."""
     if "from" in v or "map" in v:
         raise t.error(sec, "rules", "give either from/map or rules, not both")
@@ -105,9 +107,15 @@ def _records(t: _Text, src: dict, fmt: str | None) -> Records | None:
     if not isinstance(noun, str) or not noun.strip():
         raise t.error("source", "record", "what a record is called, e.g. \"request\"")
     try:
-        return parse_records(text, noun)
+        rec = parse_records(text, noun)
     except ValueError as e:
         raise t.error("source", "records", str(e)) from None
+    absent = src.get("absent", {})
+    if absent and rec.zip is None:
+        raise t.error("source", "absent", "only for records = \"zip(...)\"")
+    if not isinstance(absent, dict) or not all(isinstance(d, str) and d.strip() for d in absent.values()):
+        raise t.error("source", "absent", "a table of root list = \"the missing-field detail without it\"")
+    return rec
 
 
 def load(path: str | Path, builtin: bool = False) -> Mapping:
@@ -165,11 +173,13 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     m.ns_nearest = src.get("ns_rounding", "exact") == "nearest"
     if src.get("ns_rounding", "exact") not in ("exact", "nearest"):
         raise t.error("source", "ns_rounding", "must be exact (integer ns cut to µs, the default) or nearest")
-    if m.check_order not in ("types", "boundaries"):
-        raise t.error("source", "check_order", "must be types (the default) or boundaries "
+    if m.check_order not in ("types", "boundaries", "units"):
+        raise t.error("source", "check_order", "must be types (the default), boundaries or units "
                       "(any other order of the check groups: [checks] order)")
     _lines(t, src, fmt, m)
     m.fields = _fields(t, doc.get("fields", {}))
+    m.origin = parse_origin(t, src, clock)
+    m.absent = dict(src.get("absent", {}))
     for k, v in doc.get("bad_type", {}).items():
         if not isinstance(v, str) or not v.strip():
             raise t.error("bad_type", k, "the detail of the bad-type reason for this source column: a text")
@@ -190,10 +200,13 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
 
     for k, v in doc.get("columns", {}).items():
         our_column("columns", k)
-        if isinstance(v, dict):  # { from = "col", check = false }
+        if isinstance(v, dict):  # { from = "col", check = false, when = "..." }
             for kk in v:
-                if kk not in ("from", "check", "missing"):
-                    raise t.error("columns", k, f"unknown key {kk!r} (known: from, check); a required one's: missing")
+                if kk not in ("from", "check", "missing", "when"):
+                    raise t.error("columns", k, f"unknown key {kk!r} (known: from, check); a required one's: missing; "
+                                  "a conditional one's: when")
+            if "when" in v:
+                m.column_when[k] = _when(t, "columns", k, v["when"])
             if not isinstance(v.get("check", True), bool):
                 raise t.error("columns", k, "check must be true or false")
             if not v.get("check", True):
@@ -375,7 +388,7 @@ def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
     """This importer bound to one input file and the mapping named in ``options.mapping``."""
     if not options.mapping:
         requests_sql()  # raises: no mapping given
-    return bind_mapping(imp, load_cached(str(options.mapping)), src, options.clock_origin_us is not None)
+    return bind_mapping(imp, load_cached(str(options.mapping)), src, options)
 
 
 IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDARIES, CANNOT), sniff,
@@ -398,7 +411,7 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
     def bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
         m = load_cached(str(spec), builtin=True)
         assert m.name == name, f"{spec}: names {m.name!r}, registered as {name!r}"
-        return bind_mapping(imp, m, src, options.clock_origin_us is not None)
+        return bind_mapping(imp, m, src, options)
 
     def unbound() -> str:
         raise AssertionError(f"{name}: its SQL is compiled per file (bind)")

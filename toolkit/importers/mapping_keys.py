@@ -8,6 +8,7 @@ import re
 
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers.compile_checks import SPAN
+from toolkit.importers.compile_clock import CUMULATIVE
 from toolkit.importers.mapping_model import (
     CHECK_GROUPS,
     DURATION_UNITS,
@@ -75,7 +76,11 @@ def _boundaries(t: _Text, sec: str, raw_b: dict, m: Mapping) -> dict[str, Bounda
     # units of the columns the boundaries use
     for b in parsed.values():
         for a in b.alts:
-            if not a.base_is_boundary:
+            if cm := CUMULATIVE.fullmatch(a.base):  # durations laid end to end (compile_clock.py)
+                if m.clock != "relative" or m.units.get(cm[1]) not in DURATION_UNITS:
+                    raise t.error(sec, b.name, f"{a.base}: a running sum of a duration column "
+                                  "(unit s, ms, us or ns) on clock = \"relative\"")
+            elif not a.base_is_boundary:
                 el = re.fullmatch(r"(.+)\[-?[1-9][0-9]*\]", a.base)  # an element of a list of times
                 u = m.units.get(el[1] if el and el[1] in m.lists else a.base)
                 if u is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.importers.compile_clock import Origin
 from toolkit.importers.compile_read import Records
 
 # ---------------------------------------------------------------------------------------------
@@ -18,8 +19,16 @@ _TO_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}  # multiplier to microseco
 _ISO_OFFSET = r"\d:\d\d(:\d\d(\.\d+)?)?\s*([Zz]|[+-]\d\d(:?\d\d)?)$"
 
 
-# a condition: (column, SQL operator or "present", literal), or ("and" | "or", [conditions])
+# a condition: (column, SQL operator or "present" / "matches", literal: a value, None for null,
+# ``Col`` for another column), or ("and" | "or", [conditions])
 Condition = tuple[str, str, Any] | tuple[str, list[Any]]
+
+
+@dataclass(frozen=True)
+class Col:
+    """A condition's right side that is a column (two durations compared in µs: ``ttft <= e2e``)."""
+
+    name: str
 # the groups of a record's checks, in the order ``[checks] order`` may give (compile_checks.py)
 CHECK_GROUPS = ("refuse", "identity", "types", "negative", "missing", "range", "pairs", "skew")
 REFUSE_CODES = ("missing-field", "unparseable", "bad-type")
@@ -111,7 +120,9 @@ class Mapping:
         default_factory=dict)
     # ``[values.X] rules = [{when, value}, ...]``: conditions on the source's columns (``$key``,
     # ``len(list)`` too), the first rule whose condition holds, else default
-    rules: dict[str, tuple[list[tuple[tuple[str, str, Any], str]], str | None]] = field(default_factory=dict)
+    rules: dict[str, tuple[list[tuple[Condition, str]], str | None]] = field(default_factory=dict)
+    # ``[columns] X = { from = ..., when = ... }``: the column is null unless its condition holds
+    column_when: dict[str, Condition] = field(default_factory=dict)
     boundaries: dict[str, Boundary] = field(default_factory=dict)  # in dependency order
     units: dict[str, str] = field(default_factory=dict)
     # ``{ unit = "epoch_ns", integer = true }``: read as a 64-bit integer ("<col> is not an integer")
@@ -133,6 +144,10 @@ class Mapping:
     # source column -> its bad-type detail (else "<col> is not a number", "an integer", "an ISO-8601 time")
     bad_type: dict[str, str] = field(default_factory=dict)
     builtin: bool = False  # a spec of toolkit/importers/specs/: its errors name the input file only
+    # ``[source] origin``: a relative clock's zero when --clock-origin is not given (compile_clock.py)
+    origin: Origin | None = None
+    # ``[source] absent``: a zip's root list -> the missing-field detail when the document lacks it
+    absent: dict[str, str] = field(default_factory=dict)
     # ``[fields] name = [path, ...]``: a source column read from the first of its paths not null
     fields: dict[str, list[str]] = field(default_factory=dict)
     # our column -> its missing-field detail (``{ from = .., missing = ".." }``: required)

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from toolkit.importers.compile_read import MappingError
-from toolkit.importers.mapping_model import Condition
+from toolkit.importers.mapping_model import Col, Condition
 
 _CONDITION = re.compile(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*")  # <column> <op> <value>
 _OPS = {"=": "=", "==": "=", "!=": "<>", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -63,6 +63,10 @@ def _literal(t: _Text, section: str, key: str, text: str) -> Any:
     s = text.strip()
     if s.lower() in ("true", "false"):
         return s.lower() == "true"
+    if s.lower() == "null":  # ``= null``: absent or null; ``!= null``: there
+        return None
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*(\[i\])?", s):  # another column (two durations)
+        return Col(s)
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
         return s[1:-1]
     try:
@@ -74,7 +78,10 @@ def _literal(t: _Text, section: str, key: str, text: str) -> Any:
 def _when(t: _Text, section: str, key: str, w: object) -> Condition:
     """A condition ``"<column> <op> <value>"`` as (column, SQL operator, literal); ``"<column> is
     present"`` as (column, "present", None); several joined by ``and`` (or ``or``, not both) as
-    ("and" | "or", [conditions])."""
+    ("and" | "or", [conditions]); ``= null`` / ``!= null``: absent or null / there; a bare name on
+    the right is another column (``ttft_s <= end_to_end_latency_s``)."""
+    if isinstance(w, list):
+        raise t.error(section, key, "one text: several conditions are joined by and (\"a > 0 and b < 1\") or by or")
     if isinstance(w, str) and len(parts := _JOIN.split(w)) > 1:
         joins = set(parts[1::2])
         if len(joins) > 1:
@@ -88,7 +95,10 @@ def _when(t: _Text, section: str, key: str, w: object) -> Condition:
     if not mt:
         raise t.error(section, key, "when must read \"<column> <op> <value>\", op one of = != < <= > >= "
                       "(or \"<column> is present\", \"<column> matches '<regex>'\"; joined by and / or)")
-    return mt.group(1), _OPS[mt.group(2)], _literal(t, section, key, mt.group(3))
+    lit = _literal(t, section, key, mt.group(3))
+    if lit is None and _OPS[mt.group(2)] not in ("=", "<>"):
+        raise t.error(section, key, "null is tested with = or != only")
+    return mt.group(1), _OPS[mt.group(2)], lit
 
 
 def _str_list(t: _Text, section: str, key: str, v: object, what: str) -> list[str]:
