@@ -115,6 +115,11 @@ def time_report(ds: Path, master: str) -> bool:
     s = build_report(ds, engine="spark", master=master).to_json()
     ts, cs = time.perf_counter() - t, cpu_s() - c
     bad = same_report(d, s)
+    if bad:  # both reports kept, to see where they part (bench/data/ is ignored)
+        import json
+
+        for side, rep in (("duckdb", d), ("spark", s)):
+            (ds.parent / f"report-{ds.name}-{side}.json").write_text(json.dumps(rep, indent=1, default=str))
     print(f"{'report':<16} {td:>9.2f} {ts:>9.2f} {ts / max(td, 1e-9):>6.1f}x  {'yes' if not bad else f'NO {bad[:3]}'}"
           f"   (CPU s: duckdb {cd:.1f}, spark {cs:.1f}, {cs / max(cd, 1e-9):.1f}x; load {load_avg()}; headline: {s['headline']['sentence'][:90]})",
           flush=True)

@@ -24,7 +24,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("no Java for Spark", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parent.parent
-INTERVAL_WIDTH = 0.5  # the bootstrap sample differs (Spark's hash picks and orders it): widths agree within 50 %
+INTERVAL_WIDTH = 0.5  # a side past BOOT_ROWS: Spark's hash picks another sample; widths agree within 50 %
 
 
 @pytest.fixture(scope="module")
@@ -80,20 +80,32 @@ def test_same_entries_drivers_and_exact_figures(reports: tuple[dict, dict]) -> N
 
 
 def test_intervals_are_approximate_and_stated(reports: tuple[dict, dict]) -> None:
-    """Every interval DuckDB gives, Spark gives, of a similar width; the JSON says they are approximate."""
+    """A side of at most BOOT_ROWS requests is taken whole and its rows ordered by their values, so its
+    intervals are DuckDB's (to rounding: at 10 M requests bench_spark.py saw a driver named by Spark and
+    not by DuckDB, the joined client calls' uplink interval [7.4, 132] vs [-2.2, 145] ms, when the
+    rows were ordered by each engine's own hash); a larger side's sample is another, the widths then
+    similar. The JSON says intervals are approximate."""
     from toolkit.report.attribution import BOOT_ROWS
 
     duck, spark = reports
     engine = spark["meta"]["engine"]
     assert engine["name"] == "spark" and engine["bootstrap_rows"] == BOOT_ROWS
     assert engine["intervals"].startswith("approximate") and "engine" not in duck["meta"]
+    whole = 0
     for d, s in zip(duck["attribution"], spark["attribution"], strict=True):
+        small = max(d["n_baseline"], d["n_current"]) <= BOOT_ROWS
         for stage, iv in d["intervals"].items():
             other = s["intervals"][stage]
             assert (iv is None) == (other is None), (d["metric"], stage)
-            if iv and iv[1] - iv[0] > 1.0:
+            if iv and small:
+                whole += 1
+                assert _same_numbers(iv, other) == [], (d["metric"], d["statistic"], stage, iv, other)
+            elif iv and iv[1] - iv[0] > 1.0:
                 w, w2 = iv[1] - iv[0], other[1] - other[0]
                 assert abs(w2 - w) <= INTERVAL_WIDTH * w, (d["metric"], d["statistic"], stage, iv, other)
+        if small:
+            assert _same_numbers(d["delta_interval"], s["delta_interval"]) == [], (d["metric"], d["statistic"])
+    assert whole >= 6
 
 
 def test_same_summary_and_warnings(reports: tuple[dict, dict]) -> None:

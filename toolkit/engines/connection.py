@@ -122,8 +122,9 @@ class SparkConnection:
         return {"name": "spark", "master": where(self.spark), "spark_version": self.spark.version,
                 "bootstrap_rows": BOOT_ROWS,
                 "intervals": (f"approximate: each side's bootstrap runs on a seeded sample of at most {BOOT_ROWS} "
-                              "requests drawn in Spark (a hash of the row picks it; Spark's hash is not DuckDB's, so "
-                              "the sample, and the intervals' last digits, differ from a DuckDB report); counts, "
+                              "requests drawn in Spark (a side that size or smaller is taken whole and gives DuckDB's "
+                              "intervals; of a larger side a hash of the row picks the sample, and Spark's hash is not "
+                              "DuckDB's, so the sample and the intervals differ from a DuckDB report); counts, "
                               "means, exact percentiles, tail means and contributions are computed in Spark over "
                               "every row")}
 

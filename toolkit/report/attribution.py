@@ -237,8 +237,9 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
     percent of the rows. Each metric uses the rows where its value is defined.
 
     The sample is every row of a group of at most ``BOOT_ROWS`` rows, else a hash-selected
-    ~``BOOT_ROWS`` of them; rows are ordered by that hash, so the bootstrap weights fall on the same
-    rows whatever order the scan returned them in (reproducible intervals on any thread count).
+    ~``BOOT_ROWS`` of them; rows are ordered by their values, so the bootstrap weights fall on the same
+    rows whatever order the scan returned them in (reproducible intervals on any thread count, and
+    the same intervals on Spark for a group taken whole).
     """
     params = dict(params or {})
     labels = list(seeds)
@@ -312,9 +313,12 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
     picked = " OR ".join(
         f"({key} = $g_{gi}{f' AND {h} % {n_rows[label]} < {BOOT_ROWS}' if n_rows[label] > BOOT_ROWS else ''})"
         for gi, label in enumerate(labels) if n_rows[label]) or "false"
-    rows3 = con.execute(
-        f"SELECT * FROM ({select(', '.join(raw) + f', {h} AS _h', picked)}) ORDER BY _g, _h, {', '.join(raw_names)}",
-        base_params).fetchnumpy()
+    # ordered by the values, not by the hash: a group taken whole then gets the same weights on the
+    # same rows on any engine (Spark's hash is not DuckDB's), and rows alike in every column are
+    # interchangeable, so their order among themselves changes nothing
+    order = ", ".join(f"{c} NULLS LAST" for c in raw_names)
+    rows3 = con.execute(f"SELECT * FROM ({select(', '.join(raw), picked)}) ORDER BY _g, {order}",
+                        base_params).fetchnumpy()
     samples = {label: {k: v[rows3["_g"] == label] for k, v in rows3.items()} for label in labels}
 
     out: dict[str, dict[str, tuple[GroupStats, GroupStats]]] = {}
