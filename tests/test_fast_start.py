@@ -67,7 +67,14 @@ def test_a_small_sql_imports_no_arrow(tmp_path, fmt: str) -> None:  # type: igno
 
 
 IMPORT_PROBE = """
-import json, shutil, sys
+import importlib.abc, json, shutil, sys
+
+class NoPandas(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "pandas":
+            raise ModuleNotFoundError("No module named 'pandas'", name=name)
+
+sys.meta_path.insert(0, NoPandas())
 from toolkit.ingest import dispatch, import_traces
 out, fast, files = sys.argv[1], sys.argv[2] == "fast", json.loads(sys.argv[3])
 dispatch.FAST = fast
@@ -81,7 +88,13 @@ print(json.dumps({"ma": "numpy.ma" in sys.modules, "imported": [c["imported"] fo
 def test_an_import_never_loads_numpy_ma(tmp_path, reader: str) -> None:
     """``pa.array`` on an ndarray imports ``numpy.ma`` (0.01 CPU s of each import):
     neither reader, nor the duplicate path (a file imported before, twice over in one file), nor nested
-    spans (OTLP) use it (toolkit/ingest/arrow.py)."""
+    spans (OTLP) use it (toolkit/ingest/arrow.py).
+
+    The probe runs as the default install does, without pandas: where pandas is installed (the spark
+    extra brings it, for PySpark), pyarrow imports it at its first conversion of a Python value
+    (pyarrow's pandas shim, even for ``pc.equal(col, "")``), and pandas imports ``numpy.ma``; that
+    costs each import about 0.1 CPU s (0.60-0.62 vs 0.50-0.52 CPU s for the sglang sample, measured
+    2026-12-03) and is pyarrow's to change, not stagelens's."""
     root = Path(__file__).resolve().parent.parent
     log = root / "sample_traces" / "sglang" / "golden_request_log.jsonl"
     grown = tmp_path / "grown.jsonl"
