@@ -17,6 +17,7 @@ JVM's (its worker threads, read from /proc) plus the driver's.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -116,8 +117,6 @@ def time_report(ds: Path, master: str) -> bool:
     ts, cs = time.perf_counter() - t, cpu_s() - c
     bad = same_report(d, s)
     if bad:  # both reports kept, to see where they part (bench/data/ is ignored)
-        import json
-
         for side, rep in (("duckdb", d), ("spark", s)):
             (ds.parent / f"report-{ds.name}-{side}.json").write_text(json.dumps(rep, indent=1, default=str))
     print(f"{'report':<16} {td:>9.2f} {ts:>9.2f} {ts / max(td, 1e-9):>6.1f}x  {'yes' if not bad else f'NO {bad[:3]}'}"
