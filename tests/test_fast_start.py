@@ -108,3 +108,31 @@ def test_an_import_never_loads_numpy_ma(tmp_path, reader: str) -> None:
     assert first > 0 and out["imported"][1:] == [0, out["imported"][2]] and out["imported"][2] > 0
     assert out["duplicates"][:2] == [0, 2 * first]  # the doubled copy: every record twice again
     assert out["ma"] is False
+
+
+BLAS_PROBE = """
+import os
+import toolkit
+import numpy
+print(os.environ.get("OPENBLAS_NUM_THREADS"), len(os.listdir("/proc/self/task")))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+@pytest.mark.parametrize("preset", [None, "2"])
+def test_numpy_loads_without_openblas_threads(preset: str | None) -> None:
+    """NumPy's OpenBLAS would start a spinning thread per extra core at import (~0.1 CPU s of each
+    import of a file): stagelens asks for one thread, and keeps a count the user set."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                                                              "OMP_NUM_THREADS")}
+    if preset:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    res = subprocess.run([sys.executable, "-c", BLAS_PROBE], capture_output=True, text=True, timeout=60, env=env)
+    assert res.returncode == 0, res.stderr
+    value, threads = res.stdout.split()
+    if preset:
+        assert value == preset
+    else:
+        assert (value, threads) == ("1", "1")
