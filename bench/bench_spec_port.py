@@ -295,9 +295,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format", default="mooncake", choices=sorted(GENERATORS))
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--per-document", type=int, help="records per document (default DOCUMENT_RECORDS)")
     a = ap.parse_args(argv)
     DATA.mkdir(parents=True, exist_ok=True)
-    file = DATA / f"port_{a.format}_{a.n}{SUFFIX.get(a.format, '.json')}"
+    per_doc = a.per_document or DOCUMENT_RECORDS.get(a.format)
+    file = DATA / (f"port_{a.format}_{a.n}" + (f"_by{per_doc}" if a.per_document else "")
+                   + SUFFIX.get(a.format, ".json"))
     if a.format not in SUFFIX:
         # one JSON document is parsed whole under the import's 600 MB buffer pool
         # (toolkit/ingest/duck.py), and ~10 MB is about the largest that fits there (before this
@@ -308,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             part = file.with_suffix(".part")
             shutil.rmtree(part, ignore_errors=True)
             part.mkdir()
-            per = DOCUMENT_RECORDS[a.format]
+            per = per_doc
             for k in range(0, a.n, per):
                 GENERATORS[a.format](part / f"{k // per:04d}.json", min(per, a.n - k), seed=k + 1)
             part.rename(file)

@@ -532,8 +532,9 @@ def bind_mapping(imp: Importer, m: Mapping, src: Source, options: ImportOptions 
 
         check(src)  # a malformed document: one clear InputError before anything parses it
     sql = build_sql(m, fmt, src, origin=origin)
+    # build_sql's SELECT lists its columns, and its reads name theirs (Parquet's are in its text)
     return imp.with_layout(Layout(requests=lambda: sql, reads="document" if fmt in ("parquet", "document", "json") else "lines",
-                                  fast=_fast(m, fmt, src, origin)), name=m.name)
+                                  fast=_fast(m, fmt, src, origin), fixed_columns=True), name=m.name)
 
 
 def _fast(m: Mapping, fmt: str, src: Source, origin: bool | None = None) -> Fast | None:

@@ -89,7 +89,11 @@ class Layout:
     document's SQL gives ``ln`` itself.
     ``batch_bytes``: a smaller text bound per batch for formats that expand when parsed (OTLP).
     ``memory_limit``: a smaller DuckDB buffer pool for a document's query. ``array_element``:
-    the bytes that open an element of a top-level JSON array, so a large one is read in parts."""
+    the bytes that open an element of a top-level JSON array, so a large one is read in parts.
+    ``fixed_columns``: the candidate SQL's text alone fixes its output columns (every read names
+    its columns, no ``*`` of a file's own): ingest binds it for them once per text, not once per
+    file (the spec compiler's SQL: 5-10 ms a bind, paid again by each file of a folder of
+    small documents)."""
 
     requests: Sql
     spans: Sql | None = None
@@ -99,6 +103,7 @@ class Layout:
     memory_limit: str | None = None
     array_element: bytes | None = None
     numbered_by: str | None = None
+    fixed_columns: bool = False
 
     def __post_init__(self) -> None:
         if self.numbered_by and self.reads != "document":  # a file of lines is numbered by its reader

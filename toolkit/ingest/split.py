@@ -59,11 +59,28 @@ def with_checks(con: duckdb.DuckDBPyConnection, imp: Importer, cand: str, table:
     con.execute(f"CREATE OR REPLACE TEMP MACRO line_id(ln) AS {body}")
     if imp.layout.numbered_by:
         cand = f"SELECT coalesce({imp.layout.numbered_by}, 0) AS ln, * FROM ({cand})"
-    present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
+    present = candidate_columns(con, cand, imp.layout.fixed_columns)
     if not numbered and FIRST_OF_LINE in present:
         cand = f"SELECT * REPLACE (CASE WHEN {FIRST_OF_LINE} THEN ln ELSE 0 END AS ln) FROM ({cand})"
     return (f"SELECT *, CASE WHEN row_kind = 'record' AND _why IS NULL THEN {identity_hash(imp, table)} END AS _k "
             f"FROM ({checked_sql(imp, cand, present, table)})"), present
+
+
+_COLUMNS: dict[str, frozenset[str]] = {}  # a candidate SQL text -> its columns (``Layout.fixed_columns``)
+
+
+def candidate_columns(con: duckdb.DuckDBPyConnection, cand: str, fixed: bool) -> set[str]:
+    """The columns the candidate SELECT gives, as DuckDB binds it; once per text where the text
+    fixes them (``fixed``), so each file of a folder does not pay the bind again. A file that
+    lacks a column the SQL reads still fails, in the bind of the query that reads it."""
+    if fixed and (known := _COLUMNS.get(cand)) is not None:
+        return set(known)
+    present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
+    if fixed:
+        if len(_COLUMNS) >= 256:  # a long-lived process binding many mappings: bounded
+            _COLUMNS.clear()
+        _COLUMNS[cand] = frozenset(present)
+    return present
 
 
 def load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: Importer, seen: SeenSet) -> None:
