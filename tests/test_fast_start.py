@@ -110,29 +110,53 @@ def test_an_import_never_loads_numpy_ma(tmp_path, reader: str) -> None:
     assert out["ma"] is False
 
 
+
+# the command's own process (toolkit.cli.main), then NumPy as a command loads it
 BLAS_PROBE = """
-import os
-import toolkit
+import os, sys
+sys.argv = ["stagelens", "--help"]
+import toolkit.cli
+try:
+    toolkit.cli.main()
+except SystemExit:
+    pass
 import numpy
 print(os.environ.get("OPENBLAS_NUM_THREADS"), len(os.listdir("/proc/self/task")))
 """
+# a program that imports the library, then NumPy: its environment and BLAS threads are its own
+LIBRARY_PROBE = """
+import os
+before = dict(os.environ)
+import toolkit, toolkit.cli, toolkit.ingest.split, toolkit.report.attribution
+print(dict(os.environ) == before)
+"""
+
+
+def _without_blas_settings() -> dict[str, str]:
+    import os
+
+    from toolkit.cli import BLAS_THREADS
+
+    return {k: v for k, v in os.environ.items() if k not in BLAS_THREADS}
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
 @pytest.mark.parametrize("preset", [None, "2"])
-def test_numpy_loads_without_openblas_threads(preset: str | None) -> None:
+def test_the_command_loads_numpy_without_openblas_threads(preset: str | None) -> None:
     """NumPy's OpenBLAS would start a spinning thread per extra core at import (~0.1 CPU s of each
-    import of a file): stagelens asks for one thread, and keeps a count the user set."""
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
-                                                              "OMP_NUM_THREADS")}
-    if preset:
-        env["OPENBLAS_NUM_THREADS"] = preset
+    command that loads NumPy): the stagelens process asks for one, and keeps a count the user set."""
+    env = _without_blas_settings() | ({"OPENBLAS_NUM_THREADS": preset} if preset else {})
     res = subprocess.run([sys.executable, "-c", BLAS_PROBE], capture_output=True, text=True, timeout=60, env=env)
     assert res.returncode == 0, res.stderr
-    value, threads = res.stdout.split()
+    value, threads = res.stdout.splitlines()[-1].split()  # after --help's text
     if preset:
         assert value == preset
     else:
         assert (value, threads) == ("1", "1")
+
+
+def test_importing_the_library_changes_no_environment() -> None:
+    res = subprocess.run([sys.executable, "-c", LIBRARY_PROBE], capture_output=True, text=True, timeout=60,
+                         env=_without_blas_settings())
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True"]

@@ -10,6 +10,8 @@ imports DuckDB, pyarrow, polars or altair at import time (tests/test_fast_start.
 
 from __future__ import annotations
 
+import os
+
 # isort: off
 # Each module registers its commands on app when imported; this order is --help's order.
 from toolkit.cli import ingest, query, analyze, live  # noqa: F401
@@ -37,6 +39,20 @@ __all__ = [
 ]
 
 
+# The variables OpenBLAS reads for its thread count, in its order.
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
 def main() -> None:
-    """The console script ``stagelens`` (pyproject.toml) and ``python -m toolkit.cli``."""
+    """The console script ``stagelens`` (pyproject.toml) and ``python -m toolkit.cli``.
+
+    The command's process asks OpenBLAS for one thread unless the user chose a count: NumPy's
+    OpenBLAS starts a thread per extra core when NumPy is first imported, and each spins for a
+    while before it sleeps, ~0.1 CPU s of every command that loads NumPy (2 % of an import of 1 M
+    SGLang lines, in ``blas_thread_server``; docs/benchmarks.md). stagelens's only matrix product
+    is the report's bootstrap means (200 replicates: milliseconds on one thread). Set here, in the
+    process the command owns, not on ``import toolkit``: a program that imports the library keeps
+    its own BLAS threads."""
+    if not any(v in os.environ for v in BLAS_THREADS):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
     app()
