@@ -159,7 +159,10 @@ def _apply(root: Path, op: tuple, outside: Path) -> None:
 
 def _expected(root: Path) -> tuple[int, int]:
     """Rows a correct read gives, computed here from the raw files: those the manifest lists, or with
-    no import listed, those of partitions named by a real date."""
+    no import listed, those of partitions named by a real date. A file planted as a FIFO (or
+    anything but a regular file) is an OSError here: opening it to read would wait forever for a
+    writer (the fuzzer's own helper hung the suite so), where stagelens refuses it in one line."""
+    _regular(root / "manifest.json")
     m = json.loads((root / "manifest.json").read_bytes())
     if m["imports"]:
         rels = [rel for imp in m["imports"] for rel in imp["outputs"]]
@@ -174,8 +177,15 @@ def _expected(root: Path) -> tuple[int, int]:
                 rels += [f"{t}/{d.name}/{f.name}" for f in sorted(d.glob("*.parquet"))]
     n = {t: 0 for t in TABLES}
     for rel in rels:
+        _regular(root / rel)
         n[rel.split("/")[0]] += pq.ParquetFile(root / rel).metadata.num_rows
     return n["requests"], n["quarantine"]
+
+
+def _regular(p: Path) -> None:
+    """``p`` is a regular file (or absent: FileNotFoundError as reading it would say)."""
+    if p.exists() and not p.is_file():  # a dangling link stays FileNotFoundError, as a read says
+        raise OSError(f"{p}: not a regular file")
 
 
 def _check_error(e: DatasetError, root: Path) -> None:
@@ -244,4 +254,30 @@ def test_fuzz_import_into_a_damaged_dataset_fails_in_one_line_or_adds_its_record
             assert res.to_json()["imported"] == 2
             after = _expected(root)
             assert after[0] >= 2 and after[1] >= 0
+        _outside_untouched(outside)
+
+
+@pytest.mark.parametrize("planted", ["manifest.json", "PART"])
+def test_a_fifo_in_the_dataset_is_refused_and_never_waited_for(kit, base, planted: str) -> None:
+    """The fuzzer once drew a FIFO for the manifest and its own helper (``_expected``) waited on
+    it for good, hanging the suite: the helper says OSError, the import refuses in one line."""
+    import signal
+
+    with _damaged(base, [("entry", planted, "fifo")]) as (root, outside):
+        f = kit.write(root.parent / "b.jsonl", [kit.sglang("new-1")])
+        def waited(*_: object) -> None:
+            raise RuntimeError("waited 30 s on a FIFO")  # not an OSError: pytest.raises(OSError) must not take it
+
+        previous = signal.signal(signal.SIGALRM, waited)
+        signal.alarm(30)  # a wait on the FIFO fails the test instead of hanging it
+        try:
+            with pytest.raises(OSError):
+                _expected(root)
+            with pytest.raises(DatasetError) as e:
+                import_traces([str(f)], root, fmt="sglang", lock_timeout_s=2)
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+        _check_error(e.value, root)
+        assert "FIFO" in str(e.value)
         _outside_untouched(outside)
