@@ -221,9 +221,8 @@ def bench_format(fmt: str, n: int, repeat: int, before: Path | None, keep: bool)
     sql = work / "reference.sql"
     sql.write_text(reference_sql(fmt, str(path)))
     trees = {"after": ROOT, **({"before": before} if before else {})}
+    _bench_module("bench_import").byte_compile(*trees.values())  # as an installed package (module docstring)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    for tree in trees.values():  # as an installed package has it (see the module docstring)
-        subprocess.run([sys.executable, "-m", "compileall", "-q", "toolkit"], cwd=tree, env=env, check=True)
     modes = [*trees, "reference"]
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     try:

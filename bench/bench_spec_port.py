@@ -311,16 +311,15 @@ def main(argv: list[str] | None = None) -> int:
             part = file.with_suffix(".part")
             shutil.rmtree(part, ignore_errors=True)
             part.mkdir()
-            per = per_doc
-            for k in range(0, a.n, per):
-                GENERATORS[a.format](part / f"{k // per:04d}.json", min(per, a.n - k), seed=k + 1)
+            for k in range(0, a.n, per_doc):
+                GENERATORS[a.format](part / f"{k // per_doc:04d}.json", min(per_doc, a.n - k), seed=k + 1)
             part.rename(file)
     elif not file.exists():  # written aside and renamed: an interrupted run leaves no short file
         GENERATORS[a.format](file.with_suffix(".part"), a.n, seed=1)
         file.with_suffix(".part").rename(file)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    for tree in (a.before, REPO):  # byte-compiled once, as an installed package is: no run pays for it
-        subprocess.run([sys.executable, "-m", "compileall", "-q", "toolkit"], cwd=tree, env=env, check=True)
+    from bench_import import byte_compile  # a sibling script (this folder is first on the path)
+
+    byte_compile(a.before, REPO)  # as an installed package is: no run pays for it
     res: dict[str, list[dict]] = {"before": [], "after": []}
     for i in range(a.runs):
         for label, tree in (("before", a.before), ("after", REPO)) if i % 2 == 0 else (("after", REPO), ("before", a.before)):

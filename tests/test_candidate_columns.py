@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.test_conformance import ORIGIN, REPO, _options
+from tests.test_conformance import REPO, _options, _session
 from toolkit.importers import REGISTRY
 from toolkit.ingest import import_traces, split
 from toolkit.ingest.sources import expand
@@ -36,29 +36,30 @@ def _files(name: str) -> list[Path]:
 
 
 def _bound_columns(name: str, path: Path) -> tuple[str, set[str]] | None:
-    """The file's candidate SQL text and the columns DuckDB binds for it (None: the file is refused)."""
-    src = expand([str(path)])[0]
+    """The file's candidate SQL text and the columns DuckDB binds for it; None for a file refused
+    or a layout read through the view ``lines`` (whose columns are the reader's)."""
     try:
-        imp = REGISTRY[name].for_file(src, _options(name))
+        imp = REGISTRY[name].for_file(expand([str(path)])[0], _options(name))
     except Exception:  # noqa: BLE001  a case that is refused at bind (a missing --clock-origin, a bad header)
         return None
-    con = duckdb.connect()
-    for var, value in {"source_format": imp.name, "source_file": "x", "file_hash": "h-", "service": None,
-                       "model": None, "clock_origin_us": ORIGIN, "source_path": str(path),
-                       "source_compression": "none"}.items():
-        con.execute(f"SET VARIABLE {var} = ?", [value])
-    con.execute("CREATE TEMP MACRO line_id(ln) AS getvariable('file_hash') || '-' || ln")
     if imp.layout.reads != "document":
-        return None  # read through the view lines: its columns are the reader's, fixed
+        return None
     cand = imp.layout.sql("requests")
     try:
-        return cand, set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
+        return cand, set(_session(imp, name, path).sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
     except duckdb.Error:
         return None
 
 
-FIXED = [n for n, imp in REGISTRY.items() if any(_bound_columns(n, p) for p in _files(n)[:1])
-         and REGISTRY[n].for_file(expand([str(_files(n)[0])])[0], _options(n)).layout.fixed_columns]
+def _promises_fixed_columns(name: str) -> bool:
+    """Whether the format's first file binds as a document whose layout says its text fixes its columns."""
+    files = _files(name)
+    if not files or _bound_columns(name, files[0]) is None:
+        return False
+    return REGISTRY[name].for_file(expand([str(files[0])])[0], _options(name)).layout.fixed_columns
+
+
+FIXED = [n for n in REGISTRY if _promises_fixed_columns(n)]
 
 
 def test_the_compiled_document_specs_promise_fixed_columns() -> None:

@@ -206,10 +206,11 @@ def test_a_planted_prompt_never_reaches_a_row(kit, tmp_path: Path, name: str) ->
 ROW_KINDS = {"record", "skip", SPANS_ONLY}
 
 
-def _session(imp: Importer, name: str) -> duckdb.DuckDBPyConnection:
+def _session(imp: Importer, name: str, path: Path | None = None) -> duckdb.DuckDBPyConnection:
+    """A connection set up as ingest's reader sets one up for the file (the sample by default)."""
     con = duckdb.connect()
     for var, value in {"source_format": imp.name, "source_file": "x", "file_hash": "h", "service": None,
-                       "model": None, "clock_origin_us": ORIGIN, "source_path": str(SAMPLES[name]),
+                       "model": None, "clock_origin_us": ORIGIN, "source_path": str(path or SAMPLES[name]),
                        "source_compression": "none"}.items():
         con.execute(f"SET VARIABLE {var} = ?", [value])
     con.execute("CREATE TEMP MACRO line_id(ln) AS getvariable('file_hash') || '-' || ln")
