@@ -156,6 +156,18 @@ def byte_compile(*trees: Path) -> None:
         subprocess.run([sys.executable, "-m", "compileall", "-q", "toolkit"], cwd=tree, env=env, check=True)
 
 
+# The first lines of a child that imports as the command does: the settings the stagelens command
+# gives its own process (one OpenBLAS thread, no pandas), taken from this tree's toolkit/_process.py
+# (standard library only) and loaded by path, so a source tree from before it existed gets the same.
+COMMAND_PROCESS = f"""
+import importlib.util as _u
+_spec = _u.spec_from_file_location("_stagelens_process", {str(ROOT / "toolkit" / "_process.py")!r})
+_mod = _u.module_from_spec(_spec)
+_spec.loader.exec_module(_mod)
+_mod.command_process()
+"""
+
+
 def warm(file: Path) -> None:
     """Read the file once before each measured run, so the import and the reference both find it
     in the page cache (as far as it fits): otherwise whichever runs first pays for the disk."""

@@ -49,7 +49,8 @@ TARGET_RATIO = 1.25  # issue 21: every JSON-lines importer within 1.25x of its D
 RSS_LIMIT_MB = 1000.0
 FORMATS = ("sglang", "sglang-timing", "mapping", "litellm", "tgi", "otlp", "vllm-otlp")
 
-# The import child: PYTHONPATH picks the source tree. It prints the counts as JSON on its last line.
+# The import child: PYTHONPATH picks the source tree; the process is set up as the command's is
+# (bench_import.COMMAND_PROCESS, added in bench_format). It prints the counts as JSON on its last line.
 IMPORT_CHILD = """
 import json, sys
 import toolkit
@@ -205,7 +206,7 @@ def run(cmd: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None) -> 
 
 
 def bench_format(fmt: str, n: int, repeat: int, before: Path | None, keep: bool) -> dict:
-    warm = _bench_module("bench_import").warm
+    warm, command = _bench_module("bench_import").warm, _bench_module("bench_import").COMMAND_PROCESS
     DATA.mkdir(parents=True, exist_ok=True)
     path = DATA / f"jsonl-{fmt}-{n}.jsonl"
     if not (keep and path.exists()):
@@ -233,7 +234,7 @@ def bench_format(fmt: str, n: int, repeat: int, before: Path | None, keep: bool)
                 if mode == "reference":
                     r = run([sys.executable, "-c", REFERENCE_CHILD, str(sql), str(out) + ".parquet"], env=env)
                 else:
-                    r = run([sys.executable, "-c", IMPORT_CHILD, str(path), str(out), fmt, mapping],
+                    r = run([sys.executable, "-c", command + IMPORT_CHILD, str(path), str(out), fmt, mapping],
                             trees[mode], {**env, "PYTHONPATH": str(trees[mode])})
                     if Path(r["tree"]).resolve() != Path(trees[mode]).resolve():
                         raise RuntimeError(f"{mode}: imported toolkit from {r['tree']}, not {trees[mode]}")

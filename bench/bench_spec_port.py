@@ -273,15 +273,18 @@ print(r.requests if hasattr(r, "requests") else r)
 
 
 def run(tree: Path, fmt: str, file: Path, out: Path) -> dict:
-    """One import by the source tree ``tree`` in a fresh process: its CPU seconds and peak RSS."""
+    """One import by the source tree ``tree`` in a fresh process set up as the command's is (the
+    same settings for both trees, bench_import.COMMAND_PROCESS): its CPU seconds and peak RSS."""
+    from bench_import import COMMAND_PROCESS  # a sibling script (this folder is first on the path)
+
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     log = out.with_suffix(".log")
     with log.open("w") as fh:  # a file, not a pipe: wait4 below reaps the child before anyone reads
         # cwd=tree: ``python -c`` puts the working directory first on sys.path, before PYTHONPATH
         origin = [str(CLOCK_ORIGIN_US[fmt])] if fmt in CLOCK_ORIGIN_US else []
-        p = subprocess.Popen([sys.executable, "-c", CHILD, str(file), str(out), fmt, *origin], env=env, stdout=fh,
-                             stderr=fh, cwd=tree)
+        p = subprocess.Popen([sys.executable, "-c", COMMAND_PROCESS + CHILD, str(file), str(out), fmt, *origin],
+                             env=env, stdout=fh, stderr=fh, cwd=tree)
         _, status, usage = os.wait4(p.pid, 0)  # this child's own usage (RUSAGE_CHILDREN keeps the max RSS of all)
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:

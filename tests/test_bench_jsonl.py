@@ -76,3 +76,28 @@ def test_child_imports_the_tree_it_is_given(bench, tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", "import toolkit; print(toolkit.__file__)"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == str(tmp_path / "toolkit" / "__init__.py")
+
+
+PROCESS_PROBE = """
+import os
+try:
+    import pandas
+    print("pandas loaded")
+except ModuleNotFoundError as e:
+    print(os.environ["OPENBLAS_NUM_THREADS"], "toolkit/_process.py" in str(e))
+"""
+
+
+def test_an_import_child_runs_as_the_command_does(bench) -> None:  # type: ignore[no-untyped-def]
+    """The benchmarks' import children (bench_jsonl's, bench_spec_port's, whatever tree they run)
+    get the command's own process settings (toolkit/_process.py): one OpenBLAS thread, no pandas;
+    a child without them measured 0.1-0.3 CPU s the command does not spend."""
+    import os
+
+    from toolkit._process import BLAS_THREADS
+
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREADS}
+    code = bench._bench_module("bench_import").COMMAND_PROCESS + PROCESS_PROBE
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, cwd="/")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["1", "True"]

@@ -90,11 +90,11 @@ def test_an_import_never_loads_numpy_ma(tmp_path, reader: str) -> None:
     neither reader, nor the duplicate path (a file imported before, twice over in one file), nor nested
     spans (OTLP) use it (toolkit/ingest/arrow.py).
 
-    The probe runs as the default install does, without pandas: where pandas is installed (the spark
-    extra brings it, for PySpark), pyarrow imports it at its first conversion of a Python value
-    (pyarrow's pandas shim, even for ``pc.equal(col, "")``), and pandas imports ``numpy.ma``; that
-    costs each import about 0.1 CPU s (0.60-0.62 vs 0.50-0.52 CPU s for the sglang sample, measured
-    2026-12-03) and is pyarrow's to change, not stagelens's."""
+    The probe runs as the command's process does, finding no pandas: where pandas is installed
+    (the spark extra brings it, for PySpark), pyarrow imports it at its first conversion of a
+    value (even ``pc.equal(col, "")``), and pandas imports ``numpy.ma``; the command refuses it
+    (toolkit/_process.py, test_the_command_never_loads_pandas below), a library user's program
+    pays for it."""
     root = Path(__file__).resolve().parent.parent
     log = root / "sample_traces" / "sglang" / "golden_request_log.jsonl"
     grown = tmp_path / "grown.jsonl"
@@ -125,10 +125,10 @@ print(os.environ.get("OPENBLAS_NUM_THREADS"), len(os.listdir("/proc/self/task"))
 """
 # a program that imports the library, then NumPy: its environment and BLAS threads are its own
 LIBRARY_PROBE = """
-import os
-before = dict(os.environ)
+import os, sys
+before, finders = dict(os.environ), list(sys.meta_path)
 import toolkit, toolkit.cli, toolkit.ingest.split, toolkit.report.attribution
-print(dict(os.environ) == before)
+print(dict(os.environ) == before, sys.meta_path == finders)
 """
 
 
@@ -159,4 +159,86 @@ def test_importing_the_library_changes_no_environment() -> None:
     res = subprocess.run([sys.executable, "-c", LIBRARY_PROBE], capture_output=True, text=True, timeout=60,
                          env=_without_blas_settings())
     assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["True"]
+    assert res.stdout.split() == ["True", "True"]
+
+
+# the command's own process imports a file (its argv), then says what it loaded and what pandas is
+PANDAS_PROBE = """
+import importlib.util, json, sys
+sys.argv = ["stagelens", "import", *sys.argv[1:], "--json"]
+import toolkit.cli
+try:
+    toolkit.cli.main()
+except SystemExit as e:
+    assert e.code in (0, None), e.code
+try:
+    import pandas
+    refused = None
+except ModuleNotFoundError as e:
+    refused = str(e)
+print(json.dumps({"loaded": "pandas" in sys.modules, "refused": refused}), file=sys.stderr)
+"""
+
+
+def test_the_command_never_loads_pandas(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """pyarrow imports pandas where it is installed, at its first conversion (0.3 CPU s of every
+    command: a 1,000-line import took 0.85 CPU s with it, 0.57 without): the command's process finds
+    none (toolkit/_process.py), and its import still writes every row. Where pandas is installed
+    (the spark extra, as .ci/run installs), this failed before: pandas was loaded."""
+    log = Path(__file__).resolve().parent.parent / "sample_traces" / "sglang" / "golden_request_log.jsonl"
+    res = subprocess.run([sys.executable, "-c", PANDAS_PROBE, str(log), "--out", str(tmp_path / "ds")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    counts = json.loads(res.stdout)
+    assert counts["imported"] > 0 and counts["quarantined"] + counts["imported"] + counts["duplicates"] == counts["read"]
+    out = json.loads(res.stderr.strip().splitlines()[-1])
+    assert out == {"loaded": False, "refused": out["refused"]}
+    assert "toolkit/_process.py" in out["refused"]
+
+
+# refused by the command, then the Spark engine asked for (PySpark hidden: it must fail fast here)
+SPARK_PROBE = """
+import importlib.abc, sys
+from toolkit import _process
+from toolkit.engines import spark
+
+class NoPySpark(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.partition(".")[0] == "pyspark":
+            raise ModuleNotFoundError("No module named 'pyspark'", name=name)
+
+_process.command_process()
+refused = _process._GATE in sys.meta_path
+sys.meta_path.insert(0, NoPySpark())
+try:
+    spark.session()
+except spark.EngineUnavailable:
+    pass
+print(refused, _process._GATE in sys.meta_path)
+"""
+
+
+def test_the_spark_engine_allows_pandas_again() -> None:
+    """PySpark needs pandas on the driver (``mapInArrow``): ``session()`` lifts the refusal before
+    it imports PySpark, so the command's ``--engine spark`` runs as before."""
+    res = subprocess.run([sys.executable, "-c", SPARK_PROBE], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True", "False"]
+
+
+def test_refusing_pandas_twice_installs_one_finder_and_allowing_removes_it() -> None:
+    from toolkit import _process
+
+    before = list(sys.meta_path)
+    try:
+        _process.refuse_pandas()
+        _process.refuse_pandas()
+        if "pandas" in sys.modules:  # loaded already (by another test's library): nothing to refuse
+            assert sys.meta_path == before
+        else:
+            assert sys.meta_path == [_process._GATE, *before]
+            with pytest.raises(ModuleNotFoundError, match="toolkit/_process.py"):
+                __import__("pandas.core")
+    finally:
+        _process.allow_pandas()
+    assert sys.meta_path == before

@@ -103,3 +103,22 @@ def test_reimport_on_spark_adds_nothing_and_spark_reads_it_by_uri(both: tuple[Pa
     for table in ("requests", "spans", "quarantine"):
         want = con.execute(f"SELECT count(*) FROM read_parquet('{b}/{table}/*/*.parquet')").fetchone()[0]
         assert engine._table(session, b.absolute().as_uri(), table).count() == want > 0, table
+
+
+def test_the_command_imports_on_spark_in_its_own_process(inputs: list[str], both, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The ``stagelens`` process refuses pandas (toolkit/_process.py), which PySpark uses on the
+    driver (Spark Connect's ``mapInArrow``; a classic session warns without it): ``session()``
+    allows it again first (tests/test_fast_start.py checks the order), and the command itself
+    (``python -m toolkit.cli``, not the in-process runner above) imports on Spark with the same
+    counts."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    res = subprocess.run([sys.executable, "-m", "toolkit.cli", "import", *inputs, "--out", str(tmp_path / "ds"),
+                          "--json", "--max-bad-fraction", "1", "--engine", "spark", "--master", "local[2]"],
+                         capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-2000:]
+    summary = json.loads(res.stdout)
+    summary.pop("import_id"), summary.pop("dataset")
+    assert summary == both[3]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from toolkit import queries, schema
+from toolkit._process import allow_pandas
 from toolkit.engines.translate import to_spark
 
 if TYPE_CHECKING:
@@ -101,7 +102,10 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
 
     ``conf`` adds settings to a session started here (the test suite's small shuffle partitions,
     tests/conftest.py): given to the builder, they are in the SparkContext's conf, so the sessions
-    ``newSession()`` makes from it (a report's, toolkit/engines/connection.py) get them too."""
+    ``newSession()`` makes from it (a report's, toolkit/engines/connection.py) get them too.
+    PySpark needs pandas on the driver, which the command's process otherwise refuses
+    (toolkit/_process.py): allowed again first."""
+    allow_pandas()
     try:
         from pyspark.sql import SparkSession
     except ImportError:

@@ -395,11 +395,11 @@ IMPORTER = Importer(NAME, VANTAGE, IDENTITY, Docs(DESCRIPTION, FILE_HINT, BOUNDA
                     Layout(requests=requests_sql), bind=_bind)
 
 
-def spec_docs(spec: Path) -> Docs:
-    """The ``[docs]`` table of a built-in spec: what ``stagelens formats``, the README's formats
-    table and docs/formats/ say of the importer (``Docs``), kept beside the rows it describes.
-    Read with ``tomllib`` alone: the registry is being built (``load`` would look it up)."""
-    d = tomllib.loads(spec.read_text(encoding="utf-8"))["docs"]
+def spec_docs(doc: dict) -> Docs:
+    """The ``[docs]`` table of a built-in spec (``doc``: its parsed TOML): what ``stagelens
+    formats``, the README's formats table and docs/formats/ say of the importer (``Docs``), kept
+    beside the rows it describes."""
+    d = doc["docs"]
     return Docs(description=d["description"], file_hint=d["file_hint"], boundaries=dict(d["boundaries"]),
                 cannot=d["cannot"])
 
@@ -417,10 +417,13 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
         raise AssertionError(f"{name}: its SQL is compiled per file (bind)")
 
     # what the file is read as is known before it is bound (a document is digested and checked
-    # whole first: toolkit/ingest/plan.py), so the unbound layout says it too, from the spec itself
-    fmt = tomllib.loads(spec.read_text(encoding="utf-8")).get("source", {}).get("format")
+    # whole first: toolkit/ingest/plan.py), so the unbound layout says it too, from the spec itself.
+    # Parsed here with ``tomllib`` alone, once for both (the registry is being built: ``load``
+    # would look it up): every process that imports the registry pays it for each built-in spec
+    doc = tomllib.loads(spec.read_text(encoding="utf-8"))
+    fmt = doc.get("source", {}).get("format")
     reads = "document" if fmt in ("document", "json") else "lines"
     # and whether it has the fast reader (JSON lines, CSV: compile._fast), for the tests that list them
     fast = Fast(JsonValues({}), requests=unbound) if fmt in ("jsonl", "csv") else None
-    return Importer(name, vantage, IDENTITY, docs or spec_docs(spec), sniff,
+    return Importer(name, vantage, IDENTITY, docs or spec_docs(doc), sniff,
                     Layout(requests=unbound, reads=reads, fast=fast), bind=bind)
