@@ -182,7 +182,7 @@ print(json.dumps({"loaded": "pandas" in sys.modules, "refused": refused}), file=
 
 def test_the_command_never_loads_pandas(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """pyarrow imports pandas where it is installed, at its first conversion (0.3 CPU s of every
-    command: a 1,000-line import took 0.85 CPU s with it, 0.57 without): the command's process finds
+    command: a 1,000-line import took 0.96 CPU s before, 0.57 after): the command's process finds
     none (toolkit/_process.py), and its import still writes every row. Where pandas is installed
     (the spark extra, as .ci/run installs), this failed before: pandas was loaded."""
     log = Path(__file__).resolve().parent.parent / "sample_traces" / "sglang" / "golden_request_log.jsonl"

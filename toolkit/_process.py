@@ -10,13 +10,14 @@ A program that imports the library keeps its own settings: nothing here runs on 
 * **No pandas** (``refuse_pandas``). stagelens never uses pandas, but where it is installed (the
   ``spark`` extra brings it, for PySpark; many environments have it) pyarrow imports it at its first
   conversion between Arrow and Python or NumPy values, ``pc.equal(col, "")`` and
-  ``ChunkedArray.to_numpy`` included: its C++ side retries the import at every conversion until it
-  succeeds, so the import cannot be deferred, only refused. Importing pandas (and the ``numpy.ma``
-  it pulls in) cost each command 0.3 CPU s: ``stagelens import`` of a 1,000-line file took 0.85 CPU s
-  with it, 0.57 without (2026-12-03, mean of 5 alternating runs; docs/benchmarks.md). The command's process therefore finds no pandas, as in an
-  install without it, which pyarrow and DuckDB both handle; PySpark uses it on the driver (Spark
-  Connect's ``mapInArrow``, toolkit/engines/spark_import.py), so ``toolkit.engines.spark.session``
-  lifts the refusal (``allow_pandas``) before it imports PySpark.
+  ``ChunkedArray.to_numpy`` included; even with pyarrow's Python-side shim told pandas is absent,
+  the next conversion imports it, so the import cannot be deferred, only refused. Importing pandas
+  (and the ``numpy.ma`` it pulls in) cost each command 0.3 CPU s: ``stagelens import`` of a
+  1,000-line log took 0.96 CPU s before this, 0.57 after (2026-12-03, a venv with pandas, five
+  alternating runs; docs/benchmarks.md). The command's process therefore finds no pandas, as in
+  an install without it, which pyarrow and DuckDB both handle; PySpark uses it on the driver
+  (Spark Connect's ``mapInArrow``, toolkit/engines/spark_import.py), so
+  ``toolkit.engines.spark.session`` lifts the refusal (``allow_pandas``) before it imports PySpark.
 """
 
 from __future__ import annotations
