@@ -206,7 +206,7 @@ def run(cmd: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None) -> 
 
 
 def bench_format(fmt: str, n: int, repeat: int, before: Path | None, keep: bool) -> dict:
-    warm, command = _bench_module("bench_import").warm, _bench_module("bench_import").COMMAND_PROCESS
+    common = _bench_module("bench_import")  # warm, byte_compile, COMMAND_PROCESS
     DATA.mkdir(parents=True, exist_ok=True)
     path = DATA / f"jsonl-{fmt}-{n}.jsonl"
     if not (keep and path.exists()):
@@ -222,19 +222,19 @@ def bench_format(fmt: str, n: int, repeat: int, before: Path | None, keep: bool)
     sql = work / "reference.sql"
     sql.write_text(reference_sql(fmt, str(path)))
     trees = {"after": ROOT, **({"before": before} if before else {})}
-    _bench_module("bench_import").byte_compile(*trees.values())  # as an installed package (module docstring)
+    common.byte_compile(*trees.values())  # as an installed package (module docstring)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     modes = [*trees, "reference"]
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     try:
         for i in range(repeat):
             for mode in modes[i % len(modes):] + modes[:i % len(modes)]:  # rotate the order each repeat
-                warm(path)  # in the page cache for each run alike
+                common.warm(path)  # in the page cache for each run alike
                 out = work / "out"
                 if mode == "reference":
                     r = run([sys.executable, "-c", REFERENCE_CHILD, str(sql), str(out) + ".parquet"], env=env)
                 else:
-                    r = run([sys.executable, "-c", command + IMPORT_CHILD, str(path), str(out), fmt, mapping],
+                    r = run([sys.executable, "-c", common.COMMAND_PROCESS + IMPORT_CHILD, str(path), str(out), fmt, mapping],
                             trees[mode], {**env, "PYTHONPATH": str(trees[mode])})
                     if Path(r["tree"]).resolve() != Path(trees[mode]).resolve():
                         raise RuntimeError(f"{mode}: imported toolkit from {r['tree']}, not {trees[mode]}")

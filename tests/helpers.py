@@ -8,10 +8,14 @@ and the required bookkeeping columns get harmless defaults.
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
@@ -153,3 +157,21 @@ def both_readers(kit: Any, paths: list[Path], tmp: Path, fmt: str, monkeypatch: 
             r.pop("imported_at")
         out.append((s | {"dataset": None, "import_id": None}, tables))
     return out
+
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@contextmanager
+def bench_module(name: str) -> Iterator[ModuleType]:
+    """A script of bench/ loaded as a module, with bench/ on the path meanwhile (its siblings
+    import one another: bench_import's helpers)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(BENCH))

@@ -5,30 +5,24 @@ nothing, as a first draft of sglang-timing's did, would make any import look slo
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import duckdb
 import pytest
+from helpers import bench_module
 
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest import import_traces
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
 N = 300
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_jsonl", BENCH / "bench_jsonl.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(BENCH))
+    with bench_module("bench_jsonl") as module:
+        yield module
 
 
 # the reference's columns: at least the fields the importer reads (tgi: the span's durations)

@@ -8,27 +8,18 @@ end above 1), or cannot be told apart (docs/benchmarks.md).
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
+from helpers import bench_module
 from hypothesis import given
 from hypothesis import strategies as st
-
-BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
 @pytest.fixture(scope="module")
 def port():
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_spec_port", BENCH / "bench_spec_port.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(BENCH))
+    with bench_module("bench_spec_port") as module:
+        yield module
 
 
 def test_exact_values(port) -> None:  # type: ignore[no-untyped-def]
