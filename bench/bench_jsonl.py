@@ -16,6 +16,14 @@ Formats: every importer that reads JSON lines with the fast reader: ``sglang``, 
   to Parquet; no checks, identities, duplicates or quarantine. Same DuckDB settings as the import
   connection (threads = cores up to 8, memory_limit 600MB, preserve_insertion_order off).
 
+* ``schema`` (for importers that write requests alone): what the import's output costs DuckDB
+  with none of the import's own work: DuckDB alone reads the file as the fast reader does (its
+  view ``lines``), runs the importer's candidate SQL and writes every column of the requests table
+  (``COPY``), as the import does; no shared checks, identity hash, content digest, line numbering,
+  duplicates or quarantine, no NumPy or pyarrow. Not a target: it tells how much of the gap to
+  ``reference`` is the dataset's schema (31 columns, most of them the same or NULL on every row)
+  rather than the import's work. Built by ``schema_reference``.
+
 Each tree's modules are byte-compiled once before the runs and the children may use the cache
 (``PYTHONDONTWRITEBYTECODE`` is dropped for them): an installed stagelens has its ``.pyc`` as
 duckdb has, and compiling toolkit/ again in every child cost 0.1 CPU s of each import's start-up.
@@ -72,6 +80,8 @@ cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os
 con.execute(f"SET threads = {min(cpus, 8)}")
 con.execute("SET memory_limit = '600MB'")
 con.execute("SET preserve_insertion_order = false")
+for stmt in (json.loads(open(sys.argv[3]).read()) if len(sys.argv) > 3 else []):  # the schema reference's set-up
+    con.execute(stmt)
 (rows,) = con.execute(f"COPY ({sql}) TO '{out}' (FORMAT parquet, COMPRESSION snappy)").fetchone()
 hwm = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:"))
 print(json.dumps({"imported": rows, "hwm_kb": hwm}))
@@ -171,6 +181,52 @@ def _mapping_reference(file: str) -> str:
     return f"SELECT * FROM {_read_json(file, _bench_module('bench_mapping').COLUMNS)}"
 
 
+def schema_reference(fmt: str, file: str, mapping: str = "") -> tuple[list[str], str] | None:
+    """The ``schema`` reference (module docstring): the set-up statements (the import's variables,
+    the ``line_id`` macro and the fast reader's view ``lines``) and the SELECT of every column of
+    the requests table from the importer's candidate SQL, as the import writes them (timestamps
+    from BIGINT microseconds, the source format and file on every row). None where the import
+    writes spans too or synthesizes its ids (its output is then more than this SELECT)."""
+    import duckdb
+
+    from toolkit import schema
+    from toolkit.importers import get_importer
+    from toolkit.importers._common import ImportOptions
+    from toolkit.ingest.readers.fast import fast_lines_sql
+    from toolkit.ingest.sources import expand
+
+    src = expand([file])[0]
+    imp = get_importer(fmt).for_file(src, ImportOptions(mapping=mapping or None))
+    fast = imp.layout.fast
+    if fast is None or imp.layout.tables != ["requests"] or fast.line_id or fast.nested_spans:
+        return None
+    q = "'{}'".format
+    setup = [f"SET VARIABLE source_path = {q(file)}", f"SET VARIABLE source_format = {q(imp.name)}",
+             f"SET VARIABLE source_file = {q(src.name)}", "SET VARIABLE file_hash = ''",
+             *(f"SET VARIABLE {v} = NULL" for v in ("service", "model", "clock_origin_us")),
+             "SET VARIABLE imported_at = now()::TIMESTAMP",
+             "CREATE TEMP MACRO line_id(ln) AS getvariable('file_hash') || '-'",
+             f"CREATE TEMP VIEW lines AS {fast_lines_sql(fast.reads)}"]
+    cand = fast.requests()
+    con = duckdb.connect()
+    for stmt in setup:
+        con.execute(stmt)
+    present = set(con.sql(f"SELECT * FROM ({cand}) LIMIT 0").columns)
+    cols = []
+    for c in schema.table("requests").columns:
+        if c.name in ("source_format", "source_file"):
+            cols.append(f"getvariable('{c.name}') AS {c.name}")
+        elif c.name == "source_line":  # 1 on every line: the import numbers its stream in Python
+            cols.append("CAST(ln AS BIGINT) AS source_line")
+        elif c.name not in present:
+            cols.append(f"CAST(NULL AS {c.duckdb_type}) AS {c.name}")
+        elif c.type == "timestamp":
+            cols.append(f"make_timestamp({c.name}) AS {c.name}")
+        else:
+            cols.append(f"CAST({c.name} AS {c.duckdb_type}) AS {c.name}")
+    return setup, f"SELECT {', '.join(cols)} FROM ({cand}) WHERE row_kind = 'record'"
+
+
 def reference_sql(fmt: str, file: str) -> str:
     refs: dict[str, Callable[[str], str]] = {
         "sglang": lambda f: _bench_module("bench_import").reference_sql("sglang", f, "X")[len("COPY ("):-len(
@@ -221,10 +277,14 @@ def bench_format(fmt: str, n: int, repeat: int, before: Path | None, keep: bool)
         Path(mapping).write_text(_bench_module("bench_mapping").MAPPING)
     sql = work / "reference.sql"
     sql.write_text(reference_sql(fmt, str(path)))
+    schema_sql, schema_setup = work / "schema.sql", work / "schema-setup.json"
+    if (schema := schema_reference(fmt, str(path), mapping)) is not None:
+        schema_setup.write_text(json.dumps(schema[0]))
+        schema_sql.write_text(schema[1])
     trees = {"after": ROOT, **({"before": before} if before else {})}
     common.byte_compile(*trees.values())  # as an installed package (module docstring)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    modes = [*trees, "reference"]
+    modes = [*trees, "reference", *(["schema"] if schema else [])]
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     try:
         for i in range(repeat):
@@ -233,6 +293,9 @@ def bench_format(fmt: str, n: int, repeat: int, before: Path | None, keep: bool)
                 out = work / "out"
                 if mode == "reference":
                     r = run([sys.executable, "-c", REFERENCE_CHILD, str(sql), str(out) + ".parquet"], env=env)
+                elif mode == "schema":
+                    r = run([sys.executable, "-c", REFERENCE_CHILD, str(schema_sql), str(out) + ".parquet",
+                             str(schema_setup)], env=env)
                 else:
                     r = run([sys.executable, "-c", common.COMMAND_PROCESS + IMPORT_CHILD, str(path), str(out), fmt, mapping],
                             trees[mode], {**env, "PYTHONPATH": str(trees[mode])})
@@ -256,6 +319,8 @@ def bench_format(fmt: str, n: int, repeat: int, before: Path | None, keep: bool)
     for mode in trees:  # CPU ratio to the reference of the same repeat
         row[mode]["ratio"] = [r["cpu_s"] / q["cpu_s"] for r, q in zip(runs[mode], ref, strict=True)]
         row[mode]["rows_ok"] = all(r["imported"] == n for r in runs[mode])
+        if schema:  # and to the schema reference (not a target: module docstring)
+            row[mode]["schema_ratio"] = [r["cpu_s"] / q["cpu_s"] for r, q in zip(runs[mode], runs["schema"], strict=True)]
     return row
 
 
@@ -267,7 +332,8 @@ def _range(xs: list[float], fmt: str = "{:.2f}") -> str:
 def print_table(rows: list[dict]) -> None:
     trees = [m for m in ("after", "before") if m in rows[0]]
     head = ["format", "N"] + [f"{m} CPU s" for m in trees] + ["ref CPU s"] + [f"{m} ratio" for m in trees] \
-        + [f"{m} median" for m in trees] + [f"RSS MB {m}/ref" for m in ("/".join(trees),)] + ["1.25x"]
+        + [f"{m} median" for m in trees] + [f"RSS MB {m}/ref" for m in ("/".join(trees),)] + ["1.25x"] \
+        + ["schema CPU s", "after/schema median"]
     body = []
     for r in rows:
         med = {m: statistics.median(r[m]["ratio"]) for m in trees}
@@ -276,7 +342,9 @@ def print_table(rows: list[dict]) -> None:
                      *(f"{med[m]:.2f}x" for m in trees),
                      "/".join(f"{r[m]['peak_rss_mb']:,.0f}" for m in [*trees, "reference"]),
                      ("met" if med["after"] <= TARGET_RATIO else "MISSED")
-                     + ("" if all(r[m]["rows_ok"] for m in trees) else " (ROWS DIFFER)")])
+                     + ("" if all(r[m]["rows_ok"] for m in trees) else " (ROWS DIFFER)"),
+                     *((_range(r["schema"]["cpu_s"]), f"{statistics.median(r['after']['schema_ratio']):.2f}x")
+                       if "schema" in r else ("-", "-"))])
     widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
     for x in [head, ["-" * w for w in widths], *body]:
         print("  ".join(str(c).ljust(w) for c, w in zip(x, widths, strict=True)).rstrip())

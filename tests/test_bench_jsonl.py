@@ -95,3 +95,49 @@ def test_an_import_child_runs_as_the_command_does(bench) -> None:  # type: ignor
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, cwd="/")
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["1", "True"]
+
+
+# the schema reference's formats: those whose import writes requests alone, with ids of their own
+SCHEMA_FORMATS = {"sglang", "sglang-timing", "mapping", "vllm-otlp"}
+
+
+@pytest.mark.parametrize("fmt", ["sglang", "sglang-timing", "mapping", "litellm", "tgi", "otlp", "vllm-otlp"])
+def test_schema_reference_writes_what_the_import_writes(bench, tmp_path: Path, fmt: str) -> None:
+    """The ``schema`` reference (DuckDB alone, the importer's SQL, every column of the table) writes
+    the rows and columns the import writes, with the same values, so its CPU seconds are what
+    the import's output costs DuckDB; formats whose output it cannot be (spans too) have none."""
+    path = tmp_path / f"{fmt}.jsonl"
+    bench.generate(fmt, path, N)
+    mapping = ""
+    if fmt == "mapping":
+        mapping = str(tmp_path / "gateway.toml")
+        Path(mapping).write_text(bench._bench_module("bench_mapping").MAPPING)
+    ref = bench.schema_reference(fmt, str(path), mapping)
+    assert (ref is not None) == (fmt in SCHEMA_FORMATS)
+    if ref is None:
+        return
+    import_traces([str(path)], tmp_path / "ds", fmt=fmt, options=ImportOptions(mapping=mapping or None))
+    setup, sql = ref
+    out = tmp_path / "schema.parquet"
+    con = duckdb.connect()
+    for stmt in setup:
+        con.execute(stmt)
+    con.execute(f"COPY ({sql}) TO '{out}' (FORMAT parquet)")
+    from toolkit import schema
+
+    names = schema.table("requests").names
+    written = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{out}')").fetchall()
+    assert [c[0] for c in written] == names
+    imported = con.execute(f"DESCRIBE SELECT * EXCLUDE (date) FROM read_parquet('{tmp_path}/ds/requests/**/*.parquet', "
+                           "hive_partitioning = true)").fetchall()
+    assert [c[:2] for c in written] == [c[:2] for c in imported]  # the same types
+    cols = ", ".join(n for n in names if n not in ("source_line", "itl_ms", "derived"))  # lists: compared apart
+    diff = con.execute(f"""
+        SELECT count(*) FROM (
+            (SELECT {cols}, derived, itl_ms FROM read_parquet('{out}')
+             EXCEPT ALL SELECT {cols}, derived, itl_ms FROM read_parquet('{tmp_path}/ds/requests/**/*.parquet'))
+            UNION ALL
+            (SELECT {cols}, derived, itl_ms FROM read_parquet('{tmp_path}/ds/requests/**/*.parquet')
+             EXCEPT ALL SELECT {cols}, derived, itl_ms FROM read_parquet('{out}')))""").fetchone()[0]
+    assert diff == 0
+    assert con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0] == N
