@@ -38,6 +38,7 @@ S, C = REPO / "sample_traces", REPO / "tests" / "cases"
 SAMPLES: dict[str, Path] = {
     "sglang": S / "sglang/golden_request_metrics.jsonl",
     "sglang-timing": C / "sglang-timing/generate_responses.jsonl",
+    "ollama": C / "ollama/responses.jsonl",
     "otlp": S / "otlp/golden_retail_agent_genai.jsonl",
     "vllm-otlp": S / "vllm/golden_spans.jsonl",
     "litellm": S / "litellm/golden_retail_agent.jsonl",

@@ -15,6 +15,7 @@ from toolkit.importers import (
     llmperf,
     mapping,
     mooncake,
+    ollama,
     otlp,
     replay,
     sglang,
@@ -30,6 +31,7 @@ from toolkit.importers.spec import Importer
 REGISTRY: dict[str, Importer] = {imp.name: imp for imp in (
     sglang.IMPORTER,
     sglang_timing.IMPORTER,  # /generate responses with --enable-metrics timing
+    ollama.IMPORTER,  # /api/generate and /api/chat responses
     otlp.IMPORTER,  # before vllm-otlp: a file with agent and vLLM spans is read whole by otlp
     vllm_otlp.IMPORTER,
     litellm.IMPORTER,
