@@ -57,3 +57,25 @@ def test_citations_name_pages_that_exist() -> None:
             assert (ROOT / cited).exists(), f"{path.relative_to(ROOT)} cites {cited}, which does not exist"
         m = FOREIGN.search(text)
         assert m is None, f"{path.relative_to(ROOT)} cites {m.group(0)!r}, a file outside the repository: cite docs/"
+
+
+def test_adding_a_format_names_what_exists() -> None:
+    """docs/formats/adding-a-format.md is followed step by step: every repository path it names
+    exists (``<name>`` placeholders and globs apart), and the calls and tables it tells a
+    contributor to use are there with the shape it gives."""
+    import inspect
+
+    from tests import test_conformance
+    from toolkit.importers.mapping import spec_importer
+
+    text = (ROOT / "docs" / "formats" / "adding-a-format.md").read_text()
+    paths = {p for p in re.findall(r"`((?:docs|toolkit|tests|sample_traces)/[^`\s]*)`", text)
+             if "<" not in p and "*" not in p}
+    assert paths, "the guide names no file"
+    assert [p for p in paths if not (ROOT / p).exists()] == []
+    assert "python3 dev.py readme" in text and '"readme"' in (ROOT / "dev.py").read_text()
+    assert list(inspect.signature(spec_importer).parameters) == ["name", "vantage", "docs", "sniff", "spec"]
+    assert "IMPORTER = spec_importer(NAME, vantage, None, sniff, SPEC)" in text
+    assert set(test_conformance.SAMPLES) == set(REGISTRY)  # the one line it says to add
+    assert BOUNDARIES_BLOCK.search("<!-- boundaries:x:begin -->\n<!-- boundaries:x:end -->")  # the empty block
+    assert "<!-- boundaries:<name>:begin -->" in text

@@ -19,11 +19,7 @@ from toolkit.ingest.streams import head
 from toolkit.ingest.writer import BackgroundWriter
 
 FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
-
-
 DUCKDB_MAX_LINE = 16 << 20  # read_json's default maximum_object_size: a longer line fails its read
-
-
 
 
 def import_file(

@@ -30,9 +30,7 @@ OUT_OF_MEMORY = (duckdb.OutOfMemoryException, ReaderOutOfMemory)
 # Import threads: DuckDB's buffers grow with them, and the pool is bounded (MEMORY_LIMIT): at 16
 # threads the sglang and TGI imports ran out of it, at 8 the OTLP ones (retried with 4: 0.9 GB)
 IMPORT_THREADS = 8
-FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
 MEMORY_LIMIT = "600MB"  # DuckDB's buffer pool; an importer may ask for less (MEMORY_LIMIT: Triton's aggregate)
-DUCKDB_MAX_LINE = 16 << 20  # read_json's default maximum_object_size: a longer line fails its read
 
 
 def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
