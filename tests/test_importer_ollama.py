@@ -104,3 +104,12 @@ def test_the_spec_is_the_mapping_language_and_names_its_format() -> None:
     assert m.name == "ollama" and set(m.boundaries) == {"ts_arrival", "ts_scheduled", "ts_first_token", "ts_end"}
     with pytest.raises(MappingError, match="built-in importer"):  # a user's mapping may not pass for it
         load(ollama.SPEC)
+
+
+def test_sniff_reads_the_object_not_its_words() -> None:
+    """The keys must be the object's own: a gateway's log line that nests such a response in its
+    own record, or an object whose ``done`` is no flag, is not an Ollama response."""
+    nested = json.dumps({"event": "proxied", "upstream": {"model": "x", "created_at": "t", "done": True, "response": ""}})
+    assert not ollama.sniff(nested.encode() + b"\n")
+    assert not ollama.sniff(b'{"model": "x", "created_at": "t", "done": "yes", "response": ""}\n')
+    assert ollama.sniff(b'{"model": "x", "created_at": "t", "done": true, "message": {}}\n')

@@ -11,6 +11,7 @@ reads; this module is its sniff.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from toolkit.importers.mapping import spec_importer
@@ -20,10 +21,17 @@ SPEC = Path(__file__).with_name("specs") / "ollama.toml"
 
 
 def final_response(line: bytes) -> bool:
-    """An Ollama response line: a ``created_at`` time and a ``done`` flag at the top level, and a
-    ``response`` text (/api/generate) or ``message`` (/api/chat)."""
-    return line.startswith(b"{") and b'"created_at"' in line and b'"done"' in line \
-        and (b'"response"' in line or b'"message"' in line)
+    """An Ollama response line: a JSON object with the model, a ``created_at`` text, a ``done`` flag,
+    and a ``response`` text (/api/generate) or a ``message`` (/api/chat). Parsed, not searched: a
+    gateway's own log may hold these words as text."""
+    if not (line.startswith(b"{") and b'"created_at"' in line and b'"done"' in line):
+        return False
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return False
+    return (isinstance(rec, dict) and isinstance(rec.get("done"), bool) and isinstance(rec.get("created_at"), str)
+            and "model" in rec and ("response" in rec or "message" in rec))
 
 
 def sniff(head: bytes) -> bool:
