@@ -4,7 +4,7 @@
                                 [--json OUT]
 
 Formats: every importer that reads JSON lines with the fast reader: ``sglang``, ``sglang-timing``,
-``mapping`` (JSON lines, bench_mapping.py's gateway log), ``litellm``, ``tgi`` (``--json-output``),
+``ollama`` (final /api/generate responses, unstreamed), ``mapping`` (JSON lines, bench_mapping.py's gateway log), ``litellm``, ``tgi`` (``--json-output``),
 ``otlp``, ``vllm-otlp``. For each, the same generated file (under the ignored bench/data/) is read,
 ``--repeat`` times, by
 
@@ -55,7 +55,7 @@ ROOT = HERE.parent
 DATA = HERE / "data"
 TARGET_RATIO = 1.25  # issue 21: every JSON-lines importer within 1.25x of its DuckDB reference
 RSS_LIMIT_MB = 1000.0
-FORMATS = ("sglang", "sglang-timing", "mapping", "litellm", "tgi", "otlp", "vllm-otlp")
+FORMATS = ("sglang", "sglang-timing", "ollama", "mapping", "litellm", "tgi", "otlp", "vllm-otlp")
 
 # The import child: PYTHONPATH picks the source tree; the process is set up as the command's is
 # (bench_import.COMMAND_PROCESS, added in bench_format). It prints the counts as JSON on its last line.
@@ -118,6 +118,25 @@ def _sglang_timing(path: Path, n: int) -> None:
         ) TO '{path}' (FORMAT json)""")
 
 
+def _ollama(path: Path, n: int) -> None:
+    """Unstreamed /api/generate responses (docs/formats/ollama.md): the text, the conversation's
+    token ids and the final response's created_at and nanosecond durations, vectorized in DuckDB."""
+    import duckdb
+
+    duckdb.sql(f"""
+        COPY (
+            SELECT CASE WHEN i % 3 = 0 THEN 'llama3.2' ELSE 'qwen2.5:0.5b' END AS model,
+                strftime(TIMESTAMP '2026-03-02 10:00:00' + to_microseconds(i * 5000 + 3000000), '%Y-%m-%dT%H:%M:%S.%fZ')
+                    AS created_at,
+                'Sure, here is a short answer ' || i AS response, true AS done, 'stop' AS done_reason,
+                [128006, 9125, 128007, 271] AS context,
+                l + p + e + 5000000 AS total_duration, l AS load_duration, 16 + hash(i * 7) % 4000 AS prompt_eval_count,
+                p AS prompt_eval_duration, 1 + hash(i * 11) % 800 AS eval_count, e AS eval_duration
+            FROM (SELECT i, 1000000 + hash(i * 3) % 200000000 AS l, 20000000 + hash(i * 5) % 300000000 AS p,
+                         300000000 + hash(i * 17) % 2500000000 AS e FROM range({n}) t(i))
+        ) TO '{path}' (FORMAT json)""")
+
+
 def generate(fmt: str, path: Path, n: int) -> None:
     """N records of ``fmt`` in ``path`` (written aside and renamed: a cut run leaves no short file)."""
     tmp = path.with_name(path.name + ".part")
@@ -131,6 +150,8 @@ def generate(fmt: str, path: Path, n: int) -> None:
         _bench_module("bench_tgi_triton").generate("tgi-json", tmp, n)
     elif fmt == "sglang-timing":
         _sglang_timing(tmp, n)
+    elif fmt == "ollama":
+        _ollama(tmp, n)
     tmp.replace(path)
 
 
@@ -163,14 +184,14 @@ def _tgi_reference(file: str) -> str:
             f"spans FROM {_read_json(file, tgi.FAST_JSON_SPEC)}")
 
 
-def _sglang_timing_reference(file: str) -> str:
-    """The structure the importer's fast reader reads (the spec compiled for this file), one typed
-    column per field."""
+def _spec_reference(fmt: str, file: str) -> str:
+    """The structure a spec importer's fast reader reads (the spec compiled for this file), one
+    typed column per field (sglang-timing, ollama)."""
     from toolkit.importers import get_importer
     from toolkit.importers._common import ImportOptions
     from toolkit.ingest.sources import expand
 
-    fast = get_importer("sglang-timing").for_file(expand([file])[0], ImportOptions()).layout.fast
+    fast = get_importer(fmt).for_file(expand([file])[0], ImportOptions()).layout.fast
     assert fast is not None
     reads = fast.reads  # a column per key (JsonColumns) or one struct (JsonValues)
     spec = dict(reads.columns if hasattr(reads, "columns") else reads.spec)  # type: ignore[union-attr]
@@ -235,7 +256,8 @@ def reference_sql(fmt: str, file: str) -> str:
             ") TO 'X' (FORMAT parquet, COMPRESSION snappy)")],
         "otlp": lambda f: _bench_module("bench_agents").REFERENCES["otlp"](f),
         "litellm": lambda f: _bench_module("bench_agents").REFERENCES["litellm"](f),
-        "tgi": _tgi_reference, "sglang-timing": _sglang_timing_reference, "mapping": _mapping_reference,
+        "tgi": _tgi_reference, "mapping": _mapping_reference,
+        "sglang-timing": lambda f: _spec_reference("sglang-timing", f), "ollama": lambda f: _spec_reference("ollama", f),
     }
     return refs[fmt](file)
 

@@ -26,15 +26,15 @@ def bench():
 
 
 # the reference's columns: at least the fields the importer reads (tgi: the span's durations)
-MIN_COLUMNS = {"sglang": 13, "sglang-timing": 12, "mapping": 8, "litellm": 24, "tgi": 10, "otlp": 20,
+MIN_COLUMNS = {"sglang": 13, "sglang-timing": 12, "ollama": 7, "mapping": 8, "litellm": 24, "tgi": 10, "otlp": 20,
                "vllm-otlp": 15}
 
 
-MIN_FILLED = {"sglang": 13, "sglang-timing": 12, "mapping": 8, "litellm": 18, "tgi": 10, "otlp": 18,
+MIN_FILLED = {"sglang": 13, "sglang-timing": 12, "ollama": 7, "mapping": 8, "litellm": 18, "tgi": 10, "otlp": 18,
               "vllm-otlp": 15}
 
 
-@pytest.mark.parametrize("fmt", ["sglang", "sglang-timing", "mapping", "litellm", "tgi", "otlp", "vllm-otlp"])
+@pytest.mark.parametrize("fmt", ["sglang", "sglang-timing", "ollama", "mapping", "litellm", "tgi", "otlp", "vllm-otlp"])
 def test_file_imports_whole_and_reference_reads_every_record(bench, tmp_path: Path, fmt: str) -> None:
     path = tmp_path / f"{fmt}.jsonl"
     bench.generate(fmt, path, N)
@@ -98,10 +98,11 @@ def test_an_import_child_runs_as_the_command_does(bench) -> None:  # type: ignor
 
 
 # the schema reference's formats: those whose import writes requests alone, with ids of their own
+# (ollama's are <file hash>-<line>: numbered only after the SQL, so no plain query writes them)
 SCHEMA_FORMATS = {"sglang", "sglang-timing", "mapping", "vllm-otlp"}
 
 
-@pytest.mark.parametrize("fmt", ["sglang", "sglang-timing", "mapping", "litellm", "tgi", "otlp", "vllm-otlp"])
+@pytest.mark.parametrize("fmt", ["sglang", "sglang-timing", "ollama", "mapping", "litellm", "tgi", "otlp", "vllm-otlp"])
 def test_schema_reference_writes_what_the_import_writes(bench, tmp_path: Path, fmt: str) -> None:
     """The ``schema`` reference (DuckDB alone, the importer's SQL, every column of the table) writes
     the rows and columns the import writes, with the same values, so its CPU seconds are what
