@@ -4,8 +4,8 @@
                                 [--json OUT]
 
 Formats: every importer that reads JSON lines with the fast reader: ``sglang``, ``sglang-timing``,
-``ollama`` (final /api/generate responses, unstreamed), ``mapping`` (JSON lines, bench_mapping.py's gateway log), ``litellm``, ``tgi`` (``--json-output``),
-``otlp``, ``vllm-otlp``. For each, the same generated file (under the ignored bench/data/) is read,
+``ollama`` (final /api/generate responses, unstreamed), ``mapping`` (JSON lines, bench_mapping.py's
+gateway log), ``litellm``, ``tgi`` (``--json-output``), ``otlp``, ``vllm-otlp``. For each, the same generated file (under the ignored bench/data/) is read,
 ``--repeat`` times, by
 
 * ``after``: ``import_traces`` of this tree, in a fresh process;

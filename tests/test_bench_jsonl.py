@@ -13,10 +13,12 @@ import duckdb
 import pytest
 from helpers import bench_module
 
+from toolkit import schema
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest import import_traces
 
 N = 300
+FORMATS = ["sglang", "sglang-timing", "ollama", "mapping", "litellm", "tgi", "otlp", "vllm-otlp"]
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +36,21 @@ MIN_FILLED = {"sglang": 13, "sglang-timing": 12, "ollama": 7, "mapping": 8, "lit
               "vllm-otlp": 15}
 
 
-@pytest.mark.parametrize("fmt", ["sglang", "sglang-timing", "ollama", "mapping", "litellm", "tgi", "otlp", "vllm-otlp"])
-def test_file_imports_whole_and_reference_reads_every_record(bench, tmp_path: Path, fmt: str) -> None:
+def _generated(bench, tmp_path: Path, fmt: str) -> tuple[Path, str]:  # type: ignore[no-untyped-def]
+    """N generated records of ``fmt``, and the mapping file the import needs ('' but for the mapping)."""
     path = tmp_path / f"{fmt}.jsonl"
     bench.generate(fmt, path, N)
-    mapping = None
+    mapping = ""
     if fmt == "mapping":
-        mapping = tmp_path / "gateway.toml"
-        mapping.write_text(bench._bench_module("bench_mapping").MAPPING)
-    res = import_traces([str(path)], tmp_path / "ds", fmt=fmt, options=ImportOptions(mapping=mapping)).to_json()
+        mapping = str(tmp_path / "gateway.toml")
+        Path(mapping).write_text(bench._bench_module("bench_mapping").MAPPING)
+    return path, mapping
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_file_imports_whole_and_reference_reads_every_record(bench, tmp_path: Path, fmt: str) -> None:
+    path, mapping = _generated(bench, tmp_path, fmt)
+    res = import_traces([str(path)], tmp_path / "ds", fmt=fmt, options=ImportOptions(mapping=mapping or None)).to_json()
     assert (res["read"], res["imported"], res["quarantined"], res["duplicates"]) == (N, N, 0, 0), res["by_reason"]
     out = tmp_path / "ref.parquet"
     con = duckdb.connect()
@@ -102,17 +110,12 @@ def test_an_import_child_runs_as_the_command_does(bench) -> None:  # type: ignor
 SCHEMA_FORMATS = {"sglang", "sglang-timing", "mapping", "vllm-otlp"}
 
 
-@pytest.mark.parametrize("fmt", ["sglang", "sglang-timing", "ollama", "mapping", "litellm", "tgi", "otlp", "vllm-otlp"])
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_schema_reference_writes_what_the_import_writes(bench, tmp_path: Path, fmt: str) -> None:
     """The ``schema`` reference (DuckDB alone, the importer's SQL, every column of the table) writes
     the rows and columns the import writes, with the same values, so its CPU seconds are what
     the import's output costs DuckDB; formats whose output it cannot be (spans too) have none."""
-    path = tmp_path / f"{fmt}.jsonl"
-    bench.generate(fmt, path, N)
-    mapping = ""
-    if fmt == "mapping":
-        mapping = str(tmp_path / "gateway.toml")
-        Path(mapping).write_text(bench._bench_module("bench_mapping").MAPPING)
+    path, mapping = _generated(bench, tmp_path, fmt)
     ref = bench.schema_reference(fmt, str(path), mapping)
     assert (ref is not None) == (fmt in SCHEMA_FORMATS)
     if ref is None:
@@ -124,21 +127,17 @@ def test_schema_reference_writes_what_the_import_writes(bench, tmp_path: Path, f
     for stmt in setup:
         con.execute(stmt)
     con.execute(f"COPY ({sql}) TO '{out}' (FORMAT parquet)")
-    from toolkit import schema
-
     names = schema.table("requests").names
+    stored = f"read_parquet('{tmp_path}/ds/requests/**/*.parquet', hive_partitioning = false)"
     written = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{out}')").fetchall()
     assert [c[0] for c in written] == names
-    imported = con.execute(f"DESCRIBE SELECT * EXCLUDE (date) FROM read_parquet('{tmp_path}/ds/requests/**/*.parquet', "
-                           "hive_partitioning = true)").fetchall()
+    imported = con.execute(f"DESCRIBE SELECT * FROM {stored}").fetchall()
     assert [c[:2] for c in written] == [c[:2] for c in imported]  # the same types
-    cols = ", ".join(n for n in names if n not in ("source_line", "itl_ms", "derived"))  # lists: compared apart
+    cols = ", ".join(n for n in names if n != "source_line")  # the import numbers lines, the reference does not
     diff = con.execute(f"""
         SELECT count(*) FROM (
-            (SELECT {cols}, derived, itl_ms FROM read_parquet('{out}')
-             EXCEPT ALL SELECT {cols}, derived, itl_ms FROM read_parquet('{tmp_path}/ds/requests/**/*.parquet'))
+            (SELECT {cols} FROM read_parquet('{out}') EXCEPT ALL SELECT {cols} FROM {stored})
             UNION ALL
-            (SELECT {cols}, derived, itl_ms FROM read_parquet('{tmp_path}/ds/requests/**/*.parquet')
-             EXCEPT ALL SELECT {cols}, derived, itl_ms FROM read_parquet('{out}')))""").fetchone()[0]
+            (SELECT {cols} FROM {stored} EXCEPT ALL SELECT {cols} FROM read_parquet('{out}')))""").fetchone()[0]
     assert diff == 0
     assert con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0] == N
