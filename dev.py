@@ -4,7 +4,7 @@
     python3 dev.py demo     # set up .venv, import sample_traces/, write the report
     python3 dev.py test     # set up .venv, run ruff and the whole test suite
     python3 dev.py bench    # run the benchmarks in bench/ (slow; prints rows/s and peak RSS)
-    python3 dev.py readme   # regenerate the README's schema and format tables and docs/formats/ boundaries
+    python3 dev.py readme   # regenerate the README's formats table, docs/data-model.md's columns, docs/formats/ boundaries
 
 The virtual environment is (re)built when pyproject.toml changes.
 """
@@ -53,8 +53,7 @@ def main(argv: list[str]) -> int:
         rc = run(str(BIN / "ruff"), "check", "toolkit", "tests", "bench", "dev.py")
         return rc or run(str(BIN / "python"), "-m", "pytest", "-q", *rest)
     if what == "readme":
-        pages = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "formats").glob("*.md"))
-        return run(str(BIN / "python"), "-m", "toolkit.docs", "README.md", *pages)
+        return run(str(BIN / "python"), "-m", "toolkit.docs")
     return run(str(BIN / "python"), "bench/run_all.py", *rest)
 
 

@@ -1,5 +1,5 @@
 """Every mistake a user can make on the command line: one line on stderr, the exit code of the one
-table (toolkit/cli/_app.py EXIT_CODES = ``--help`` = the README), checked before any work starts."""
+table (toolkit/cli/_app.py EXIT_CODES = ``--help`` = docs/command-line.md), checked before any work starts."""
 
 from __future__ import annotations
 
@@ -130,9 +130,9 @@ def test_a_filter_with_a_subquery_is_refused(ds: Path, flt: str) -> None:
     assert "a subquery is not allowed" in one_line(res, 2)
 
 
-def test_exit_codes_readme_help_and_code_agree() -> None:
-    readme = (ROOT / "README.md").read_text()
-    table = dict(re.findall(r"^\| (\d) \| (.+?) \|$", readme, re.M))
+def test_exit_codes_docs_help_and_code_agree() -> None:
+    page = (ROOT / "docs" / "command-line.md").read_text()
+    table = dict(re.findall(r"^\| (\d) \| (.+?) \|$", page, re.M))
     assert {int(k): v for k, v in table.items()} == cli.EXIT_CODES
     help_text = runner.invoke(app, ["--help"], terminal_width=100).stdout
     for code, meaning in cli.EXIT_CODES.items():

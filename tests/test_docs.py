@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from toolkit.docs import BLOCKS, BOUNDARIES_BLOCK, render
+from toolkit.docs import BLOCKS, BOUNDARIES_BLOCK, generated_files, main, render
 from toolkit.importers import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -11,11 +11,38 @@ README = ROOT / "README.md"
 FORMAT_PAGES = sorted((ROOT / "docs" / "formats").glob("*.md"))
 
 
-def test_readme_generated_blocks_are_current() -> None:
-    text = README.read_text()
+def test_generated_blocks_are_current() -> None:
+    """The formats table is in the README, the column tables in docs/data-model.md, and every file
+    that holds a generated block is what ``python3 dev.py readme`` writes."""
+    assert "<!-- formats:begin -->" in README.read_text()
+    assert "<!-- schema:begin -->" in (ROOT / "docs" / "data-model.md").read_text()
+    files = generated_files(ROOT)
     for name in BLOCKS:
-        assert f"<!-- {name}:begin -->" in text, f"README lacks the {name} block"
-    assert render(text) == text, "README is stale: run `python3 dev.py readme`"
+        assert any(f"<!-- {name}:begin -->" in p.read_text() for p in files), f"no file holds the {name} block"
+    for path in files:
+        text = path.read_text()
+        assert render(text) == text, f"{path.relative_to(ROOT)} is stale: run `python3 dev.py readme`"
+
+
+def test_regenerating_twice_changes_nothing(tmp_path: Path) -> None:
+    """``dev.py readme`` is idempotent: a stale copy is rewritten once, then left as it is."""
+    page = tmp_path / "page.md"
+    page.write_text("x\n<!-- formats:begin -->\nSTALE ROW\n<!-- formats:end -->\n<!-- schema:begin -->\n<!-- schema:end -->\n")
+    assert main([str(page)]) == 0
+    once = page.read_text()
+    assert "| `sglang` |" in once and "**`requests`**" in once and "STALE ROW" not in once
+    mtime = page.stat().st_mtime_ns
+    assert main([str(page)]) == 0
+    assert page.read_text() == once and page.stat().st_mtime_ns == mtime
+
+
+def test_readme_is_a_front_page() -> None:
+    """Short, and no lab notes: history and dated measurements live in docs/benchmarks.md."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= 300
+    assert re.search(r"\bissues? #?\d|#\d{1,3}\b", text, re.I) is None
+    assert re.search(r"\b20\d\d-\d\d-\d\d\b", text) is None, "a dated measurement belongs in docs/benchmarks.md"
+    assert re.search(r"\b[0-9a-f]{7}\b(?=[^|]*(?:main|commit))", text) is None
 
 
 def test_readme_starts_with_the_two_commands() -> None:
@@ -35,8 +62,8 @@ def test_every_importer_has_a_format_page() -> None:
 
 
 def test_links_between_doc_pages_resolve() -> None:
-    for page in (ROOT / "docs").rglob("*.md"):
-        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", page.read_text()):
+    for page in [README, *(ROOT / "docs").rglob("*.md")]:
+        for target in re.findall(r"\]\(([^)#:]+(?:\.md|/|\.png))(?:#[^)]*)?\)", page.read_text()):
             assert (page.parent / target).resolve().exists(), f"{page.relative_to(ROOT)} links to missing {target}"
 
 

@@ -364,12 +364,12 @@ def test_killed_stdin_import_leaves_no_spool(kit, tmp_path):
     assert list(spool_dir.iterdir()) == []
 
 
-# -- real formats (17.7): shapes recorded in docs/formats-aiperf-llmperf.md ---------------------
+# -- real formats (17.7): shapes recorded in docs/formats/aiperf.md and llmperf.md ----------------
 
 def _aiperf_dev_line(i: int, error: dict | None = None) -> dict:
     """A record of AIPerf's development line exactly as its exporter wrote it (ai-dynamo/aiperf,
     branch ajc/full-metrics, aiperf/common/models/record_models.py ``MetricRecordInfo`` dumped by
-    aiperf/post_processors/record_export_results_processor.py; docs/formats-aiperf-llmperf.md):
+    aiperf/post_processors/record_export_results_processor.py; docs/formats/aiperf.md):
     ``metadata`` in the model's field order with ``timestamp_ns`` (time.time_ns() at the send),
     ``credit_phase`` and the ``error`` inside it, no ``request_start_ns`` / ``request_end_ns`` and
     no top-level ``error``; ``metrics`` in display units (ms, tokens) under the tag ``ttft``."""
@@ -406,7 +406,7 @@ def test_aiperf_development_line_timestamp_ns_is_imported(kit, tmp_path, fmt):
 def _llmperf_row(code, msg: str, ttft: float, e2e: float, n_in: int, n_out: int) -> dict:
     """One element of ``*_individual_responses.json`` with the keys, in the order, of the public
     leaderboard's raw files (ray-project/llmperf-leaderboard, raw_data/individual/bedrock_70b.json;
-    names from ray-project/llmperf src/llmperf/common_metrics.py): docs/formats-aiperf-llmperf.md."""
+    names from ray-project/llmperf src/llmperf/common_metrics.py): docs/formats/llmperf.md."""
     return {"error_code": code, "error_msg": msg, "inter_token_latency_s": e2e / max(n_out, 1), "ttft_s": ttft,
             "end_to_end_latency_s": e2e, "request_output_throughput_token_per_s": n_out / e2e if e2e else 0,
             "number_total_tokens": n_in + n_out, "number_output_tokens": n_out, "number_input_tokens": n_in}

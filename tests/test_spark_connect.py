@@ -100,7 +100,7 @@ def test_a_connect_session_gets_the_settings_results_depend_on(remote: str) -> N
 
 @pytest.fixture(scope="module")
 def burst(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's vLLM service alone (README "What the demo shows": the planted 14:25-14:38 queue burst):
+    """The demo's vLLM service alone (README, "What the demo shows": the planted 14:25-14:38 queue burst):
     2 490 server records, so the report has a busy period to compare, and makes no call or turn views."""
     from toolkit.ingest import import_traces
 

@@ -1,7 +1,7 @@
 """The spec keys the trtllm and aiperf ports added, in a user's own mapping: two kinds of records
 in one JSON-lines log ([variants]), conditions (is present, matches, and/or), [checks], [names],
 [unit_of], spans and rule templates; and the loader's line-numbered errors for each
-(docs/formats/mapping.md, README: Several kinds of records, and the checks)."""
+(docs/formats/mapping.md: Several kinds of records, and the checks)."""
 
 from __future__ import annotations
 

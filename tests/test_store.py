@@ -494,7 +494,7 @@ def test_records_imported_before_from_other_bytes_are_duplicates(kit, tmp_path, 
 
 
 def test_parquet_encodings_and_statistics(kit, tmp_path):
-    """README ("Columns are written with Parquet 2 encodings"): integers and timestamps
+    """docs/dataset.md ("Columns are written with Parquet 2 encodings"): integers and timestamps
     DELTA_BINARY_PACKED, ids DELTA_BYTE_ARRAY, labels as dictionaries; min/max statistics for
     every column but the ids (toolkit/store/staging.py): a label's min/max lets DuckDB, Spark or
     Trino skip the files of other models or services."""

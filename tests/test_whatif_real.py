@@ -5,9 +5,9 @@ written, the same pattern 1.5x faster, and --max-num-seqs 8 as written.
 Each capture is replayed as observed (calibrated on itself); then a model calibrated on one run
 predicts another from its own arrivals (``--arrivals``, with its limit), across load (1.5x) and
 across the limit (4 -> 8 and 8 -> 4). The
-errors asserted are the ones measured when the captures were made (README "What-if" table): the
+errors asserted are the ones measured when the captures were made (docs/whatif.md, "Validated on a real engine"): the
 simulation is deterministic (seeded), so a change of the model that moves a prediction by more
-than ``SLACK`` points in either direction fails here and must update the README's table with it.
+than ``SLACK`` points in either direction fails here and must update that table with it.
 """
 
 from __future__ import annotations

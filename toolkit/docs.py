@@ -1,9 +1,10 @@
 """Generated doc sections (schema columns, importer table, each format's boundaries), so docs never drift from code.
 
-``python -m toolkit.docs README.md docs/formats/*.md`` rewrites the blocks between
-``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``: ``schema`` and ``formats`` in the README, and
-``boundaries:IMPORTER`` in the format pages (docs/formats/). ``tests/test_docs.py`` fails when a
-file is stale.
+``python -m toolkit.docs`` (``python3 dev.py readme``) rewrites the blocks between
+``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in every file of ``generated_files()``: ``formats``
+in the README, ``schema`` in docs/data-model.md, and ``boundaries:IMPORTER`` in the format pages
+(docs/formats/). Given paths, it rewrites those instead. ``tests/test_docs.py`` fails when a file
+is stale, and rendering a current file changes nothing.
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ def boundaries_markdown(name: str) -> str:
 BLOCKS = {"schema": lambda: schema.describe(markdown=True).rstrip(), "formats": formats_markdown}
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def generated_files(root: Path = ROOT) -> list[Path]:
+    """The files that hold generated blocks: one list, so ``dev.py readme`` and the tests agree."""
+    return [root / "README.md", root / "docs" / "data-model.md", *sorted((root / "docs" / "formats").glob("*.md"))]
+
+
 BOUNDARIES_BLOCK = re.compile(r"(<!-- boundaries:([a-z0-9-]+):begin -->\n).*?(<!-- boundaries:\2:end -->)", re.S)
 
 
@@ -53,9 +62,10 @@ def render(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    for name in argv or ["README.md"]:
-        path = Path(name)
-        path.write_text(render(path.read_text()))
+    for path in [Path(a) for a in argv] or generated_files():
+        text = path.read_text()
+        if render(text) != text:  # an unchanged file is not rewritten: running it twice changes nothing
+            path.write_text(render(text))
     return 0
 
 

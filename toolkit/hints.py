@@ -23,11 +23,11 @@ def unrecognised(name: str, head: bytes) -> str:
     if _VLLM_TEXT.search(head) or b"vLLM API server" in head:
         return (f"{base}: it looks like a vLLM server's text log, which holds no per-request timing; "
                 "start vLLM with --otlp-traces-endpoint http://127.0.0.1:4318/v1/traces and receive its "
-                "spans with `stagelens collect` (README: Collect the engine's spans)")
+                "spans with `stagelens collect` (docs/incident-workflow.md)")
     first = head.split(b"\n", 1)[0].strip()
     if first and not first.startswith((b"{", b"[")) and (first.count(b",") >= 2 or first.count(b"\t") >= 2):
         return (f"{base}: it looks like a CSV/TSV table; describe its columns in a TOML file and import it "
-                "with --mapping FILE.toml (README: Your own logs)")
+                "with --mapping FILE.toml (docs/formats/mapping.md)")
     nearest = _nearest(first)
     return f"{base}" + (f" (nearest: {nearest}; try --format {nearest})" if nearest else "") + \
         "; see `stagelens formats`, or give --format NAME, or --mapping FILE.toml for your own columns"

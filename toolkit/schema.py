@@ -1,7 +1,7 @@
 """The dataset schema, loaded from ``schemas/stagelens.v1.toml``.
 
 Everything that needs a column list (Arrow writers, empty views, ``stagelens schema``, the
-README table) asks this module, so the TOML file stays the one place columns are defined.
+column tables in docs/data-model.md) ask this module, so the TOML file stays the one place columns are defined.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def reason_codes() -> dict[str, str]:
 
 
 def describe(markdown: bool = False) -> str:
-    """Human-readable column list (``stagelens schema``); ``markdown`` gives the README tables."""
+    """Human-readable column list (``stagelens schema``); ``markdown`` gives the tables of docs/data-model.md."""
     out: list[str] = []
     for name in TABLES:
         t = table(name)

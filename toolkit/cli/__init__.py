@@ -4,7 +4,7 @@ One Typer application (``_app.py``: exit codes, help style, the checks every com
 and one module per group of commands, each registering its commands on it when imported:
 ``ingest.py`` (import, formats, schema), ``query.py`` (sql), ``analyze.py`` (report, compare),
 ``live.py`` (collect, replay, whatif, demo). Exit codes: ``EXIT_CODES``, which ``--help`` prints and
-the README repeats (tests/test_cli_errors.py checks all three agree). Fast start: no module here
+docs/command-line.md repeats (tests/test_cli_errors.py checks all three agree). Fast start: no module here
 imports DuckDB, pyarrow, polars or altair at import time (tests/test_fast_start.py).
 """
 

@@ -1,7 +1,7 @@
 """The ``stagelens`` application object and what every command shares: the exit-code table, the
 Click-style help, the global options and the checks run before any work.
 
-Exit codes: the table ``EXIT_CODES`` below, which ``--help`` prints and the README repeats (a test
+Exit codes: the table ``EXIT_CODES`` below, which ``--help`` prints and docs/command-line.md repeats (a test
 checks all three agree). Errors are one line on stderr naming the file and the reason, never a
 traceback; DuckDB's own hint lines (``Did you mean``, the ``LINE 1: … ^`` pointer) are kept for `sql`.
 """
@@ -28,7 +28,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_INPUT: "input unusable: unknown format, unreadable file, too much quarantined",
     EXIT_NOT_COMPARED: "nothing could be compared (with --fail-on-regression)",
 }
-"""One table for every command (README "Exit codes" = ``stagelens --help`` = this)."""
+"""One table for every command (docs/command-line.md "Exit codes" = ``stagelens --help`` = this)."""
 
 _METAVARS = {"str": "TEXT", "text": "TEXT", "path": "PATH", "posixpath": "PATH", "float": "FLOAT", "int": "INTEGER",
              "integer": "INTEGER"}

@@ -86,7 +86,7 @@ def import_cmd(
         except MappingError as e:
             raise fail(str(e), EXIT_USAGE) from None
     elif format == "mapping":
-        raise fail("--format mapping needs --mapping FILE.toml (see the README: Your own logs)", EXIT_USAGE)
+        raise fail("--format mapping needs --mapping FILE.toml (see docs/formats/mapping.md)", EXIT_USAGE)
     origin_us = _parse_clock_origin(clock_origin) if clock_origin is not None else None
     if min(max_line_mb, max_content_gb, max_ratio) <= 0:
         raise fail("--max-line-mb, --max-content-gb and --max-ratio are positive numbers", EXIT_USAGE)
@@ -222,7 +222,7 @@ def formats_cmd(
 
 @app.command("schema")
 def schema_cmd(
-    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown tables (as in the README).")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown tables (as in docs/data-model.md).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="As JSON: version, tables with their columns, reason codes.")] = False,
 ) -> None:
     """Print the dataset's columns, from schemas/."""

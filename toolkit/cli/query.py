@@ -39,7 +39,7 @@ def sql_cmd(
     max_width: Annotated[int | None, typer.Option(help="Table width in characters (default: the terminal's, "
                                                       "or COLUMNS).")] = None,
     memory_limit: MemoryLimit = None,
-    engine: Annotated[str, typer.Option(help="duckdb, or spark: the same views on Apache Spark (README: On a cluster).")] = "duckdb",
+    engine: Annotated[str, typer.Option(help="duckdb, or spark: the same views on Apache Spark (docs/spark-engine.md).")] = "duckdb",
     master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
                                                     "spark-defaults.conf, else local[*]).")] = None,
 ) -> None:

@@ -19,7 +19,7 @@ Point vLLM's ``--otlp-traces-endpoint http://127.0.0.1:4318/v1/traces`` (with
   killed collect left is imported by the next one.
 * Durable: 200 is answered only once the line is written and fsynced (``AppendFile``); 503 only when
   nothing of it is on disk, so an exporter's retry never stores it twice.
-* Bounded (``Limits``; the README's "Reliability: the receiver" lists them): decoded bytes, spans
+* Bounded (``Limits``; docs/incident-workflow.md, "Reliability: the receiver", lists them): decoded bytes, spans
   and objects per request (413, checked before anything is built); time to read a request; idle
   keep-alive time; connections served at once, the rest queued in a real listen backlog.
 * ``stop()`` (the CLI calls it on SIGTERM/SIGINT) stops accepting, gives requests still being read

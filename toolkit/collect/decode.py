@@ -25,7 +25,7 @@ _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_
 
 @dataclass(frozen=True)
 class Limits:
-    """Every bound of the receiver (the README's "Reliability: the receiver" lists them; the CLI raises
+    """Every bound of the receiver (docs/incident-workflow.md, "Reliability: the receiver", lists them; the CLI raises
     them). Memory per request is bounded by ``max_decoded_bytes`` and ``max_objects`` together: a body
     of tiny objects (``{},`` or empty protobuf messages) costs far more memory than its bytes."""
 

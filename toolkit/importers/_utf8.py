@@ -5,7 +5,7 @@ DuckDB's ``read_csv`` refuses a whole file for one line of invalid UTF-8, and it
 ``ignore_errors`` drops that line silently, which shifts every later row's line number and breaks
 ``read = imported + quarantined + duplicates``. So before the import the decompressed content is
 checked in bounded blocks by Arrow's UTF-8 validation (0.09-0.11 CPU s for a 409 MB export whose
-import takes 5.4 CPU s: README, benchmark table). A clean file is read as it is. A file with bad
+import takes 5.4 CPU s: docs/benchmarks.md). A clean file is read as it is. A file with bad
 lines is read from an unnamed copy (``/proc/self/fd/N``, as ``sources._spool`` does for stdin: a
 killed import leaves no copy of the prompts behind) in which each such line is replaced by
 ``MARK`` followed by empty fields: a row of the header's width, in the same place, that the

@@ -7,7 +7,7 @@ what real AIPerf 0.13.0 wrote against vLLM (docs/real-captures.md):
   (``request_start_ns``, ``request_end_ns``, ``request_ack_ns``: wall-clock ``time.time_ns()``;
   exports of the development line have ``timestamp_ns`` instead of ``request_start_ns``, the
   same wall-clock send time, no ``request_end_ns``, and the error inside ``metadata``:
-  docs/formats-aiperf-llmperf.md),
+  docs/formats/aiperf.md),
   ``metrics`` (``{tag: {value, unit}}``, times computed from ``perf_counter_ns`` and written in
   display units, ms) and ``error`` (null or ``{code, type, message}``; the message is never read).
   Metric tags since 2025-10: ``time_to_first_token``, ``request_latency``, ``inter_chunk_latency``

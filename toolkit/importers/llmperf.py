@@ -8,7 +8,7 @@ by the number of chunks, TTFT included: not a gap, not imported), ``number_input
 ``error_code`` and ``error_msg`` (the message is never read). ``error_code`` is an HTTP status
 (``http-<code>``) or a negative code (``llmperf-<n>``): llmperf's clients write -1 when the request
 raised before any status, and the public leaderboard's Bedrock files carry -100 "Output too few
-tokens N" on complete streams (docs/formats-aiperf-llmperf.md): a measured ``ttft_s`` is kept
+tokens N" on complete streams (docs/formats/llmperf.md): a measured ``ttft_s`` is kept
 either way.
 
 There are **no timestamps and no request ids**: when requests arrived, and so load, concurrency

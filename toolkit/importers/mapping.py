@@ -1,6 +1,6 @@
 """Your own logs, no Python: a JSON-lines, CSV or Parquet file plus a small TOML mapping file.
 
-The mapping (README: Your own logs) says which source column is each boundary and in which unit,
+The mapping (docs/formats/mapping.md) says which source column is each boundary and in which unit,
 which boundaries are another boundary plus or minus durations (``ts_first_token = "ts_arrival +
 ttft_ms"``), fallbacks (``["request_finished_ts", "ts_arrival + e2e_latency"]``), constants
 (``vantage = "gateway"``), renames of the other columns, and value translations (``status``).
@@ -47,7 +47,7 @@ NAME = "mapping"
 VANTAGE = "as the mapping file says (constants.vantage)"
 IDENTITY = "request_id"
 DESCRIPTION = "Any JSON-lines, CSV or Parquet request log, described by a TOML mapping file (--mapping FILE)"
-FILE_HINT = "*.jsonl, *.csv, *.tsv, *.parquet, with --mapping FILE.toml (README: Your own logs)"
+FILE_HINT = "*.jsonl, *.csv, *.tsv, *.parquet, with --mapping FILE.toml (docs/formats/mapping.md)"
 BOUNDARIES = {b: "the column or expression the mapping file gives (derived when it adds durations)" for b in ORDER}
 CANNOT = "only what the mapping declares; needs --mapping; a CSV record cannot span lines"
 
@@ -67,7 +67,7 @@ def sniff(head: bytes) -> bool:  # never guessed: a mapping is always asked for 
 
 
 def requests_sql() -> str:
-    raise MappingError("format 'mapping' needs a mapping file: --mapping FILE.toml (see the README: Your own logs)")
+    raise MappingError("format 'mapping' needs a mapping file: --mapping FILE.toml (see docs/formats/mapping.md)")
 
 # ---------------------------------------------------------------------------------------------
 # loading and checking the mapping file

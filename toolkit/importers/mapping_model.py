@@ -84,7 +84,7 @@ class Variant:
 
 @dataclass
 class Csv:
-    """How a CSV line becomes fields (``[source]`` keys; README: The mapping file). The defaults
+    """How a CSV line becomes fields (``[source]`` keys; docs/formats/mapping.md: The mapping file). The defaults
     read a CSV file as most tools write it; the public workload traces (``specs/azure_llm.toml``,
     ``specs/burstgpt.toml``) are read as their importers always read them: names matched
     loosely, fields split at every comma and trimmed, extra fields allowed, some columns absent

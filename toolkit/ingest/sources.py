@@ -39,7 +39,7 @@ ID_PREFIX_BYTES = 64 << 10  # the content a line format's synthesized ids are ma
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on one input (README "Reliability: bounds on input"; ``import`` options raise them).
+    """Bounds on one input (docs/reliability.md, "Bounds on input"; ``import`` options raise them).
 
     A line longer than ``max_line_bytes`` is quarantined as ``too-large`` and reading goes on; a
     compressed file is read up to ``max_content_bytes`` of content, or until its content outgrows
