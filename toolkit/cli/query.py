@@ -36,8 +36,8 @@ def sql_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="With --list: as JSON.")] = False,
     print_setup: Annotated[bool, typer.Option("--print-setup", help="Print the view DDL for a plain DuckDB.")] = False,
     max_rows: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
-    max_width: Annotated[int | None, typer.Option(help="Table width in characters (default: the terminal's, "
-                                                      "or COLUMNS).")] = None,
+    max_width: Annotated[int | None, typer.Option(help="Table width in characters; values up to it are shown whole "
+                                                      "(default: the terminal's, or COLUMNS, with values cut at 40).")] = None,
     memory_limit: MemoryLimit = None,
     engine: Annotated[str, typer.Option(help="duckdb, or spark: the same views on Apache Spark (README: On a cluster).")] = "duckdb",
     master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
@@ -106,7 +106,8 @@ def sql_cmd(
             warnings = []  # a URI: DuckDB cannot read it for the dataset-wide vantage check
         for warning in warnings:
             typer.echo(f"stagelens: warning: {warning}", err=True)
-    text = terminal.render(tbl, format, max_width=max_width or terminal.terminal_width(), max_rows=max_rows)
+    text = terminal.render(tbl, format, max_width=max_width or terminal.terminal_width(), max_rows=max_rows,
+                           whole=max_width is not None)
     terminal.write_out(text)
 
 
