@@ -198,7 +198,8 @@ the width was asked for (``--max-width``): then a value as wide as the table is 
 
 SHRUNK_CELL = 20
 """When not every column fits, a value wider than this is cut to it first (its column name stays
-whole), so a long id does not push the stage columns out: DuckDB's CLI shrinks to the same 20."""
+whole), so a long id does not push the stage columns out (DuckDB's CLI, too, cuts long values
+before it leaves columns out)."""
 
 HIDDEN_LINES = 3
 """At most this many footer lines name the columns left out."""
