@@ -109,7 +109,9 @@ def _wait_for(session: str, needle: str, timeout: float = 60) -> str:
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 @pytest.mark.parametrize("shell", SHELLS)
-def test_at_a_terminal_a_query_then_ctrl_d(ds: Path, tmp_path: Path, shell: str) -> None:
+def test_at_a_terminal_ctrl_c_then_a_query_then_ctrl_d(ds: Path, tmp_path: Path, shell: str) -> None:
+    """Ctrl-C stops a running query and drops a half-typed one, and the prompt goes on; Ctrl-D
+    leaves with exit code 0."""
     session = f"stagelens-{uuid.uuid4().hex[:8]}"
     done = tmp_path / "exit-code"
     cmd = (f"env PYTHONPATH={ROOT} HOME={tmp_path} {sys.executable} -m toolkit.cli sql {ds} --shell {shell}; "
@@ -117,10 +119,17 @@ def test_at_a_terminal_a_query_then_ctrl_d(ds: Path, tmp_path: Path, shell: str)
     _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", cmd)
     try:
         _wait_for(session, "usage hints" if shell == "duckdb" else "stagelens>")  # (tmux drops trailing spaces)
+        _tmux("send-keys", "-t", session, "-l", "SELECT count(*) FROM range(100000000000) AS hours_long\\;")
+        _tmux("send-keys", "-t", session, "Enter")
+        time.sleep(1.5)
+        _tmux("send-keys", "-t", session, "C-c")
+        time.sleep(1)
+        _tmux("send-keys", "-t", session, "-l", "SELECT 'half typed'")
+        _tmux("send-keys", "-t", session, "C-c")
         _tmux("send-keys", "-t", session, "-l", "SELECT count(*) * 7 AS answer FROM stages\\;")
         _tmux("send-keys", "-t", session, "Enter")
         screen = _wait_for(session, "42")
-        assert "answer" in screen and "Error" not in screen
+        assert "answer" in screen and "Error" not in screen and "half typed" not in screen.split("answer")[-1]
         _tmux("send-keys", "-t", session, "C-d")
         deadline = time.monotonic() + 30
         while not done.exists() and time.monotonic() < deadline:

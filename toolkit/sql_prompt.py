@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -154,21 +155,38 @@ def _statement_ends(buffer: str) -> bool:
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, out: IO[str], width: int) -> bool:
     """Run ``sql`` (one or more statements) and print the last one's result; False when it failed
-    (the error printed on stderr, the prompt goes on)."""
+    (the error printed on stderr, the prompt goes on).
+
+    The query runs in a worker thread while this (main) thread waits: Python runs a signal handler
+    only in the main thread between bytecodes, so with the query there Ctrl-C would wait for it
+    to finish. Here Ctrl-C reaches ``KeyboardInterrupt`` at once and ``con.interrupt()`` stops it."""
     import duckdb
 
     from toolkit import terminal
 
+    done: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            rel = con.sql(sql)
+            done["text"] = terminal.render_table(rel, max_width=width, max_rows=40) if rel is not None else ""
+        except (duckdb.Error, ValueError) as e:
+            done["error"] = e
+
+    worker = threading.Thread(target=work, name="stagelens-sql-prompt", daemon=True)
+    worker.start()
     try:
-        rel = con.sql(sql)
-        text = terminal.render_table(rel, max_width=width, max_rows=40) if rel is not None else ""
-    except (duckdb.Error, ValueError) as e:
-        print("Error: " + terminal.clean(str(e)).strip(), file=sys.stderr)
-        return False
+        while worker.is_alive():
+            worker.join(0.1)
     except KeyboardInterrupt:
+        con.interrupt()
+        worker.join()
         print("interrupted", file=sys.stderr)
         return False
-    terminal.write_out(text, out)
+    if "error" in done:
+        print("Error: " + terminal.clean(str(done["error"])).strip(), file=sys.stderr)
+        return False
+    terminal.write_out(str(done.get("text", "")), out)
     out.flush()
     return True
 
