@@ -245,6 +245,11 @@ def test_a_table_never_exceeds_its_width(width: int, n_cols: int, cell: str) -> 
     hidden = n_cols - max(len(shown), 1)
     assert len(footer) <= 4 and (footer[1:] == [] if hidden == 0 else
                                  " ".join(footer[1:]).startswith(f"… {hidden} more column"))
+    lead = f"… {hidden} more column{'s' if hidden != 1 else ''}: "
+    if hidden and " ".join(footer[1:]).startswith(lead):  # the names it lists are the left-out columns, in order
+        listed = " ".join(footer[1:])[len(lead):].split(";")[0].split(", ")
+        rest = [f"column_{i}" for i in range(n_cols - hidden, n_cols)]
+        assert listed == rest or (listed[-1] == "…" and listed[:-1] == rest[:len(listed) - 1])
 
 
 # --- parameters (issue 18.7) ----------------------------------------------------------------------
