@@ -90,6 +90,15 @@ def test_an_unknown_dot_command_is_an_error(ds: Path) -> None:
     assert "│       1 │" in res.stdout
 
 
+@pytest.mark.parametrize(("typed", "ends"), [
+    ("SELECT 1;", True), ("SELECT 1;\n", True), ("SELECT 1", False), ("SELECT 1; -- done", True),
+    ("SELECT ';'", False), ("SELECT 'it''s';", True), ("-- don't\nSELECT 1;", True), ("SELECT 'a", False),
+    ("SELECT 1 /* ; */", False), ('SELECT "a;"', False), ("SELECT 1 /* unclosed ;", False),
+])
+def test_where_a_typed_statement_ends(typed: str, ends: bool) -> None:
+    assert sql_prompt._statement_ends(typed) is ends
+
+
 # --- at a terminal (tmux) --------------------------------------------------------------------------
 
 def _tmux(*args: str) -> str:

@@ -146,11 +146,30 @@ def _readline(con: duckdb.DuckDBPyConnection) -> Path | None:
 
 
 def _statement_ends(buffer: str) -> bool:
-    """Whether ``buffer`` ends a statement: a ``;`` last, outside a string literal or identifier."""
-    text = buffer.rstrip()
-    if not text.endswith(";"):
-        return False
-    return text.count("'") % 2 == 0 and text.count('"') % 2 == 0
+    """Whether ``buffer`` ends a statement: its last character that is not blank or in a comment is
+    a ``;`` outside a string literal and a quoted identifier (``'it''s;'`` and ``-- don't`` do not
+    confuse it). A scan of the few lines a person typed, not of data."""
+    last, quote, i = "", "", 0
+    while i < len(buffer):
+        c = buffer[i]
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote, last = c, c
+        elif buffer.startswith("--", i):
+            i = buffer.find("\n", i)
+            if i < 0:
+                break
+        elif buffer.startswith("/*", i):
+            end = buffer.find("*/", i + 2)
+            if end < 0:
+                return False
+            i = end + 1
+        elif not c.isspace():
+            last = c
+        i += 1
+    return not quote and last == ";"
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, out: IO[str], width: int) -> bool:
