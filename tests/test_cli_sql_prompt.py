@@ -177,3 +177,17 @@ def test_printed_setup_of_a_path_with_glob_characters_says_it_is_fixed(tmp_path:
     con = duckdb.connect()
     con.execute(setup)
     assert con.sql("SELECT count(*) FROM stages").fetchall() == [(6,)]
+
+
+def test_printed_setup_of_a_dataset_holding_unlisted_files_reads_the_listed_ones(tmp_path: Path) -> None:
+    ds = tmp_path / "ds"
+    import_traces([str(SG_LOG)], ds)
+    part = next((ds / "requests").glob("date=*/*.parquet"))
+    shutil.copy(part, part.with_name("part-planted.parquet"))  # a file the manifest does not list
+    setup = runner.invoke(app, ["sql", str(ds), "--print-setup"]).stdout
+    assert ("-- the requests table's partitions hold files the manifest does not list (an import being published, or files "
+            "put there by hand): it is read through the files the manifest lists, and its view does not see later "
+            "imports.") in setup.splitlines()
+    con = duckdb.connect()
+    con.execute(setup)
+    assert con.sql("SELECT count(*) FROM requests").fetchall() == [(2,)]  # not 4: the copy is not read

@@ -14,6 +14,7 @@ directly. A parameter declared by several files must have one type and one defau
 
 from __future__ import annotations
 
+import glob
 import math
 import os
 import re
@@ -221,9 +222,10 @@ def _lasting_sources(root: Path, published: dict[str, list[str]]) -> tuple[list[
     holds exactly the published files except while an import is being published: its files are
     moved into the partitions just before the manifest lists them (and a crash between the two is
     rolled forward by the next stagelens command), so a query in that moment may see part of it.
-    Not globbed, with a note each: a table with no file yet (DuckDB refuses a glob that matches
-    nothing, so its view stays empty until the setup is printed again) and a dataset whose path
-    holds glob characters (the files as of now)."""
+    Not globbed, with a note each: a table whose glob matches files the manifest does not list now
+    (a dataset from someone else may hold planted files, which stagelens never reads), a table with
+    no file yet (DuckDB refuses a glob that matches nothing, so its view stays empty until the setup
+    is printed again) and a dataset whose path holds glob characters (the files as of now)."""
     if _GLOB_CHARS.search(str(root)):
         return (["-- The dataset's path holds glob characters: the tables are read through the files they hold",
                  "-- now, and the views do not see later imports (print the setup again after one)."],
@@ -233,7 +235,12 @@ def _lasting_sources(root: Path, published: dict[str, list[str]]) -> tuple[list[
              "-- commands read the files the manifest lists instead)."]
     sources: dict[str, str] = {}
     for name in BASE_TABLES:
-        if published[name]:
+        if published[name] and set(glob.glob(str(root / name / PART_GLOB), include_hidden=True)) != set(published[name]):
+            sources[name] = _table_source(published[name], name)
+            notes.append(f"-- the {name} table's partitions hold files the manifest does not list (an import being published, "
+                         "or files put there by hand): it is read through the files the manifest lists, and its view "
+                         "does not see later imports.")
+        elif published[name]:
             pattern = _quote(str(root / name / PART_GLOB))
             sources[name] = f"SELECT * FROM read_parquet('{pattern}', hive_partitioning = true, union_by_name = true)"
         else:
