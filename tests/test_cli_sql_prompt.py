@@ -120,7 +120,7 @@ def _wait_for(session: str, needle: str, timeout: float = 60) -> str:
 @pytest.mark.parametrize("shell", SHELLS)
 def test_at_a_terminal_ctrl_c_then_a_query_then_ctrl_d(ds: Path, tmp_path: Path, shell: str) -> None:
     """Ctrl-C stops a running query and drops a half-typed one, and the prompt goes on; Ctrl-D
-    leaves with exit code 0."""
+    leaves with exit code 0, also after a failed statement (DuckDB's shell alone would exit 1)."""
     session = f"stagelens-{uuid.uuid4().hex[:8]}"
     done = tmp_path / "exit-code"
     cmd = (f"env PYTHONPATH={ROOT} HOME={tmp_path} {sys.executable} -m toolkit.cli sql {ds} --shell {shell}; "
@@ -139,6 +139,9 @@ def test_at_a_terminal_ctrl_c_then_a_query_then_ctrl_d(ds: Path, tmp_path: Path,
         _tmux("send-keys", "-t", session, "Enter")
         screen = _wait_for(session, "42")
         assert "answer" in screen and "Error" not in screen and "half typed" not in screen.split("answer")[-1]
+        _tmux("send-keys", "-t", session, "-l", "selec 1\\;")  # an error at a terminal: seen, and leaving is still 0
+        _tmux("send-keys", "-t", session, "Enter")
+        _wait_for(session, "syntax error")
         _tmux("send-keys", "-t", session, "C-d")
         deadline = time.monotonic() + 30
         while not done.exists() and time.monotonic() < deadline:
