@@ -8,37 +8,37 @@
 --   $tpot_slo_ms DOUBLE = 100  TPOT objective: tpot_ms <= this
 -- columns:
 --   request_id: id; as the source gave it
---   span_id: id; the span, for span formats
---   trace_id: id; the turn / agent run the call belongs to
---   source_format: name; importer that read the row
---   vantage: name; client, gateway or server: where ts_arrival, ts_first_token and ts_end were observed
---   clock: name; wall or relative
---   model: name; model
---   service: name; service
---   replica: name; replica
---   tenant: name; tenant
---   status: name; ok, error, aborted, timeout
---   ts_arrival: timestamp (UTC); start of the request at its vantage
---   ts_end: timestamp (UTC); end of the request at its vantage
 --   preprocess_ms: ms; arrival -> queued (null when either boundary is missing)
 --   queue_ms: ms; queued -> scheduled (null when either boundary is missing)
 --   prefill_ms: ms; scheduled -> first token (null when either boundary is missing)
 --   decode_ms: ms; first token -> last token (null when either boundary is missing)
 --   postprocess_ms: ms; last token -> end (null when either boundary is missing)
---   stage_ms: map stage -> ms; every stage present, fine or composite ('prefill+decode'), summing exactly to e2e_ms
---   stage_names: list of names; the keys of stage_ms in boundary order
---   stage_values_ms: list of ms; the values of stage_ms, aligned with stage_names
+--   ttft_ms: ms; first token - arrival at the row's vantage (null without a first token)
+--   tpot_ms: ms/token; (last token - first token) / (output_tokens - 1), first token excluded; when the last token is missing, (end - first token) / (output_tokens - 1) and tpot_basis says so; null when output_tokens <= 1 or no first token
+--   e2e_ms: ms; end - arrival
 --   composite1_name: name; the row's first composite stage in boundary order ('decode+postprocess'), null when every boundary is known
 --   composite1_ms: ms; its duration, the same value as stage_ms holds for it
 --   composite2_name: name; the second composite stage, when two boundaries apart are missing ('preprocess+queue' then 'decode+postprocess'), else null
 --   composite2_ms: ms; its duration, the same value as stage_ms holds for it
---   ttft_ms: ms; first token - arrival at the row's vantage (null without a first token)
---   tpot_ms: ms/token; (last token - first token) / (output_tokens - 1), first token excluded; when the last token is missing, (end - first token) / (output_tokens - 1) and tpot_basis says so; null when output_tokens <= 1 or no first token
---   tpot_basis: name; 'decode' (first -> last token) or 'decode+postprocess' (first token -> end, no last token recorded)
---   e2e_ms: ms; end - arrival
+--   span_id: id; the span, for span formats
+--   trace_id: id; the turn / agent run the call belongs to
+--   model: name; model
+--   service: name; service
+--   replica: name; replica
+--   tenant: name; tenant
+--   status: name; ok, error, aborted, timeout
+--   source_format: name; importer that read the row
+--   vantage: name; client, gateway or server: where ts_arrival, ts_first_token and ts_end were observed
+--   clock: name; wall or relative
+--   ts_arrival: timestamp (UTC); start of the request at its vantage
+--   ts_end: timestamp (UTC); end of the request at its vantage
 --   input_tokens: tokens; prompt tokens
 --   output_tokens: tokens; generated tokens
 --   decode_tokens: tokens; output_tokens - 1, at least 0: the tokens after the first, decode's work; the divisor of tpot_ms and the token count of decode's time per token in attribution (0 when output_tokens is null)
+--   tpot_basis: name; 'decode' (first -> last token) or 'decode+postprocess' (first token -> end, no last token recorded)
+--   stage_ms: map stage -> ms; every stage present, fine or composite ('prefill+decode'), summing exactly to e2e_ms
+--   stage_names: list of names; the keys of stage_ms in boundary order
+--   stage_values_ms: list of ms; the values of stage_ms, aligned with stage_names
 --   itl_ms: list of ms; gaps between streamed chunks, where recorded
 --   derived: list of names; boundaries computed rather than read
 --   counted: bool; this row is the record its call is counted by in turns, load and metrics (see _bounds)

@@ -4,6 +4,7 @@ and terminal control characters stripped (toolkit/terminal.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -45,10 +46,58 @@ def test_wide_select_fits_a_100_column_terminal(ds: Path) -> None:
     lines = res.stdout.splitlines()
     assert max(len(line) for line in lines) <= 100
     assert "shape:" not in res.stdout and "---" not in res.stdout  # no Polars header rows
-    assert len(lines) == 4 + 5 + 1 + 1  # rule, names, types, rule; 5 rows; rule; footer
-    n_cols = len(sql(ds, "SELECT * FROM stages LIMIT 1", "--format", "csv").stdout.splitlines()[0].split(","))
-    assert lines[-1] == f"5 rows  {n_cols} columns, {lines[1].count('│') - 2} shown"
-    assert lines[1].split("│")[1].strip() == "request_id" and "…" in lines[1]
+    assert lines[10] == "5 rows"  # rule, names, types, rule; 5 rows; rule; then the footer
+    names = sql(ds, "SELECT * FROM stages LIMIT 1", "--format", "csv").stdout.splitlines()[0].split(",")
+    shown = [c.strip() for c in lines[1].split("│")[1:-2]]
+    assert shown == names[:len(shown)] and lines[1].split("│")[-2].strip() == "…"
+    note = " ".join(lines[11:])
+    assert note.startswith(f"… {len(names) - len(shown)} more columns: {', '.join(names[len(shown):len(shown) + 3])}, ")
+
+
+HEX_ROWS = [{**r, "request_id": hashlib.md5(bytes([i])).hexdigest()} for i, r in enumerate(ROWS)]  # as SGLang's
+
+
+@pytest.fixture(scope="module")
+def hex_ds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_dataset(tmp_path_factory.mktemp("hexids"), HEX_ROWS)
+
+
+@pytest.mark.parametrize(("width", "shown"), [
+    (80, ["request_id", "preprocess_ms", "queue_ms", "prefill_ms", "decode_ms"]),
+    (120, ["request_id", "preprocess_ms", "queue_ms", "prefill_ms", "decode_ms", "postprocess_ms", "ttft_ms",
+           "tpot_ms"]),
+])
+def test_select_star_from_stages_shows_the_stages(hex_ds: Path, width: int, shown: list[str]) -> None:
+    res = sql(hex_ds, "SELECT * FROM stages LIMIT 5", env={"COLUMNS": str(width)})
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert max(cell_len(line) for line in lines) <= width
+    assert [c.strip() for c in lines[1].split("│")[1:-2]] == shown and lines[1].split("│")[-2].strip() == "…"
+    assert lines[4].startswith(f"│ {HEX_ROWS[0]['request_id'][:19]}… │")  # a long id is cut, not the stages
+    names = sql(hex_ds, "SELECT * FROM stages LIMIT 1", "--format", "csv").stdout.splitlines()[0].split(",")
+    assert lines[10] == "5 rows"
+    note = " ".join(lines[11:])
+    assert note.startswith(f"… {len(names) - len(shown)} more columns: {names[len(shown)]}, ")
+    assert note.endswith("; every column: --format line or csv, or a narrower SELECT")
+
+
+def test_max_width_shows_long_values_whole(tmp_path: Path) -> None:
+    detail = ("line 7: expected a JSON object with request_id, ts_arrival and ts_end; found an array of "
+              "three numbers where the record should start, so nothing of this line can be imported safely "
+              "(the rest of the file was read on)")
+    assert len(detail) == 215
+    ds = make_dataset(tmp_path, ROWS[:1], quarantine_rows=[
+        {"source_format": "sglang", "source_file": "a.jsonl", "source_line": 7, "reason_code": "bad-json",
+         "reason_detail": detail, "raw": "[1, 2, 3]"}])
+    q = "SELECT source_line, reason_code, reason_detail FROM quarantine"
+    assert f"│ {detail} │" in sql(ds, q, "--max-width", "250").stdout
+    assert f"│ {detail[:39]}… │" in sql(ds, q, env={"COLUMNS": "250"}).stdout  # no width asked: cut at 40
+    res = sql(ds, "SELECT * FROM quarantine", "--max-width", "200")
+    assert max(cell_len(line) for line in res.stdout.splitlines()) <= 200
+    header = [c.strip() for c in res.stdout.splitlines()[1].split("│")[1:-1]]
+    assert header[:5] == ["source_format", "source_file", "source_line", "reason_code", "reason_detail"]
+    assert detail[:100] in res.stdout  # the last column that does not fit whole: cut to the room left
+    assert "… 3 more columns: raw, imported_at, date; " in res.stdout
 
 
 def test_max_width_wins_over_columns(ds: Path) -> None:
@@ -56,7 +105,8 @@ def test_max_width_wins_over_columns(ds: Path) -> None:
     assert res.exit_code == 0, res.output
     assert max(len(line) for line in res.stdout.splitlines()) <= 60
     n_cols = len(sql(ds, "SELECT * FROM stages LIMIT 1", "--format", "csv").stdout.splitlines()[0].split(","))
-    assert res.stdout.splitlines()[-1].startswith(f"8 rows  {n_cols} columns, ")
+    shown = res.stdout.splitlines()[1].count("│") - 2
+    assert f"… {n_cols - shown} more columns: " in res.stdout
 
 
 def test_a_narrow_table_is_shown_whole(ds: Path) -> None:
@@ -140,7 +190,7 @@ def test_print_setup_paths_work_from_another_directory(ds: Path, tmp_path: Path,
     monkeypatch.chdir(ds.parent)
     res = runner.invoke(app, ["sql", ds.name, "--print-setup"])
     assert res.exit_code == 0
-    assert f"read_parquet(['{ds}/requests/date=" in res.stdout  # the published files, by absolute path
+    assert f"read_parquet('{ds}/requests/date=[0-9]" in res.stdout  # a glob of the partitions, by absolute path
     monkeypatch.chdir(tmp_path)
     con = duckdb.connect()
     con.execute(res.stdout)
@@ -188,10 +238,18 @@ def test_a_table_never_exceeds_its_width(width: int, n_cols: int, cell: str) -> 
     out = terminal.render_table(tbl, max_width=width, max_rows=50)
     assert max(cell_len(line) for line in out.splitlines()) <= width  # terminal columns (CJK: two)
     lines = out.splitlines()
-    shown = sum(c.strip().startswith("column_") for c in lines[1].split("│"))
-    footer = " ".join(lines[lines.index(next(ln for ln in lines if ln.startswith("└"))) + 1:])
-    assert footer.startswith("3 rows")
-    assert footer.endswith("3 rows" if shown == n_cols else f"{n_cols} columns, {shown} shown")
+    shown = [c.strip() for c in lines[1].split("│")[1:-1] if c.strip().startswith("column_")]
+    assert shown == [f"column_{i}" for i in range(len(shown))]  # the first ones, in order
+    footer = lines[lines.index(next(ln for ln in lines if ln.startswith("└"))) + 1:]
+    assert footer[0] == "3 rows"
+    hidden = n_cols - max(len(shown), 1)
+    assert len(footer) <= 4 and (footer[1:] == [] if hidden == 0 else
+                                 " ".join(footer[1:]).startswith(f"… {hidden} more column"))
+    lead = f"… {hidden} more column{'s' if hidden != 1 else ''}: "
+    if hidden and " ".join(footer[1:]).startswith(lead):  # the names it lists are the left-out columns, in order
+        listed = " ".join(footer[1:])[len(lead):].split(";")[0].split(", ")
+        rest = [f"column_{i}" for i in range(n_cols - hidden, n_cols)]
+        assert listed == rest or (listed[-1] == "…" and listed[:-1] == rest[:len(listed) - 1])
 
 
 # --- parameters (issue 18.7) ----------------------------------------------------------------------

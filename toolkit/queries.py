@@ -14,6 +14,7 @@ directly. A parameter declared by several files must have one type and one defau
 
 from __future__ import annotations
 
+import glob
 import math
 import os
 import re
@@ -27,7 +28,7 @@ import duckdb
 
 from toolkit import resources, schema
 from toolkit._paths import shipped
-from toolkit.store import Dataset
+from toolkit.store import PART_GLOB, Dataset
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -186,19 +187,67 @@ def _quote(s: str) -> str:
 
 
 def setup_sql(dataset: str | Path, params: dict[str, object] | None = None, only: set[str] | None = None,
-              con: duckdb.DuckDBPyConnection | None = None) -> str:
+              con: duckdb.DuckDBPyConnection | None = None, *, lasting: bool = False) -> str:
     """DDL that recreates every view of the dataset in a plain DuckDB session.
 
     ``params`` override the declared defaults of the views' variables (``--param name=value``).
     ``only``: just the views these names read (and themselves): DuckDB binds a view as it is
     created, 0.3 CPU s for all of them, which a small ad-hoc query should not pay. ``con``: a
     connection to check the files' schemas with (else a new one, 20 ms).
+
+    Without ``lasting`` (stagelens's own connections) a table is read through the files the
+    manifest publishes, so a reader never sees half an import. ``lasting`` (``--print-setup``, the
+    SQL prompt: a setup that outlives this call) reads each table through a glob of its date
+    partitions instead, so the views see later imports too; ``_lasting_sources`` says where that
+    glob is not exact, in the DDL's own comments.
     """
     keep = _closure(only) if only is not None else None
     # absolute paths: the DDL must work from any directory it is pasted in
-    published = Dataset.open(Path(dataset).absolute()).published(con)
+    root = Path(dataset).absolute()
+    published = Dataset.open(root).published(con)
+    title = "-- stagelens views over " + str(Path(dataset).resolve())
+    if lasting:
+        notes, sources = _lasting_sources(root, published)
+        return _views_ddl("\n".join([title, *notes]), sources, params, keep)
     sources = {name: _table_source(published[name], name) for name in BASE_TABLES}
-    return _views_ddl("-- stagelens views over " + str(Path(dataset).resolve()), sources, params, keep)
+    return _views_ddl(title, sources, params, keep)
+
+
+_GLOB_CHARS = re.compile(r"[*?\[\]{}]")
+
+
+def _lasting_sources(root: Path, published: dict[str, list[str]]) -> tuple[list[str], dict[str, str]]:
+    """Each base table's SELECT for a setup that lasts, and the comment lines that say how far it
+    can be trusted. A table with files is read through ``<table>/date=YYYY-MM-DD/*.parquet``, which
+    holds exactly the published files except while an import is being published: its files are
+    moved into the partitions just before the manifest lists them (and a crash between the two is
+    rolled forward by the next stagelens command), so a query in that moment may see part of it.
+    Not globbed, with a note each: a table whose glob matches files the manifest does not list now
+    (a dataset from someone else may hold planted files, which stagelens never reads), a table with
+    no file yet (DuckDB refuses a glob that matches nothing, so its view stays empty until the setup
+    is printed again) and a dataset whose path holds glob characters (the files as of now)."""
+    if _GLOB_CHARS.search(str(root)):
+        return (["-- The dataset's path holds glob characters: the tables are read through the files they hold",
+                 "-- now, and the views do not see later imports (print the setup again after one)."],
+                {name: _table_source(published[name], name) for name in BASE_TABLES})
+    notes = ["-- Each table is read through a glob of its date partitions, so these views see later imports",
+             "-- too. A query run while an import is being published may see part of it (stagelens's own",
+             "-- commands read the files the manifest lists instead)."]
+    sources: dict[str, str] = {}
+    for name in BASE_TABLES:
+        if published[name] and set(glob.glob(str(root / name / PART_GLOB), include_hidden=True)) != set(published[name]):
+            sources[name] = _table_source(published[name], name)
+            notes.append(f"-- the {name} table's partitions hold files the manifest does not list (an import being published, "
+                         "or files put there by hand): it is read through the files the manifest lists, and its view "
+                         "does not see later imports.")
+        elif published[name]:
+            pattern = _quote(str(root / name / PART_GLOB))
+            sources[name] = f"SELECT * FROM read_parquet('{pattern}', hive_partitioning = true, union_by_name = true)"
+        else:
+            sources[name] = schema.table(name).empty_select()
+            notes.append(f"-- {name} had no file when this was printed: its view stays empty until the setup is "
+                         "printed again.")
+    return notes, sources
 
 
 def _views_ddl(title: str, sources: dict[str, str], params: dict[str, object] | None,

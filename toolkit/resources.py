@@ -95,9 +95,16 @@ def _fmt(n: int) -> str:
 
 def configure(con, dataset: str | Path | None = None, option: str | None = None) -> None:  # type: ignore[no-untyped-def]
     """Set the connection's memory limit and spill directory (see the module docstring)."""
+    con.execute(settings_sql(dataset, option))
+
+
+def settings_sql(dataset: str | Path | None = None, option: str | None = None) -> str:
+    """``configure``'s settings as SQL, for a DuckDB this process does not hold (the SQL prompt's
+    DuckDB shell): the memory limit and the spill directory, never DuckDB's ``.tmp`` in the
+    current directory."""
     limit, _source = memory_limit(option)
-    con.execute(f"SET memory_limit = '{limit // 2**20}MiB'")
-    con.execute("SET temp_directory = ?", [str(temp_dir(dataset))])
+    spill = str(temp_dir(dataset)).replace("'", "''")
+    return f"SET memory_limit = '{limit // 2**20}MiB';\nSET temp_directory = '{spill}';\n"
 
 
 def describe_out_of_memory(option: str | None = None) -> str:

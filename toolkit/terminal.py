@@ -193,7 +193,16 @@ def _pad(s: str, width: int, how: str) -> str:
 
 
 MAX_CELL = 40
-"""A cell wider than this is cut with ``…`` (DuckDB's CLI does the same with long strings)."""
+"""A cell wider than this is cut with ``…`` (DuckDB's CLI does the same with long strings), unless
+the width was asked for (``--max-width``): then a value as wide as the table is shown whole."""
+
+SHRUNK_CELL = 20
+"""When not every column fits, a value wider than this is cut to it first (its column name stays
+whole), so a long id does not push the stage columns out (DuckDB's CLI, too, cuts long values
+before it leaves columns out)."""
+
+HIDDEN_LINES = 3
+"""At most this many footer lines name the columns left out."""
 
 
 def terminal_width(default: int = 120) -> int:
@@ -208,10 +217,55 @@ def terminal_width(default: int = 120) -> int:
         return default
 
 
-def render_table(tbl: Result, *, max_width: int, max_rows: int) -> str:
-    """A box table no line of which is wider than ``max_width``: the columns that do not fit are
-    left out from the middle (a ``…`` column stands for them, the footer says how many are shown),
-    as the DuckDB CLI does. More rows than ``max_rows``: the first and last halves are shown."""
+def _column_widths(natural: list[int], labels: list[str], max_width: int, whole: bool) -> tuple[list[int], int]:
+    """Each column's width and how many columns, from the left, fit in ``max_width``.
+
+    The columns are shown in their order, the first ones that fit: a query's first columns are the
+    ones its author (or a view, queries/20_stages.sql) put first for a person to read. Long values
+    are cut at ``MAX_CELL`` (not with ``whole``: the width was asked for); when the columns still do
+    not fit, values (not names) are cut at ``SHRUNK_CELL`` before any column is left out, and the
+    last column shown may be cut to the room left. Left-out columns cost a ``…`` column of 4
+    characters at the right edge."""
+    widths = [min(n, max_width - 4) if whole else min(n, MAX_CELL) for n in natural]
+
+    def total(k: int) -> int:
+        return 1 + sum(w + 3 for w in widths[:k]) + (4 if k < len(widths) else 0)
+
+    if total(len(widths)) > max_width and not whole:
+        widths = [min(w, max(SHRUNK_CELL, _cells(label))) for w, label in zip(widths, labels, strict=True)]
+    k = len(widths)
+    while k and total(k) > max_width:
+        k -= 1
+    if k < len(widths):
+        # the first column left out is shown cut to the room left, when its name fits there whole
+        # (always the first column: a table shows at least one)
+        room = max_width - total(k) - 3 + (4 if k + 1 == len(widths) else 0)
+        if k == 0 or room >= max(SHRUNK_CELL, _cells(labels[k])):
+            widths[k] = max(room, 1)
+            k += 1
+    return widths, k
+
+
+def _hidden_note(hidden: list[str], max_width: int) -> list[str]:
+    """The footer lines that name the columns not shown, and how to see them, in at most
+    ``HIDDEN_LINES`` lines of ``max_width`` (names dropped from the end, ``…`` in their place)."""
+    import textwrap
+
+    tail = "; every column: --format line or csv, or a narrower SELECT"
+    for keep in range(len(hidden), -1, -1):
+        names = (": " + ", ".join(hidden[:keep]) + (", …" if keep < len(hidden) else "")) if keep else ""
+        text = f"… {len(hidden)} more column{'s' if len(hidden) != 1 else ''}{names}{tail}"
+        lines = textwrap.wrap(text, max_width, break_on_hyphens=False)
+        if len(lines) <= HIDDEN_LINES and all(_cells(line) <= max_width for line in lines):
+            return lines
+    return [_cut(line, max_width) for line in textwrap.wrap(f"… {len(hidden)} more columns", max_width)]
+
+
+def render_table(tbl: Result, *, max_width: int, max_rows: int, whole: bool = False) -> str:
+    """A box table no line of which is wider than ``max_width``: the columns that fit, in their
+    order (``_column_widths``), a ``…`` column at the right edge when some do not, and a footer
+    naming those. More rows than ``max_rows``: the first and last halves are shown. ``whole``:
+    values are cut only at the table's width, not at ``MAX_CELL`` (``--max-width`` was given)."""
     rel = _relation(tbl)
     n_rows, names, typ = _num_rows(rel), list(rel.columns), _types(rel)
     if n_rows > max_rows:
@@ -226,30 +280,11 @@ def render_table(tbl: Result, *, max_width: int, max_rows: int) -> str:
     types = [_type_name(t) for t in typ]
     right = [_numeric(t) for t in typ]
     labels = [clean(n, newlines=False) for n in names]
-    widths = [min(max([_cells(labels[i]), len(types[i]), *(_cells(c) for c in cells[i])]), MAX_CELL)
-              for i in range(len(names))]
-    def fits(idx: list[int], elided: bool) -> bool:
-        return 1 + sum(widths[i] + 3 for i in idx) + (4 if elided else 0) <= max_width
-
-    chosen = list(range(len(names)))
-    if not fits(chosen, False):  # alternately from the left and the right until the next would not fit
-        order = dict.fromkeys(i for pair in zip(range(len(names)), reversed(range(len(names))), strict=True)
-                              for i in pair)
-        chosen = []
-        for i in order:
-            if not fits([*chosen, i], True):
-                break
-            chosen.append(i)
-    if not chosen and names:  # not even one column fits: show the first, cut to the width
-        chosen = [0]
-        widths[0] = max(max_width - 8, 1)
-    chosen.sort()
-    elided_at = next((k for k in range(1, len(chosen)) if chosen[k] != chosen[k - 1] + 1), None)
-    if elided_at is None and len(chosen) < len(names):
-        elided_at = len(chosen)
-    cols: list[tuple[int | None, int]] = [(i, widths[i]) for i in chosen]
-    if elided_at is not None:
-        cols.insert(elided_at, (None, 1))
+    natural = [max([_cells(labels[i]), len(types[i]), *(_cells(c) for c in cells[i])]) for i in range(len(names))]
+    widths, n_shown = _column_widths(natural, labels, max_width, whole)
+    cols: list[tuple[int | None, int]] = [(i, widths[i]) for i in range(n_shown)]
+    if n_shown < len(names):
+        cols.append((None, 1))
 
     def row(values: list[str], align: list[bool]) -> str:
         parts = [f" {_pad(v, w, 'r' if r else 'l')} " for v, (_, w), r in zip(values, cols, align, strict=True)]
@@ -272,10 +307,9 @@ def render_table(tbl: Result, *, max_width: int, max_rows: int) -> str:
             lines.append(row(["·"] * len(cols), centre))
         lines.append(row(pick([cells[c][r] for c in range(len(names))], "…"), align))
     lines.append(rule("└", "┴", "┘"))
-    footer = [f"{n_rows:,} row{'s' if n_rows != 1 else ''}" + (f" ({shown_rows} shown)" if n_rows > max_rows else "")]
-    if len(chosen) < len(names):
-        footer.append(f"{len(names)} columns, {len(chosen)} shown")
-    lines.append("  ".join(footer) if len("  ".join(footer)) <= max_width else "\n".join(footer))
+    lines.append(f"{n_rows:,} row{'s' if n_rows != 1 else ''}" + (f" ({shown_rows} shown)" if n_rows > max_rows else ""))
+    if n_shown < len(names):
+        lines += _hidden_note(labels[n_shown:], max_width)
     return "\n".join(lines) + "\n"
 
 
@@ -296,10 +330,10 @@ def _md_cell(v: Any) -> str:
     return clean(s, newlines=False).replace("\\", "\\\\").replace("|", "\\|")
 
 
-def render(tbl: Result, fmt: str, *, max_width: int, max_rows: int) -> str:
-    """``tbl`` in one of ``FORMATS`` (the caller checked ``fmt``)."""
+def render(tbl: Result, fmt: str, *, max_width: int, max_rows: int, whole: bool = False) -> str:
+    """``tbl`` in one of ``FORMATS`` (the caller checked ``fmt``); ``whole``: see ``render_table``."""
     if fmt == "table":
-        return render_table(tbl, max_width=max_width, max_rows=max_rows)
+        return render_table(tbl, max_width=max_width, max_rows=max_rows, whole=whole)
     if fmt == "line":
         return render_lines(tbl)
     rel = _relation(tbl)

@@ -36,16 +36,21 @@ def sql_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="With --list: as JSON.")] = False,
     print_setup: Annotated[bool, typer.Option("--print-setup", help="Print the view DDL for a plain DuckDB.")] = False,
     max_rows: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
-    max_width: Annotated[int | None, typer.Option(help="Table width in characters (default: the terminal's, "
-                                                      "or COLUMNS).")] = None,
+    max_width: Annotated[int | None, typer.Option(help="Table width in characters; values up to it are shown whole "
+                                                      "(default: the terminal's, or COLUMNS, with values cut at 40).")] = None,
     memory_limit: MemoryLimit = None,
     engine: Annotated[str, typer.Option(help="duckdb, or spark: the same views on Apache Spark (docs/spark-engine.md).")] = "duckdb",
+    shell: Annotated[str, typer.Option("--shell", help="Without a query, the SQL prompt: auto (DuckDB's shell when "
+                                                      "installed, else a Python prompt), duckdb or python.")] = "auto",
     master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark (default: SPARK_REMOTE, "
                                                     "spark-defaults.conf, else local[*]).")] = None,
 ) -> None:
     """Query a dataset with SQL (views: requests, spans, quarantine and those of queries/).
 
     Example: stagelens sql ds/ "SELECT model, count(*) FROM requests GROUP BY ALL"
+
+    Without a query: a SQL prompt with every view set up (docs/sql-prompt.md); with stdin not a
+    terminal, the statements are read from it.
     """
     import duckdb
 
@@ -77,10 +82,17 @@ def sql_cmd(
         raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
     params = parse_params(param)
     _check_memory_limit(memory_limit)
+    prompt = not print_setup and query is None and named is None
+    if prompt:
+        _prompt_checks(engine, shell)
     try:
+        if print_setup or prompt:
+            setup = queries.setup_sql(target, params, lasting=True)
         if print_setup:
-            typer.echo(queries.setup_sql(target, params), nl=False)
+            typer.echo(setup, nl=False)
             return
+        if prompt:
+            raise typer.Exit(_prompt(target, setup, shell, memory_limit))
         if named:
             tbl = (_run_on_spark(target, named, None, params, master) if engine == "spark"
                    else queries.run_query(target, named, params, memory_limit, relation=True))
@@ -106,9 +118,36 @@ def sql_cmd(
             warnings = []  # a URI: DuckDB cannot read it for the dataset-wide vantage check
         for warning in warnings:
             typer.echo(f"stagelens: warning: {warning}", err=True)
-    text = terminal.render(tbl, format, max_width=max_width or terminal.terminal_width(), max_rows=max_rows)
+    text = terminal.render(tbl, format, max_width=max_width or terminal.terminal_width(), max_rows=max_rows,
+                           whole=max_width is not None)
     terminal.write_out(text)
 
+
+def _prompt_checks(engine: str, shell: str) -> None:
+    """Refuse a prompt the options cannot give, before the dataset is read."""
+    from toolkit import sql_prompt
+
+    if engine != "duckdb":
+        raise fail("the SQL prompt runs on DuckDB; with --engine spark give a query", EXIT_USAGE)
+    if shell not in sql_prompt.SHELLS:
+        raise fail(f"--shell must be one of {', '.join(sql_prompt.SHELLS)}, not {shell!r}", EXIT_USAGE)
+
+
+def _prompt(target: str | Path, setup: str, shell: str, memory_limit: str | None) -> int:
+    """The SQL prompt (toolkit/sql_prompt.py): DuckDB's shell or the Python one; its exit code."""
+    from toolkit import queries, resources, sql_prompt, terminal
+
+    interactive = terminal.is_tty(sys.stdin)
+    binary = sql_prompt.find_duckdb_shell() if shell != "python" else None
+    if shell == "duckdb" and binary is None:
+        raise fail("no DuckDB shell found (pip install duckdb-cli, or put duckdb on PATH); "
+                   "--shell python is the prompt without it", EXIT_USAGE)
+    settings = resources.settings_sql(target, memory_limit)
+    if binary is not None:
+        return sql_prompt.run_duckdb_shell(binary, settings + setup, interactive)
+    con = queries.duck()
+    con.execute(settings + setup)
+    return sql_prompt.python_prompt(con, interactive)
 
 
 def _list_queries(as_json: bool) -> None:

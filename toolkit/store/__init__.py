@@ -36,6 +36,7 @@ from toolkit.store._files import (
     LOCK,
     LOCK_POLL_S,
     MANIFEST,
+    PART_GLOB,
     ROWS_PER_FILE,
     STAGING,
     Notify,
@@ -46,7 +47,7 @@ from toolkit.store.manifest import DatasetDamaged, DatasetError, check_import_en
 from toolkit.store.staging import Staging, writer_options
 
 __all__ = [
-    "CRASH_ENV", "EPOCH", "JOURNAL", "LOCK", "LOCK_POLL_S", "MANIFEST", "ROWS_PER_FILE", "STAGING", "Dataset",
+    "CRASH_ENV", "EPOCH", "JOURNAL", "LOCK", "LOCK_POLL_S", "MANIFEST", "PART_GLOB", "ROWS_PER_FILE", "STAGING", "Dataset",
     "DatasetDamaged", "DatasetError", "Notify", "Staging", "check_import_entry", "check_manifest", "is_part_path",
     "writer_options",
 ]

@@ -47,6 +47,8 @@ _TABLE_RE = "|".join(schema.TABLES)
 
 
 _PART = re.compile(rf"(?P<table>{_TABLE_RE})/date=(?P<day>\d{{4}}-\d{{2}}-\d{{2}})/[A-Za-z0-9][A-Za-z0-9._-]*\.parquet")
+PART_GLOB = "date=[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]/*.parquet"
+"""A table's files under its directory, as a glob DuckDB (and a shell) expands: ``_PART``'s shape."""
 
 
 _IMPORT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
