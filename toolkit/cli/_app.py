@@ -133,8 +133,9 @@ def _out_of_memory(memory_limit: str | None) -> typer.Exit:
 _RUN: dict = {"command": None, "ended": False}
 """The command being run (``resolve_command``) and whether its ending line was written."""
 
-WRITES_DATASET = {"import", "replay", "demo"}
-"""Commands that write a dataset: their ending says it is as it was (imports are atomic)."""
+WRITES_DATASET = {"import", "replay"}
+"""Commands whose last step is an import into the user's dataset: their ending says it is as it was
+(imports are atomic). Not ``demo``: its dataset is its own, and a report follows its import."""
 
 
 def ending(exc: BaseException | None) -> tuple[str, int] | None:
