@@ -18,12 +18,23 @@ A program that imports the library keeps its own settings: nothing here runs on 
   an install without it, which pyarrow and DuckDB both handle; PySpark uses it on the driver
   (Spark Connect's ``mapInArrow``, toolkit/engines/spark_import.py), so
   ``toolkit.engines.spark.session`` lifts the refusal (``allow_pandas``) before it imports PySpark.
+* **SIGINT and SIGTERM recorded, then raised** (``catch_signals``): whatever error DuckDB or a
+  cleanup makes of the interrupt, the command ends saying it was interrupted, exit 130 or 143
+  (toolkit/_endings.py, toolkit/cli/_app.py ``ending``). A signal the process was started with
+  ignored (``nohup``, a background job of a script) stays ignored.
+* **Output to a reader that went away** (``pipe_safe_streams``): ``stagelens report … | head -1``
+  closes the pipe after one line; the rest is discarded and the command keeps its own exit code
+  (3 or 5 under ``--fail-on-regression``), where Python would fail its next write with
+  BrokenPipeError (exit 1). A full disk under ``> file`` names the stream.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib.abc
+import io
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
@@ -65,7 +76,85 @@ def allow_pandas() -> None:
         sys.meta_path.remove(_GATE)
 
 
+def catch_signals() -> None:
+    """SIGINT and SIGTERM through ``toolkit._endings.on_signal`` (module docstring)."""
+    from toolkit._endings import SIGNALS, on_signal
+
+    for s in SIGNALS:
+        if signal.getsignal(s) != signal.SIG_IGN:
+            signal.signal(s, on_signal)
+
+
+class _Out(io.FileIO):
+    """The descriptor under stdout or stderr. A reader that went away (EPIPE): the descriptor is
+    pointed at /dev/null and the write counted as done, so the command runs on to its own exit
+    code. A full disk: the same, after raising the error once, naming the stream (else Python's
+    last flush at exit would raise it again, as a traceback)."""
+
+    label = ""
+
+    def write(self, b):  # type: ignore[no-untyped-def, override]
+        try:
+            return super().write(b)
+        except OSError as e:
+            if e.errno not in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT):
+                raise
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.fileno())
+            os.close(null)
+            if e.errno == errno.EPIPE:
+                return memoryview(b).nbytes
+            raise OSError(e.errno, e.strerror, self.label) from None
+
+
+def _safe(stream: io.TextIOWrapper | None, label: str) -> io.TextIOWrapper | None:
+    """``stream`` again over an ``_Out`` of its descriptor; a terminal (no EPIPE there) or a stream
+    without a descriptor (a test's capture) is kept."""
+    try:
+        if stream is None or stream.isatty():
+            return stream
+        fd = stream.fileno()
+        stream.flush()
+    except (AttributeError, OSError, ValueError):
+        return stream
+    raw = _Out(fd, "w", closefd=False)
+    raw.label = label
+    return io.TextIOWrapper(io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors,
+                            line_buffering=stream.line_buffering, write_through=stream.write_through)
+
+
+def pipe_safe_streams() -> None:
+    """stdout and stderr through ``_Out`` (module docstring)."""
+    sys.stdout = _safe(sys.stdout, "standard output")  # type: ignore[assignment]
+    sys.stderr = _safe(sys.stderr, "standard error")  # type: ignore[assignment]
+
+
+_SET: list[bool] = []
+
+
 def command_process() -> None:
-    """Everything the command sets for its own process, before it runs (``toolkit.cli.main``)."""
+    """Everything the command sets for its own process, before it runs (``toolkit.cli.main``);
+    once (``main`` below sets it before ``toolkit.cli.main`` would)."""
+    if _SET:
+        return
+    _SET.append(True)
     one_blas_thread()
     refuse_pandas()
+    catch_signals()
+    pipe_safe_streams()
+
+
+def main() -> None:
+    """The console script ``stagelens`` (pyproject.toml). The process is set up before the command
+    is loaded (Typer and the commands' modules: 0.2 s), so that a Ctrl-C or SIGTERM in that time
+    ends as one during the command does: one line, 130 or 143, not a KeyboardInterrupt traceback."""
+    command_process()
+    try:
+        from toolkit.cli import main as command
+    except KeyboardInterrupt as e:
+        from toolkit._endings import interrupted
+
+        signum = interrupted() or getattr(e, "signum", signal.SIGINT)
+        print(f"stagelens: {'terminated' if signum == signal.SIGTERM else 'interrupted'}", file=sys.stderr, flush=True)
+        raise SystemExit(128 + signum) from None
+    command()

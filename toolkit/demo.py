@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit import queries
+from toolkit._endings import write_text
 from toolkit._paths import shipped
 from toolkit.ingest import import_traces
 from toolkit.ingest.sources import is_data_file
@@ -44,7 +45,7 @@ def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> Path:
 
     report = build_report(target, filters={"service": DEMO_SERVICE})
     for kind in ("html", "md", "json"):
-        (out_dir / f"report.{kind}").write_text(RENDERERS[kind](report), encoding="utf-8")
+        write_text(out_dir / f"report.{kind}", RENDERERS[kind](report))
     echo(f"\n{report.headline['sentence']}")
     echo(f"\nreport: {out_dir / 'report.html'}  (also report.md, report.json)")
     echo(f"next: stagelens sql {target} \"SELECT * FROM stages LIMIT 5\"")

@@ -308,11 +308,16 @@ def check_params(params: dict[str, object] | None) -> None:
                                  f"valid: {', '.join(valid)}")
 
 
+def spill_dir() -> Path:
+    """Where ``duck()``'s connections spill (a full disk there is named so)."""
+    return Path(tempfile.gettempdir()) / f"stagelens-duckdb-{os.getpid()}"
+
+
 def duck() -> duckdb.DuckDBPyConnection:
     """A DuckDB connection that spills to the system's temporary directory (one per process),
     not to DuckDB's default ``.tmp`` in whatever directory the user runs stagelens from."""
     con = duckdb.connect()
-    con.execute("SET temp_directory = ?", [str(Path(tempfile.gettempdir()) / f"stagelens-duckdb-{os.getpid()}")])
+    con.execute("SET temp_directory = ?", [str(spill_dir())])
     return con
 
 

@@ -10,6 +10,7 @@ imports DuckDB, pyarrow, polars or altair at import time (tests/test_fast_start.
 
 from __future__ import annotations
 
+from toolkit import _endings
 from toolkit._process import BLAS_THREADS, command_process
 
 # isort: off
@@ -17,6 +18,7 @@ from toolkit._process import BLAS_THREADS, command_process
 from toolkit.cli import ingest, query, analyze, live  # noqa: F401
 # isort: on
 from toolkit.cli._app import (
+    _RUN,
     EXIT_CODES,
     EXIT_INPUT,
     EXIT_NOT_COMPARED,
@@ -25,6 +27,7 @@ from toolkit.cli._app import (
     EXIT_USAGE,
     VERBOSITY,
     app,
+    ending,
     fail,
 )
 from toolkit.cli.analyze import compare_cmd, report_cmd
@@ -40,10 +43,19 @@ __all__ = [
 
 
 def main() -> None:
-    """The console script ``stagelens`` and ``python -m toolkit.cli`` (pyproject.toml).
+    """The command: ``python -m toolkit.cli``, and the console script ``stagelens`` once
+    ``toolkit._process.main`` has set the process up (pyproject.toml).
 
     Before any command runs, the process the command owns gets its settings (``toolkit/_process.py``):
-    one OpenBLAS thread, and no pandas (pyarrow would import it, 0.3 CPU s, where it is installed).
-    Set here, not on ``import toolkit``: a program that imports the library keeps its own."""
+    one OpenBLAS thread, no pandas (pyarrow would import it, 0.3 CPU s, where it is installed),
+    SIGINT and SIGTERM recorded, output to a closed pipe discarded. Set here, not on ``import
+    toolkit``: a program that imports the library keeps its own."""
     command_process()
-    app()
+    try:
+        app()
+    except (SystemExit, KeyboardInterrupt) as e:
+        # an interrupt outside any command (while Typer reads the arguments): the same line, once
+        stopped = isinstance(e, KeyboardInterrupt) or _endings.interrupted() is not None
+        if not stopped or _RUN["ended"]:
+            raise
+        raise SystemExit(fail(*ending(e) or ("interrupted", 130)).exit_code) from None

@@ -4,17 +4,24 @@ Click-style help, the global options and the checks run before any work.
 Exit codes: the table ``EXIT_CODES`` below, which ``--help`` prints and docs/command-line.md repeats (a test
 checks all three agree). Errors are one line on stderr naming the file and the reason, never a
 traceback; DuckDB's own hint lines (``Did you mean``, the ``LINE 1: … ^`` pointer) are kept for `sql`.
+
+How any command ends when it cannot finish (``ending``): Ctrl-C or SIGTERM, one line and exit 130
+or 143; a full disk, one line naming the path, exit 4; each whatever error it caused on its way
+out (toolkit/_endings.py), in every command, through ``fail`` and ``_ClickStyleGroup.invoke``.
 """
 
 from __future__ import annotations
 
 import math
+import signal
 import sys
 import types
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from toolkit import _endings
 
 # Fast start: `--help`, `--version` and `schema` import neither DuckDB, pyarrow, polars nor altair
 # (0.15 to 0.5 CPU s each); a command imports what it uses, inside its function
@@ -44,7 +51,32 @@ def _argument_metavar(self, ctx, *, usage: bool = False) -> str:  # type: ignore
 
 class _ClickStyleGroup(typer.core.TyperGroup):
     """Click's usual metavars (TEXT, PATH, FLOAT, INTEGER; an argument by its name) in every
-    command's help instead of Typer's ``<str>``/``<path>``: what users of other Click tools read."""
+    command's help instead of Typer's ``<str>``/``<path>``: what users of other Click tools read.
+    Every command runs through ``invoke``: an interrupt or a full disk ends it with one line."""
+
+    def resolve_command(self, ctx, args):  # type: ignore[no-untyped-def]
+        name, cmd, rest = super().resolve_command(ctx, args)
+        _RUN.update(command=name)
+        return name, cmd, rest
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        """The command; ended by ``ending`` when an interrupt or a full disk stopped it (whatever
+        error that caused), or when it finished after swallowing an interrupt (a reader's failure
+        read as a cue to fall back)."""
+        _endings.reset()
+        _RUN.update(command=None, ended=False)
+        try:
+            try:
+                result = super().invoke(ctx)
+            except BaseException as e:
+                if _RUN["ended"] or (end := ending(e)) is None:
+                    raise
+                raise fail(*end) from None
+            if _endings.interrupted() is not None:
+                raise fail(*ending(None) or ("interrupted", 130))
+            return result
+        finally:
+            _endings.reset()  # a program that runs commands in its process (tests) goes on afresh
 
     def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
         cmd = super().get_command(ctx, cmd_name)
@@ -98,10 +130,48 @@ def _out_of_memory(memory_limit: str | None) -> typer.Exit:
     return fail(describe_out_of_memory(memory_limit), EXIT_INPUT)
 
 
-def fail(message: str, code: int) -> typer.Exit:
+_RUN: dict = {"command": None, "ended": False}
+"""The command being run (``resolve_command``) and whether its ending line was written."""
+
+WRITES_DATASET = {"import", "replay"}
+"""Commands whose last step is an import into the user's dataset: their ending says it is as it was
+(imports are atomic). Not ``demo``: its dataset is its own, and a report follows its import."""
+
+
+def ending(exc: BaseException | None) -> tuple[str, int] | None:
+    """The line and exit code of a command an interrupt or a full disk stopped, or None. The
+    cause is named, never the error it caused: after SIGINT/SIGTERM (``_endings.interrupted``)
+    any error is its consequence (DuckDB's ``Query interrupted``, a result still open), and a
+    no-space error is found behind the errors raised from it (``_endings.no_space``)."""
+    chain = list(_endings._chain(exc))
+    committed = next((n for e in chain for n in getattr(e, "__notes__", ()) if n == _endings.COMMITTED_UNFINISHED), "")
+    state = committed or ("the dataset is as it was" if _RUN["command"] in WRITES_DATASET else "")
+    signum = _endings.interrupted()
+    if signum is None:
+        signum = next((getattr(e, "signum", signal.SIGINT) for e in chain if isinstance(e, KeyboardInterrupt)), None)
+    if signum is not None:
+        note = next((e.note for e in chain if isinstance(e, _endings.Interrupted) and e.note), None)
+        word = "terminated" if signum == signal.SIGTERM else "interrupted"
+        return "; ".join(filter(None, (word, note or state))), 128 + signum
+    if _endings.no_space(exc) is not None:
+        path = _endings.no_space_path(exc) or "a file"
+        return "; ".join(filter(None, (f"{path}: no space left on device", state))), EXIT_INPUT
+    return None
+
+
+def fail(message: str, code: int, *, block: bool = False) -> typer.Exit:
+    """The command's one error line (``block``: DuckDB's hint lines kept, for `sql`), and its exit.
+    Called while an error is handled: when an interrupt or a full disk is behind that error, the
+    line says so instead (``ending``), once, whatever the caller meant to say about it."""
     from toolkit.terminal import clean
 
-    typer.echo(f"stagelens: {clean(message, newlines=False)}", err=True)
+    if (end := ending(sys.exc_info()[1])) is not None:
+        (message, code), block = end, False
+        if _RUN["ended"]:
+            return typer.Exit(code)
+        _RUN["ended"] = True
+        _endings.ignore_signals()  # a second Ctrl-C must not cut the line or add a traceback
+    typer.echo("stagelens: " + (clean(message).strip() if block else clean(message, newlines=False)), err=True)
     return typer.Exit(code)
 
 
@@ -162,6 +232,8 @@ def check_output(path: Path | None, option: str, *, directory: bool = False) -> 
         probe = Path(tempfile.mkdtemp(prefix=".stagelens-probe-", dir=parent))
         probe.rmdir()
     except OSError as e:
+        if _endings.no_space(e):  # named as the output, not as the probe (gone)
+            raise OSError(e.errno, e.strerror, str(path)) from None
         raise fail(f"{option} {path}: cannot write in {parent} ({e.strerror or type(e).__name__})", EXIT_USAGE) from None
 
 

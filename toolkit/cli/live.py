@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from toolkit._endings import write_text
 from toolkit.cli._app import (
     EXIT_INPUT,
     EXIT_USAGE,
@@ -199,9 +200,9 @@ def whatif_cmd(
         raise fail(str(e), e.exit_code) from None
     try:
         if html is not None:
-            html.write_text(render.render_html(result), encoding="utf-8")
+            write_text(html, render.render_html(result))
         if json_out is not None and str(json_out) != "-":
-            json_out.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+            write_text(json_out, json.dumps(result, indent=1, default=str) + "\n")
     except OSError as e:
         raise fail(f"cannot write {e.filename}: {e.strerror}", EXIT_USAGE) from None
     if json_out is not None and str(json_out) == "-":

@@ -107,8 +107,7 @@ def sql_cmd(
         raise _out_of_memory(memory_limit) from None
     except (duckdb.Error, ValueError) as e:
         # the whole block: DuckDB's "Did you mean" and its LINE/caret pointer are the useful part
-        typer.echo("stagelens: " + terminal.clean(str(e)).strip(), err=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        raise fail(str(e), EXIT_USAGE, block=True) from None
     if not VERBOSITY["quiet"]:
         try:
             warnings = queries.mixed_vantage_warnings(target, query or queries.get_query(named or "").body, tbl)

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import duckdb
 
+from toolkit._endings import cleanup, raise_if_interrupted
 from toolkit.importers._common import ImportOptions
 from toolkit.importers.spec import Fast, Importer, Layout
 from toolkit.ingest import duck
@@ -44,21 +45,18 @@ def import_file(
     layout = imp.layout
     tables = layout.tables
     threads = duck.current_threads(con)  # a read that ran out of memory lowers it for the file: restored after
-    try:
+    # the settings are restored however the read ends; a restore that fails never hides why it ended
+    with cleanup(lambda: con.execute(f"SET threads = {threads}")):
         match layout:
             case Layout(reads="document"):
                 con.execute(f"SET memory_limit = '{layout.memory_limit or duck.MEMORY_LIMIT}'")
-                try:
+                with cleanup(lambda: con.execute(f"SET memory_limit = '{duck.MEMORY_LIMIT}'")):
                     document.import_document(con, writer, seen, src, imp, tables, imported_at, res, progress)
-                finally:
-                    con.execute(f"SET memory_limit = '{duck.MEMORY_LIMIT}'")
             case Layout(fast=Fast()) if fast_ok(src, layout.fast, keep_raw) and try_fast(
                     con, writer, seen, src, imp, tables, imported_at, res, progress):
                 pass
             case _:  # any input, and every file the fast reader gave up on
                 lines.import_lines(con, writer, seen, src, imp, tables, keep_raw, batch_rows, res, progress)
-    finally:
-        con.execute(f"SET threads = {threads}")
 
 
 def try_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,
@@ -83,6 +81,7 @@ def try_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: See
             return True
         writer.rollback(mark)
         seen.restore(snapshot)
+        raise_if_interrupted()  # a Ctrl-C DuckDB reported as a failed read: no fallback
         if not (out_of_memory and duck.fewer_threads(con, src)):
             log.info("%s: fast reader gave up (%s); reading it line by line", src.name, why)
             return False

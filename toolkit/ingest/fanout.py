@@ -275,7 +275,7 @@ def import_fanned(
     ds, options = open_dataset(out, fmt, options)
     root = str(Path(ds.root).absolute())
     sources = []
-    with ds.locked(lock_timeout_s):
+    with ds.removed_if_unused(), ds.locked(lock_timeout_s):
         try:
             sources, empty, not_logs = find_inputs(paths, fmt, limits)
             if piped := next((s for s in sources if s.spooled), None):

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from toolkit import __version__, schema
+from toolkit import __version__, _endings, schema
 from toolkit.importers import detect, get_importer
 from toolkit.importers._common import ImportOptions
 from toolkit.importers.spec import Importer
@@ -106,7 +106,7 @@ def import_traces(
     ds, options = open_dataset(out, fmt, options)
     sources: list[Source] = []
     try:
-        with ds.locked(lock_timeout_s):
+        with ds.removed_if_unused(), ds.locked(lock_timeout_s):
             sources, empty, not_logs = find_inputs(paths, fmt, limits)
             plan = []
             for src in sources:
@@ -126,7 +126,9 @@ def import_traces(
             loaded: set[str] = set()
             results: list[FileResult] = []
             seen_hashes: dict[tuple[str, str], str] = {}
-            try:
+            # on any failure the staged files go; what fails while they go never hides why
+            with _endings.cleanup(con.close), _endings.cleanup(lambda: writer.close(discard=True), staging.discard,
+                                                               on_error_only=True):
                 sizes = {(f["size"], f["format"]) for i in ds.manifest()["imports"] for f in i["files"]}
                 for src, imp in plan:
                     if imp is None:
@@ -175,12 +177,6 @@ def import_traces(
                 writer.close()
                 result = commit(staging, out, results, not_logs, imported_at, fmt, options, keep_raw,
                                 max_bad_fraction)
-            except BaseException:
-                writer.close(discard=True)
-                staging.discard()
-                raise
-            finally:
-                con.close()
             return result
     finally:
         for src in sources:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from toolkit._endings import naming
 from toolkit.ingest.streams import BOM, TooLarge, _Decompressor, _LineSafeReader
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -240,10 +241,12 @@ def _spool(stream: io.BufferedIOBase | io.RawIOBase, name: str, spool_dir: Path 
     os.unlink(tmp)
     size = 0
     try:
-        while chunk := stream.read(16 << 20):
-            size += _write_all(fd, chunk)
-            if size > limits.max_content_bytes:
-                raise InputError(f"{name}: more than {limits.max_content_bytes >> 30} GiB (--max-content-gb to raise)")
+        with naming(Path(tmp).parent):  # a full disk names the temporary folder
+            while chunk := stream.read(16 << 20):
+                size += _write_all(fd, chunk)
+                if size > limits.max_content_bytes:
+                    raise InputError(f"{name}: more than {limits.max_content_bytes >> 30} GiB (--max-content-gb "
+                                     "to raise)")
         os.lseek(fd, 0, os.SEEK_SET)
         magic = os.pread(fd, 4, 0)
     except BaseException:

@@ -80,11 +80,16 @@ def _fsync(path: Path, directory: bool = False) -> None:
 def _write_durably(path: Path, text: str) -> None:
     """``path`` holds ``text`` on disk, all or nothing: a fsynced temporary file renamed over it."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temporary left in the dataset
+        with suppress(OSError):
+            tmp.unlink()
+        raise
     _fsync(path.parent, directory=True)
 
 

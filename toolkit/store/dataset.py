@@ -8,11 +8,14 @@ import errno
 import json
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit import schema
+from toolkit._endings import naming
 from toolkit.store._files import LOCK, MANIFEST, STAGING, Notify, _kind, _stderr, _write_durably, is_part_path
 from toolkit.store.journal import _Journal
 from toolkit.store.lock import _Locking
@@ -46,6 +49,8 @@ def _duckdb_kind(t: str) -> str:
 @dataclass
 class Dataset(_Locking, _Journal):
     root: Path
+    created: Path | None = field(default=None, compare=False, repr=False)
+    """The topmost folder ``open(create=True)`` made (the dataset's, or a parent's), if it made one."""
 
     @classmethod
     def open(cls, root: str | Path, create: bool = False, notify: Notify | None = None) -> Dataset:
@@ -53,20 +58,41 @@ class Dataset(_Locking, _Journal):
         finds an interrupted import and the lock free finishes or undoes it first, so it reads what
         the import left committed; with the lock held it reads the manifest as it stands."""
         r = Path(root)
+        created = None
         if not r.exists():
             if not create:
                 raise DatasetError(f"{root}: no such dataset (run `stagelens import ... --out {root}` first)")
+            created = [r, *(p for p in r.parents if not p.exists())][-1]
             r.mkdir(parents=True)
         elif not r.is_dir():
             raise DatasetError(f"{root}: not a directory")
         elif not create and not os.path.lexists(r / MANIFEST):
             raise DatasetError(f"{root}: not a stagelens dataset (no {MANIFEST})")
-        ds = cls(r)
+        ds = cls(r, created)
         ds.check_layout()
         if not create:
             ds._recover_if_free(notify or _stderr)
         ds.manifest()
         return ds
+
+    @contextmanager
+    def removed_if_unused(self) -> Iterator[None]:
+        """The folders ``open(create=True)`` made are removed again when the block leaves them empty:
+        an import that was refused (a wrong header, a missing input) or interrupted leaves no folder
+        behind, which a later command would take for a broken dataset. Enter it before the lock: the
+        lock file goes when the lock is let go, and a folder another process wrote in stays."""
+        try:
+            yield
+        finally:
+            d = self.root
+            while self.created is not None:
+                try:
+                    d.rmdir()
+                except OSError:  # not empty: in use
+                    break
+                if d == self.created:
+                    break
+                d = d.parent
 
     def check_layout(self) -> None:
         """The dataset's own entries are what stagelens makes: regular files and directories, no links."""
@@ -108,7 +134,8 @@ class Dataset(_Locking, _Journal):
         return check_manifest(data, p)
 
     def _write_manifest(self, manifest: dict) -> None:
-        _write_durably(self.root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=False))
+        with naming(self.root):  # a full disk names the dataset (recovery writes it too)
+            _write_durably(self.root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=False))
 
     def imported_file(self, digest: str, fmt: str) -> dict | None:
         """The manifest entry of an earlier import of the same bytes in the same format."""

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit import schema
+from toolkit import _endings, schema
 
 if TYPE_CHECKING:  # imported where a table is written: reading a dataset's views needs no pyarrow (fast start)
     import pyarrow as pa
@@ -94,7 +95,8 @@ class Staging:
             part = rows.filter(pc.equal(dates, day)) if len(days) > 1 else rows
             # days come as 'YYYY-MM-DD' or as whole days since the epoch (cheaper to compute per row)
             name = day if isinstance(day, str) else (EPOCH + timedelta(days=day)).strftime("%Y-%m-%d")
-            self._writer(table_name, name, target, part.num_rows).write_table(part)
+            with _endings.naming(self.dataset.root):  # pyarrow's error names no file
+                self._writer(table_name, name, target, part.num_rows).write_table(part)
 
     def mark(self) -> int:
         """A point to roll back to: later rows go to new files (see ``rollback``)."""
@@ -145,14 +147,19 @@ class Staging:
         return w
 
     def close_writers(self) -> None:
-        for w, _, _ in self._writers.values():
-            w.close()
+        """Close every open file (a footer is written: a full disk fails here too); all are closed
+        and forgotten whatever one of them raised, and the first error propagates."""
+        writers = [w for w, _, _ in self._writers.values()]
         self._writers.clear()
+        with _endings.naming(self.dataset.root), _endings.cleanup(*(w.close for w in writers)):
+            pass
 
     def discard(self) -> None:
         """Drop an unfinished import. Once COMMIT is written the import happened: the journal
-        stays for ``Dataset.recover`` to finish, whatever failed after it."""
-        self.close_writers()
+        stays for ``Dataset.recover`` to finish, whatever failed after it. Its files are deleted
+        however they close (a full disk fails a footer)."""
+        with suppress(Exception):  # the files go: how they closed does not matter
+            self.close_writers()
         if (self.dir / JOURNAL).exists():
             return
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -164,7 +171,17 @@ class Staging:
         Order, each step durable before the next: the parts and their folders fsynced; the journal
         written, fsynced and renamed into place (the import has happened from here on); the moves
         and the manifest (``Dataset._apply``); the staging folder removed. ``_crash_point`` names
-        the steps for the kill -9 tests."""
+        the steps for the kill -9 tests.
+
+        An interrupt (SIGINT, SIGTERM) received before is raised instead of committing (one that
+        DuckDB turned into another error a reader fell back on); one that arrives from the journal
+        on is held until the commit is done, so that the dataset is the one the user is told of. A
+        full disk names the dataset."""
+        _endings.raise_if_interrupted()
+        with _endings.naming(self.dataset.root):
+            return self._publish(manifest_entry)
+
+    def _publish(self, manifest_entry: dict) -> list[str]:
         self.close_writers()
         self.dir.mkdir(parents=True, exist_ok=True)
         dirs = {self.dir}
@@ -178,10 +195,16 @@ class Staging:
         manifest_entry = {**manifest_entry, "import_id": self.import_id, "outputs": [m[1] for m in moves]}
         text = json.dumps({"moves": moves, "manifest_entry": manifest_entry})
         _crash_point("before-journal")
-        _write_durably(self.dir / JOURNAL, text)
-        _crash_point("after-journal")
-        self.dataset._apply(self.dataset._read_journal(self.dir / JOURNAL))
-        _crash_point("after-manifest")
-        shutil.rmtree(self.dir, ignore_errors=True)
-        _remove_if_empty(self.dir.parent)
+        with _endings.deferred_signals(_endings.COMMITTED):
+            try:
+                _write_durably(self.dir / JOURNAL, text)
+                _crash_point("after-journal")
+                self.dataset._apply(self.dataset._read_journal(self.dir / JOURNAL))
+            except Exception as e:
+                if (self.dir / JOURNAL).exists():  # the import happened: the next command on the dataset finishes it
+                    e.add_note(_endings.COMMITTED_UNFINISHED)
+                raise
+            _crash_point("after-manifest")
+            shutil.rmtree(self.dir, ignore_errors=True)
+            _remove_if_empty(self.dir.parent)
         return [m[1] for m in moves]

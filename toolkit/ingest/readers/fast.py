@@ -4,7 +4,9 @@ Arrow stream."""
 
 from __future__ import annotations
 
+import errno
 import itertools
+import os
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
@@ -14,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from toolkit._endings import cleanup, no_space, raise_if_interrupted
 from toolkit.importers._common import duck_type
 from toolkit.importers.spec import FastInput, Importer, JsonColumns, JsonValues, OwnRecords
 from toolkit.ingest.arrow import from_numpy
@@ -23,6 +26,7 @@ from toolkit.ingest.seen import SeenSet
 from toolkit.ingest.sources import Source
 from toolkit.ingest.split import WRITE_ROWS, Constants, fast_output_sql, split_batch, with_checks
 from toolkit.ingest.writer import BackgroundWriter
+from toolkit.queries import spill_dir
 
 GATHER_ROWS = 100_000  # the fast reader's small batches are gathered to this many rows first (bounds RSS)
 
@@ -98,7 +102,8 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
     if not document and "spans" in tables and fast is not None and fast.nested_spans:
         nested = NestedSpans(con.cursor(), imp, src.name)
         tables = [t for t in tables if t != "spans"]
-    try:
+    # cleanup that fails (a DuckDB result still open after an interrupt or a full disk) never hides why
+    with cleanup(lambda: end_fast(con, document, nested)):
         for table in tables:
             last = first
             cand = imp.layout.sql(table) if document else imp.layout.fast_sql(table)
@@ -125,15 +130,19 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
                         progress(src.name, last)
             if not document and last != src.lines:
                 return None
-    finally:
-        con.execute("SET preserve_insertion_order = false")
-        if not document:
-            drop_views(con)
-        if nested:
-            nested.cur.close()
     counts["quarantined"] = sum(reasons.values())
     counts["by_reason"] = dict(reasons)  # type: ignore[assignment]
     return counts
+
+
+def end_fast(con: duckdb.DuckDBPyConnection, document: bool, nested: NestedSpans | None) -> None:
+    """What the fast reader undoes when it ends, however it ends: the stream's order, its view,
+    the cursor of nested spans."""
+    con.execute("SET preserve_insertion_order = false")
+    if not document:
+        drop_views(con)
+    if nested:
+        nested.cur.close()
 
 
 def drop_views(con: duckdb.DuckDBPyConnection) -> None:
@@ -182,6 +191,9 @@ def stream(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
         except StopIteration:
             return
         except OSError as e:  # the class, and whether it is DuckDB's buffer pool, are all that is kept
+            raise_if_interrupted()  # DuckDB's stream ended by Ctrl-C: no fallback
+            if no_space(e):  # the only file a read writes is DuckDB's spill
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(spill_dir())) from None
             if "Out of Memory Error" in str(e):
                 raise ReaderOutOfMemory from None
             raise FastReaderGaveUp from None
