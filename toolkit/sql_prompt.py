@@ -238,6 +238,10 @@ def python_prompt(con: duckdb.DuckDBPyConnection, interactive: bool, stdin: IO[s
         out.write("stagelens SQL prompt (DuckDB " + _duckdb_version() + "): every view is set up. "
                   ".help for help, .quit or Ctrl-D to leave.\n")
     failed, buffer = False, ""
+    # At a terminal Ctrl-C belongs to the prompt (it drops a statement or stops a query, and the
+    # prompt goes on), not to the command's handler (toolkit/_endings.py), which records it as the
+    # command's ending (exit 130); piped SQL keeps the command's handler.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler) if interactive else None
     try:
         while True:
             try:
@@ -268,6 +272,8 @@ def python_prompt(con: duckdb.DuckDBPyConnection, interactive: bool, stdin: IO[s
         if buffer.strip():  # the last statement of a script may lack its ';'
             failed |= not _run(con, buffer, out, terminal.terminal_width())
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         if history is not None:
             import readline
 
