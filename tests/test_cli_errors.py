@@ -34,13 +34,24 @@ def one_line(res, code: int) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("option", ["--html", "--json", "--md"])
-def test_report_output_in_a_missing_folder_fails_at_once(ds: Path, option: str) -> None:
+def test_report_output_that_cannot_be_written_fails_at_once(ds: Path, tmp_path: Path, option: str) -> None:
     runner.invoke(app, ["report", str(ds), "--window", "x"])  # imports warmed: the time below is the check's
     t0 = time.perf_counter()
-    res = runner.invoke(app, ["report", str(ds), option, "/nonexistent/dir/r.out"])
+    res = runner.invoke(app, ["report", str(ds), option, "/proc/nope/r.out"])
     elapsed = time.perf_counter() - t0
-    assert one_line(res, 2) == f"stagelens: {option} /nonexistent/dir/r.out: folder /nonexistent/dir does not exist"
+    assert one_line(res, 2).startswith(f"stagelens: {option} /proc/nope/r.out: cannot write in /proc (")
     assert elapsed < 1.0, elapsed
+    (tmp_path / "file").write_text("")
+    res = runner.invoke(app, ["report", str(ds), option, str(tmp_path / "file" / "r.out")])
+    assert one_line(res, 2) == f"stagelens: {option} {tmp_path}/file/r.out: {tmp_path}/file is a file, not a folder"
+
+
+@pytest.mark.parametrize("option", ["--html", "--json", "--md"])
+def test_report_output_in_a_missing_folder_creates_it(ds: Path, tmp_path: Path, option: str) -> None:
+    target = tmp_path / "new" / "deeper" / "r.out"
+    res = runner.invoke(app, ["report", str(ds), option, str(target)])
+    assert res.exit_code == 0, res.output
+    assert target.stat().st_size > 100
 
 
 def test_report_output_that_is_a_directory(ds: Path, tmp_path: Path) -> None:
@@ -48,9 +59,21 @@ def test_report_output_that_is_a_directory(ds: Path, tmp_path: Path) -> None:
     assert one_line(res, 2).endswith(": is a directory; give a file name")
 
 
-def test_compare_html_in_a_missing_folder(ds: Path) -> None:
-    res = runner.invoke(app, ["compare", str(ds), str(ds), "--html", "/nonexistent/c.html"])
-    assert "folder /nonexistent does not exist" in one_line(res, 2)
+def test_compare_output_folders(ds: Path, tmp_path: Path) -> None:
+    res = runner.invoke(app, ["compare", str(ds), str(ds), "--html", "/proc/nope/c.html"])
+    assert one_line(res, 2).startswith("stagelens: --html /proc/nope/c.html: cannot write in /proc (")
+    res = runner.invoke(app, ["compare", str(ds), str(ds), "--html", str(tmp_path / "n" / "c.html"),
+                              "--md", str(tmp_path / "m" / "c.md")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "n" / "c.html").read_text().startswith("<!DOCTYPE html>")
+    assert (tmp_path / "m" / "c.md").read_text().startswith("**stagelens compare**")
+
+
+def test_help_states_the_output_path_rule() -> None:
+    help_text = runner.invoke(app, ["--help"], terminal_width=100).stdout
+    for line in cli._app.OUTPUT_PATHS.splitlines():
+        assert f"  {line}\n" in help_text
+    assert "missing folders are created" in (ROOT / "docs" / "command-line.md").read_text()
 
 
 def test_import_out_that_cannot_be_created(tmp_path: Path) -> None:

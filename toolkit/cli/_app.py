@@ -29,6 +29,9 @@ EXIT_CODES: dict[int, str] = {
     EXIT_NOT_COMPARED: "nothing could be compared (with --fail-on-regression)",
 }
 """One table for every command (README "Exit codes" = ``stagelens --help`` = this)."""
+OUTPUT_PATHS = ("Output paths (--out, --html, --md, --json): missing folders are created; a path that cannot\n"
+                "be written (a file in the way, no permission, a read-only disk) is exit 2, before any work.")
+"""The rule for every path a command writes (docs/command-line.md "Output paths" says it too)."""
 
 _METAVARS = {"str": "TEXT", "text": "TEXT", "path": "PATH", "posixpath": "PATH", "float": "FLOAT", "int": "INTEGER",
              "integer": "INTEGER"}
@@ -66,7 +69,8 @@ app = typer.Typer(
     name="stagelens",
     cls=_ClickStyleGroup,
     help="Split LLM-service latency into stages from production logs; find busy periods; attribute regressions.",
-    epilog="\b\nExit codes:\n" + "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items()),  # \b: not rewrapped
+    epilog="\b\nExit codes:\n" + "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items())  # \b: not rewrapped
+    + "\n\n\b\n" + OUTPUT_PATHS,
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
@@ -142,7 +146,9 @@ def parse_params(items: list[str] | None) -> dict[str, object]:
 
 def check_output(path: Path | None, option: str, *, directory: bool = False) -> None:
     """Refuse an output path that cannot be written, before any work (a report computed for a
-    minute and then lost to a missing folder is the failure this prevents). ``-`` is stdout."""
+    minute and then lost to a read-only folder is the failure this prevents). A folder that does
+    not exist yet is not a reason: ``write_output`` creates it, as ``import --out`` creates its
+    dataset's folders. ``-`` is stdout."""
     import tempfile
 
     if path is None or (str(path) == "-" and not directory):
@@ -154,15 +160,19 @@ def check_output(path: Path | None, option: str, *, directory: bool = False) -> 
         raise fail(f"{option} {path}: is a directory; give a file name", EXIT_USAGE)
     else:
         parent = next((p for p in target.parents if p.exists()), Path("/"))
-        if not directory and parent != target.parent:
-            raise fail(f"{option} {path}: folder {target.parent} does not exist", EXIT_USAGE)
     if not parent.is_dir():
-        raise fail(f"{option} {path}: {parent} is not a folder", EXIT_USAGE)
+        raise fail(f"{option} {path}: {parent} is a file, not a folder", EXIT_USAGE)
     try:  # a real probe: permissions alone say yes to root in /proc or on a read-only mount
         probe = Path(tempfile.mkdtemp(prefix=".stagelens-probe-", dir=parent))
         probe.rmdir()
     except OSError as e:
         raise fail(f"{option} {path}: cannot write in {parent} ({e.strerror or type(e).__name__})", EXIT_USAGE) from None
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write one output file, creating the folders it needs (``check_output`` said they can be)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
 def check_window(text: str | None, option: str = "--window") -> None:

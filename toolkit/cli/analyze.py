@@ -27,6 +27,7 @@ from toolkit.cli._app import (
     dataset_arg,
     fail,
     show_progress,
+    write_output,
 )
 
 
@@ -125,7 +126,7 @@ def report_cmd(
 
             write_out(text if text.endswith("\n") else text + "\n")  # cleaned on a terminal
         else:
-            target.write_text(text, encoding="utf-8")
+            write_output(target, text)
     if not quiet:
         from toolkit.terminal import print_report
 
@@ -194,9 +195,9 @@ def compare_cmd(
     except duckdb.OutOfMemoryException:
         raise _out_of_memory(memory_limit) from None
     if md:
-        md.write_text(render_md(result), encoding="utf-8")
+        write_output(md, render_md(result))
     if html:
-        html.write_text(render_html(result), encoding="utf-8")
+        write_output(html, render_html(result))
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:

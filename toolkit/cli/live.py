@@ -18,6 +18,7 @@ from toolkit.cli._app import (
     check_window,
     fail,
     show_progress,
+    write_output,
 )
 
 
@@ -184,6 +185,8 @@ def whatif_cmd(
 
     lists = (numbers("--replicas", replicas, int), numbers("--max-num-seqs", max_num_seqs, int),
              numbers("--rate-scale", rate_scale, float))
+    check_output(json_out, "--json")
+    check_output(html, "--html")
     if arrivals_window and arrivals is None:
         raise fail("--arrivals-window goes with --arrivals DATASET", EXIT_USAGE)
     try:
@@ -199,9 +202,9 @@ def whatif_cmd(
         raise fail(str(e), e.exit_code) from None
     try:
         if html is not None:
-            html.write_text(render.render_html(result), encoding="utf-8")
+            write_output(html, render.render_html(result))
         if json_out is not None and str(json_out) != "-":
-            json_out.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+            write_output(json_out, json.dumps(result, indent=1, default=str) + "\n")
     except OSError as e:
         raise fail(f"cannot write {e.filename}: {e.strerror}", EXIT_USAGE) from None
     if json_out is not None and str(json_out) == "-":
