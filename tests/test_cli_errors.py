@@ -195,6 +195,25 @@ def test_quiet_hides_the_sql_warning(ds: Path) -> None:
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == loud.stdout
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_quiet_before_or_after_the_command(ds: Path, tmp_path: Path, where: str) -> None:
+    """-q goes before the command or after it; import then prints its total line only."""
+    logs = [str(ROOT / "sample_traces" / "vllm"), str(ROOT / "sample_traces" / "tgi")]
+    args = ["import", *logs, "--out", str(tmp_path / "d")]
+    res = runner.invoke(app, ["-q", *args] if where == "before" else [*args, "-q"])
+    assert res.exit_code == 0 and res.stderr == "", res.output
+    assert res.stdout == f"total: read 2504 = imported 2504 + quarantined 0 + duplicates 0  ->  {tmp_path / 'd'}\n"
+    loud = runner.invoke(app, ["import", *logs, "--out", str(tmp_path / "e")])
+    assert len(loud.stdout.splitlines()) == 5 and loud.stdout.endswith(res.stdout.replace("/d\n", "/e\n"))
+    mixed = [*ROWS[:2], {"request_id": "c", "model": "m", "vantage": "client", "ts_arrival": ms(0),
+                         "ts_first_token": ms(300), "ts_end": ms(1000), "output_tokens": 5}]
+    d = make_dataset(tmp_path / "mixed", mixed)
+    quiet = runner.invoke(app, ["sql", str(d), "SELECT avg(ttft_ms) FROM stages", "-q"])
+    assert quiet.exit_code == 0 and quiet.stderr == "", quiet.output
+    again = runner.invoke(app, ["sql", str(d), "SELECT avg(ttft_ms) FROM stages"])
+    assert "warning" in again.stderr  # -q does not stick to the next run in the same process
+
+
 def test_keep_raw_given_a_value_says_it_is_a_flag(tmp_path: Path) -> None:
     res = runner.invoke(app, ["import", str(ROOT / "sample_traces" / "vllm"), "--keep-raw", "true",
                               "--out", str(tmp_path / "d")])

@@ -51,6 +51,8 @@ class _ClickStyleGroup(typer.core.TyperGroup):
 
     def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
         cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None and not any(p.name in VERBOSITY for p in cmd.params):
+            cmd.params.extend(_verbosity_options())
         for p in getattr(cmd, "params", []):
             if p.metavar is not None or getattr(p, "is_flag", False):
                 continue
@@ -63,6 +65,22 @@ class _ClickStyleGroup(typer.core.TyperGroup):
                     kind = getattr(getattr(annotation, "__args__", (annotation,))[0], "__name__", "str")
                 p.metavar = _METAVARS.get(kind.lower(), "TEXT")
         return cmd
+
+
+QUIET_HELP = "Only the result and errors: no progress, no per-file lines, no notes or warnings on stderr."
+VERBOSE_HELP = "More detail on stderr (report: each phase and when it began)."
+
+
+def _verbosity_options() -> list:  # type: ignore[type-arg]
+    """``-q``/``-v`` after the command as well (``stagelens import -q …``): the same switches as the
+    global ones, added to every command. They only turn a switch on, so ``-q import`` still holds."""
+    def turn_on(ctx, param, value):  # type: ignore[no-untyped-def]
+        if value:
+            VERBOSITY[param.name] = True
+
+    return [typer.core.TyperOption(param_decls=names, is_flag=True, default=False, expose_value=False,
+                                   callback=turn_on, help=text)
+            for names, text in ((["--quiet", "-q"], QUIET_HELP), (["--verbose", "-v"], VERBOSE_HELP))]
 
 
 app = typer.Typer(
@@ -79,7 +97,7 @@ app = typer.Typer(
 )
 
 VERBOSITY = {"quiet": False, "verbose": False}
-"""Set by the global --quiet/--verbose (``stagelens -q import …``)."""
+"""Set by --quiet/--verbose, before the command (``stagelens -q import …``) or after it (``import -q``)."""
 MemoryLimit = Annotated[str | None, typer.Option(
     "--memory-limit", help="DuckDB's memory limit, e.g. 8GB or 60% (default: STAGELENS_MEMORY_LIMIT, else 60% "
     "of memory); beyond it queries spill to a folder inside the dataset.")]
@@ -121,9 +139,8 @@ def _version(value: bool) -> None:
 def _options(
     version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no notes on stderr; errors still.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr (report: each phase and "
-                                          "when it began).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
 ) -> None:
     """Split LLM-service latency into stages from production logs; find busy periods; attribute regressions."""
     VERBOSITY.update(quiet=quiet, verbose=verbose)
