@@ -3,6 +3,7 @@ table (toolkit/cli/_app.py EXIT_CODES = ``--help`` = the README), checked before
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -67,6 +68,29 @@ def test_compare_output_folders(ds: Path, tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert (tmp_path / "n" / "c.html").read_text().startswith("<!DOCTYPE html>")
     assert (tmp_path / "m" / "c.md").read_text().startswith("**stagelens compare**")
+
+
+@pytest.mark.parametrize("command, options", [
+    (["report", "{ds}", "--md", "-", "--json", "-"], "--md and --json would both"),
+    (["report", "{ds}", "--html", "-", "--md", "-", "--json", "-"], "--html, --md and --json would all"),
+    (["compare", "{ds}", "{ds}", "--md", "-", "--json"], "--md and --json would both"),
+    (["compare", "{ds}", "{ds}", "--md", "-", "--html", "-"], "--md and --html would both"),
+])
+def test_two_outputs_to_stdout_are_refused(ds: Path, command: list[str], options: str) -> None:
+    res = runner.invoke(app, [a.format(ds=ds) for a in command])
+    assert one_line(res, 2) == (f"stagelens: {options} write to stdout, one after the other; give all but one of "
+                                "them a file name")
+    assert res.stdout == ""
+
+
+def test_one_output_to_stdout_is_that_output_alone(ds: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # `--md -` once wrote a file named "-" here
+    res = runner.invoke(app, ["report", str(ds), "--json", "-", "--md", str(tmp_path / "r.md")])
+    assert res.exit_code == 0 and json.loads(res.stdout)["attribution"] is not None
+    assert runner.invoke(app, ["compare", str(ds), str(ds), "--md", str(tmp_path / "c.md")]).exit_code == 0
+    res = runner.invoke(app, ["compare", str(ds), str(ds), "--md", "-"])
+    assert res.exit_code == 0 and res.stdout == (tmp_path / "c.md").read_text()  # no terminal summary around it
+    assert not (tmp_path / "-").exists()
 
 
 def test_help_states_the_output_path_rule() -> None:

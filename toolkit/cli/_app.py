@@ -186,8 +186,29 @@ def check_output(path: Path | None, option: str, *, directory: bool = False) -> 
         raise fail(f"{option} {path}: cannot write in {parent} ({e.strerror or type(e).__name__})", EXIT_USAGE) from None
 
 
+def check_outputs(*outputs: tuple[Path | None, str], stdout: str | None = None) -> bool:
+    """``check_output`` for each (path, option), and at most one output to stdout (``-``, or a flag
+    such as ``compare --json``, named in ``stdout``): two would arrive one after the other, with
+    nothing to say where one ends, and no reader could take either. True when one goes to stdout
+    (then the terminal summary stays off it)."""
+    to_stdout = [option for path, option in outputs if path is not None and str(path) == "-"]
+    to_stdout += [stdout] if stdout else []
+    if len(to_stdout) > 1:
+        raise fail(f"{', '.join(to_stdout[:-1])} and {to_stdout[-1]} would {'both' if len(to_stdout) == 2 else 'all'} "
+                   "write to stdout, one after the other; give all but one of them a file name", EXIT_USAGE)
+    for path, option in outputs:
+        check_output(path, option)
+    return bool(to_stdout)
+
+
 def write_output(path: Path, text: str) -> None:
-    """Write one output file, creating the folders it needs (``check_output`` said they can be)."""
+    """Write one output: ``-`` to stdout, else a file, creating the folders it needs
+    (``check_output`` said they can be)."""
+    if str(path) == "-":
+        from toolkit.terminal import write_out
+
+        write_out(text if text.endswith("\n") else text + "\n")  # cleaned on a terminal
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
 
