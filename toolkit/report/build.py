@@ -451,7 +451,9 @@ def _consistency_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
             seen[str(text)] = seen.get(str(text), 0) + 1
     out = [t if n == 1 else f"{t} ({n} findings)" for t, n in list(seen.items())[:5]]
     if len(seen) > 5:
-        out.append(f"… and {len(seen) - 5} more kinds of consistency finding (SELECT * FROM consistency).")
+        more = len(seen) - 5
+        out.append(f"… and {more} more kind{'s' if more > 1 else ''} of consistency finding{'s' if more > 1 else ''} "
+                   "(SELECT * FROM consistency).")
     return out
 
 
