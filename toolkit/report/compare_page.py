@@ -16,12 +16,13 @@ SIDE_COLOURS = {"a": "#1f6feb", "b": "#d9480f"}
 
 
 def side_names(result: dict) -> dict[str, str]:
-    """``A: production``, ``B: staging``: each side by its dataset's folder name (or its filter)."""
+    """``A: production``, ``B: staging``: each side by its dataset's folder name, or its whole
+    filter (never cut: ``service <`` of ``service <> 'x'`` says something else)."""
     out = {}
     for side in ("a", "b"):
         label = str(result[side]["label"])
         short = label.rstrip("/").rsplit("/", 1)[-1] if "/" in label and " " not in label else label
-        out[side] = f"{side.upper()}: {short[:60]}"
+        out[side] = f"{side.upper()}: {short}"
     return out
 
 
