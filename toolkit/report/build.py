@@ -233,7 +233,14 @@ def build_report(
     attribution: list[dict] = []
     context = _context(kind, busy, cur, base)
     reason = None
-    if kind == "busy-vs-quiet" and not busy:
+    traces = _without_latency([cur, base], filt, fparams)
+    if traces:
+        reason = (f"the records hold no latency: {traces} gives arrival times and token counts only (a workload "
+                  "trace), so there is no time to compare; replay it against a server to measure one (stagelens "
+                  "replay)")
+        warnings.append(f"No latency in the records: {traces} is a workload trace (arrivals and token counts); "
+                        "nothing is compared (stagelens replay sends it to a server and records what it took).")
+    elif kind == "busy-vs-quiet" and not busy:
         reason = ("no busy period was found: load stayed near its median, so there is no busy time to compare "
                   "with quiet time (use --window/--baseline-window or --baseline)")
         warnings.append("No busy period found: load stayed near its median, so there is nothing to compare "
@@ -429,6 +436,23 @@ def _context(kind: str, busy: list[dict], cur: Selection, base: Selection) -> st
         return d["dataset"] + (f" {span(w[0]['start'], w[0]['end'], True)} UTC" if w else "")
 
     return f"{side(cur.description)} vs baseline {side(base.description)}"
+
+
+def _without_latency(sides: list[Selection], filt: str, fparams: dict) -> str | None:
+    """The formats of a dataset none of whose selected records holds a latency (no first token, an
+    end at its arrival): workload traces such as Azure's or Mooncake's, whose arrivals and token
+    counts are for replaying, not for measuring. None when any record on any side has one: then
+    "nothing compared" has the usual reasons (no busy period, too few requests)."""
+    formats: set[str] = set()
+    for c in {id(s.con): s.con for s in sides}.values():
+        found, timed = c.execute(
+            f"""SELECT list(DISTINCT source_format ORDER BY source_format),
+                       count_if(ttft_ms IS NOT NULL OR e2e_ms > 0)
+                FROM stages WHERE {filt}""", fparams).fetchone()
+        if timed:
+            return None
+        formats |= set(found or [])
+    return ", ".join(sorted(formats)) or None
 
 
 def _composite_warnings(attribution: list[dict]) -> list[str]:
