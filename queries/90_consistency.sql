@@ -99,7 +99,9 @@ SELECT 'derived-boundaries', 'info', source_format, NULL, NULL, derived_rows, NU
 FROM per_format WHERE derived_rows > 0
 UNION ALL
 SELECT 'clock-skew', 'info', source_format, NULL, NULL, skewed_rows, max_skew_ms,
-       'derived boundaries shifted to fit between read ones (largest shift ' || round(max_skew_ms, 1) || ' ms)'
+       'derived boundaries shifted to fit between read ones (largest shift '
+       || CASE WHEN max_skew_ms >= 1 THEN round(max_skew_ms, 1) || ' ms'
+               ELSE CAST(round(max_skew_ms * 1000) AS BIGINT) || ' µs' END || ')'
 FROM per_format WHERE skewed_rows > 0
 UNION ALL
 SELECT 'not-counted', 'info', source_format, NULL, NULL, not_counted_rows, NULL,

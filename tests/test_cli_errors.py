@@ -3,6 +3,7 @@ table (toolkit/cli/_app.py EXIT_CODES = ``--help`` = docs/command-line.md), chec
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -34,13 +35,24 @@ def one_line(res, code: int) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("option", ["--html", "--json", "--md"])
-def test_report_output_in_a_missing_folder_fails_at_once(ds: Path, option: str) -> None:
+def test_report_output_that_cannot_be_written_fails_at_once(ds: Path, tmp_path: Path, option: str) -> None:
     runner.invoke(app, ["report", str(ds), "--window", "x"])  # imports warmed: the time below is the check's
     t0 = time.perf_counter()
-    res = runner.invoke(app, ["report", str(ds), option, "/nonexistent/dir/r.out"])
+    res = runner.invoke(app, ["report", str(ds), option, "/proc/nope/r.out"])
     elapsed = time.perf_counter() - t0
-    assert one_line(res, 2) == f"stagelens: {option} /nonexistent/dir/r.out: folder /nonexistent/dir does not exist"
+    assert one_line(res, 2).startswith(f"stagelens: {option} /proc/nope/r.out: cannot write in /proc (")
     assert elapsed < 1.0, elapsed
+    (tmp_path / "file").write_text("")
+    res = runner.invoke(app, ["report", str(ds), option, str(tmp_path / "file" / "r.out")])
+    assert one_line(res, 2) == f"stagelens: {option} {tmp_path}/file/r.out: {tmp_path}/file is a file, not a folder"
+
+
+@pytest.mark.parametrize("option", ["--html", "--json", "--md"])
+def test_report_output_in_a_missing_folder_creates_it(ds: Path, tmp_path: Path, option: str) -> None:
+    target = tmp_path / "new" / "deeper" / "r.out"
+    res = runner.invoke(app, ["report", str(ds), option, str(target)])
+    assert res.exit_code == 0, res.output
+    assert target.stat().st_size > 100
 
 
 def test_report_output_that_is_a_directory(ds: Path, tmp_path: Path) -> None:
@@ -48,9 +60,44 @@ def test_report_output_that_is_a_directory(ds: Path, tmp_path: Path) -> None:
     assert one_line(res, 2).endswith(": is a directory; give a file name")
 
 
-def test_compare_html_in_a_missing_folder(ds: Path) -> None:
-    res = runner.invoke(app, ["compare", str(ds), str(ds), "--html", "/nonexistent/c.html"])
-    assert "folder /nonexistent does not exist" in one_line(res, 2)
+def test_compare_output_folders(ds: Path, tmp_path: Path) -> None:
+    res = runner.invoke(app, ["compare", str(ds), str(ds), "--html", "/proc/nope/c.html"])
+    assert one_line(res, 2).startswith("stagelens: --html /proc/nope/c.html: cannot write in /proc (")
+    res = runner.invoke(app, ["compare", str(ds), str(ds), "--html", str(tmp_path / "n" / "c.html"),
+                              "--md", str(tmp_path / "m" / "c.md")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "n" / "c.html").read_text().startswith("<!DOCTYPE html>")
+    assert (tmp_path / "m" / "c.md").read_text().startswith("**stagelens compare**")
+
+
+@pytest.mark.parametrize("command, options", [
+    (["report", "{ds}", "--md", "-", "--json", "-"], "--md and --json would both"),
+    (["report", "{ds}", "--html", "-", "--md", "-", "--json", "-"], "--html, --md and --json would all"),
+    (["compare", "{ds}", "{ds}", "--md", "-", "--json"], "--md and --json would both"),
+    (["compare", "{ds}", "{ds}", "--md", "-", "--html", "-"], "--md and --html would both"),
+])
+def test_two_outputs_to_stdout_are_refused(ds: Path, command: list[str], options: str) -> None:
+    res = runner.invoke(app, [a.format(ds=ds) for a in command])
+    assert one_line(res, 2) == (f"stagelens: {options} write to stdout, one after the other; give all but one of "
+                                "them a file name")
+    assert res.stdout == ""
+
+
+def test_one_output_to_stdout_is_that_output_alone(ds: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # `--md -` once wrote a file named "-" here
+    res = runner.invoke(app, ["report", str(ds), "--json", "-", "--md", str(tmp_path / "r.md")])
+    assert res.exit_code == 0 and json.loads(res.stdout)["attribution"] is not None
+    assert runner.invoke(app, ["compare", str(ds), str(ds), "--md", str(tmp_path / "c.md")]).exit_code == 0
+    res = runner.invoke(app, ["compare", str(ds), str(ds), "--md", "-"])
+    assert res.exit_code == 0 and res.stdout == (tmp_path / "c.md").read_text()  # no terminal summary around it
+    assert not (tmp_path / "-").exists()
+
+
+def test_help_states_the_output_path_rule() -> None:
+    help_text = runner.invoke(app, ["--help"], terminal_width=100).stdout
+    for line in cli._app.OUTPUT_PATHS.splitlines():
+        assert f"  {line}\n" in help_text
+    assert "missing folders are created" in (ROOT / "docs" / "command-line.md").read_text()
 
 
 def test_import_out_that_cannot_be_created(tmp_path: Path) -> None:
@@ -170,6 +217,25 @@ def test_quiet_hides_the_sql_warning(ds: Path) -> None:
     assert "warning" in loud.stderr
     quiet = runner.invoke(app, ["-q", "sql", str(d), "SELECT avg(ttft_ms) FROM stages"])
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == loud.stdout
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_quiet_before_or_after_the_command(ds: Path, tmp_path: Path, where: str) -> None:
+    """-q goes before the command or after it; import then prints its total line only."""
+    logs = [str(ROOT / "sample_traces" / "vllm"), str(ROOT / "sample_traces" / "tgi")]
+    args = ["import", *logs, "--out", str(tmp_path / "d")]
+    res = runner.invoke(app, ["-q", *args] if where == "before" else [*args, "-q"])
+    assert res.exit_code == 0 and res.stderr == "", res.output
+    assert res.stdout == f"total: read 2504 = imported 2504 + quarantined 0 + duplicates 0  ->  {tmp_path / 'd'}\n"
+    loud = runner.invoke(app, ["import", *logs, "--out", str(tmp_path / "e")])
+    assert len(loud.stdout.splitlines()) == 5 and loud.stdout.endswith(res.stdout.replace("/d\n", "/e\n"))
+    mixed = [*ROWS[:2], {"request_id": "c", "model": "m", "vantage": "client", "ts_arrival": ms(0),
+                         "ts_first_token": ms(300), "ts_end": ms(1000), "output_tokens": 5}]
+    d = make_dataset(tmp_path / "mixed", mixed)
+    quiet = runner.invoke(app, ["sql", str(d), "SELECT avg(ttft_ms) FROM stages", "-q"])
+    assert quiet.exit_code == 0 and quiet.stderr == "", quiet.output
+    again = runner.invoke(app, ["sql", str(d), "SELECT avg(ttft_ms) FROM stages"])
+    assert "warning" in again.stderr  # -q does not stick to the next run in the same process
 
 
 def test_keep_raw_given_a_value_says_it_is_a_flag(tmp_path: Path) -> None:

@@ -205,3 +205,65 @@ def test_output_tokens_must_be_at_least_one(ab: tuple[Path, Path]) -> None:
         assert res.stderr.strip() == f"stagelens: --output-tokens is a reply length of at least 1 token, got {n}"
     with pytest.raises(FilterError, match="at least 1 token"):
         compare_datasets(*ab, output_tokens=0)
+
+
+def test_goodput_sentence_gives_the_figures(tmp_path: Path) -> None:
+    rows = _service(tmp_path, "a", 2000, 20, model="big") + _service(tmp_path, "b", 500, 50, model="small")
+    ds = make_dataset(tmp_path, rows)
+    r = compare_datasets(ds, None, "model = 'big'", "model = 'small'", output_tokens=100,
+                         ttft_slo_ms=1000, tpot_slo_ms=60)
+    assert r["summary"].endswith("B serves more requests within the objectives (TTFT ≤ 1000 ms and TPOT ≤ 60 ms "
+                                 "per token): 100 % (40 of 40) vs 0 % (0 of 40) for A.")
+    same = compare_datasets(ds, ds, "model = 'big'", "model = 'big'", ttft_slo_ms=3000)
+    assert same["summary"].endswith("Both serve the same share within the objectives (TTFT ≤ 3000 ms): "
+                                    "100 % (40 of 40).")  # said with "No difference" too
+
+
+def test_curves_stay_within_the_replies_observed(ab: tuple[Path, Path]) -> None:
+    """The fixture's replies run 50..440 tokens: nothing is said about 32,768-token replies."""
+    r = compare_datasets(ab[0], ab[0], output_tokens=100)
+    assert r["observed_output_tokens"] == 440
+    assert r["summary"].startswith("No difference: at every reply length from 1 to 440 tokens (the longest reply "
+                                   "both sides observed)")
+    assert r["noise"].endswith("reply lengths from 1 to 440")
+    assert max(c["output_tokens"] for c in r["curve"]) == 440 and r["warnings"] == []
+    far = compare_datasets(*ab, output_tokens=1000)
+    assert "A 1,000-token reply is longer than any that both sides observed (up to 440 tokens): its completion " \
+           "times extrapolate each side's time per token." in far["warnings"]
+    assert max(c["output_tokens"] for c in far["curve"]) == 1000
+
+
+def test_observed_range_is_the_shorter_sides_longest(tmp_path: Path) -> None:
+    short = [{**row, "output_tokens": min(row["output_tokens"], 128)} for row in _service(tmp_path, "s", 500, 20)]
+    a = make_dataset(tmp_path, short, name="short")
+    b = make_dataset(tmp_path, _service(tmp_path, "l", 500, 20), name="long")
+    r = compare_datasets(a, b)
+    assert (r["a"]["max_output_tokens"], r["b"]["max_output_tokens"], r["observed_output_tokens"]) == (128, 440, 128)
+
+
+@pytest.mark.parametrize("text, sql, values", [
+    ("model LIKE 'llama%'", "model LIKE ?", ["llama%"]),
+    ("model ILIKE 'Llama%' AND NOT tenant LIKE 't_'", "(model ILIKE ? AND (NOT tenant LIKE ?))", ["Llama%", "t_"]),
+])
+def test_filters_take_like(text: str, sql: str, values: list[str]) -> None:
+    assert compile_filter(text) == (sql, values)
+
+
+def test_like_selects_its_side(tmp_path: Path) -> None:
+    rows = _service(tmp_path, "a", 2000, 20, model="llama-70b") + _service(tmp_path, "b", 500, 50, model="qwen-7b")
+    ds = make_dataset(tmp_path, rows)
+    r = compare_datasets(ds, None, "model LIKE 'llama%'", "model NOT LIKE 'llama%'", output_tokens=100)
+    assert r["a"]["requests"] == r["b"]["requests"] == 40 and r["a"]["ttft_ms"]["median"] == 2000.0
+    with pytest.raises(FilterError, match="LIKE takes a quoted pattern"):
+        compile_filter("model LIKE tenant")
+
+
+def test_a_long_filter_is_never_cut(tmp_path: Path) -> None:
+    rows = _service(tmp_path, "a", 2000, 20, model="big") + _service(tmp_path, "b", 500, 50, model="small")
+    ds = make_dataset(tmp_path, rows)
+    fb = "model = 'small' AND service IS NULL AND tenant IS NULL AND replica IS NULL AND vantage <> 'client'"
+    res = CliRunner().invoke(app, ["compare", str(ds), "--a", "model = 'big'", "--b", fb], terminal_width=80)
+    assert res.exit_code == 0, res.output
+    from toolkit.report.compare_page import side_names
+    assert side_names(compare_datasets(ds, None, "model = 'big'", fb))["b"] == f"B: {ds} where {fb}"
+    assert fb in " ".join(res.stdout.split())  # wrapped on a narrow terminal perhaps, but whole

@@ -170,3 +170,29 @@ def test_csv_workload_header_without_a_required_column(tmp_path: Path) -> None:
     f.write_text("Timestamp,Model,Response tokens\n1,GPT-4,3\n")
     with pytest.raises(InputError, match=r"/t.csv: CSV header has no 'Request tokens' column \(Timestamp, Model, Response tokens\)$"):
         import_traces([str(f)], tmp_path / "ds", fmt="burstgpt", options=ImportOptions())
+
+
+@pytest.mark.parametrize(("path", "name"), [
+    ("mooncake/golden_trace.jsonl", "mooncake"),
+    ("azure-llm/golden_AzureLLMInferenceTrace_code.csv", "azure-llm"),
+    ("burstgpt/golden_BurstGPT_1.csv", "burstgpt"),
+])
+def test_a_report_says_the_trace_holds_no_latency(tmp_path: Path, path: str, name: str) -> None:
+    """Not "load stayed near its median": nothing is compared because there is no time to compare."""
+    from toolkit.report.build import build_report
+
+    ds, _ = _imp(tmp_path, S / path)
+    report = build_report(ds)
+    assert not report.compared
+    assert report.reason == (f"the records hold no latency: {name} gives arrival times and token counts only (a "
+                             "workload trace), so there is no time to compare; replay it against a server to "
+                             "measure one (stagelens replay)")
+    assert not any("busy period" in w for w in report.warnings)
+
+
+def test_a_trace_with_latency_is_compared_as_usual(tmp_path: Path) -> None:
+    """BurstGPT_3 carries an elapsed time: its report's reason, if any, is not "no latency"."""
+    from toolkit.report.build import build_report
+
+    ds, _ = _imp(tmp_path, S / "burstgpt" / "golden_BurstGPT_3.csv")
+    assert "no latency" not in (build_report(ds).reason or "")

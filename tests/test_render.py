@@ -86,7 +86,7 @@ def test_markdown_is_short_and_says_what_matters(report: Report) -> None:
     assert "| metric | stat | baseline → current | delta | driver | regression |" in lines
     rows = [ln for ln in lines if ln.startswith("| TTFT") or ln.startswith("| e2e") or ln.startswith("| TPOT")]
     assert len(rows) == 6
-    assert rows[0].startswith("| TTFT | p95 | 298 ms → 1,884 ms | +1,586 ms (+532%) | queue | **yes** |")
+    assert rows[0].startswith("| TTFT | p95 | 298 ms → 1.88 s | +1.59 s (+532%) | queue | **yes** |")
     assert rows[-1].endswith("| – | no |")  # the one non-regression comes last
     assert any(ln.startswith("**Busy periods (2):**") and "14:05–14:40 UTC (peak 48)" in ln for ln in lines)
     assert sum(ln.startswith("- ⚠") for ln in lines) == 2
@@ -184,7 +184,7 @@ def test_html_reads_verdict_first(hostile_html: str) -> None:
     waterfall, latency = body.index('id="waterfall"'), body.index('id="latency"')
     assert verdict < waterfall < latency
     assert 'class="badge">Regression<' in body
-    assert "+1,586 ms (+532%)" in body
+    assert "+1.59 s (+532%)" in body
     for section in ("attribution", "summary", "busy", "quarantine", "meta"):
         assert f'id="{section}"' in body
     assert "[+1,327, +1,689]" in body  # the queue's interval in the contributions table

@@ -159,6 +159,10 @@ PROBE = """<script>addEventListener('load', () => {
 + ' right=' + Math.round(r.right));
     if (el.closest('svg')) {
       if (el.tagName === 'text' && el.textContent.trim() && r.height) minSvgText = Math.min(minSvgText, r.height);
+      // a chart's own label cut at its edge (the last x tick): outside the outermost svg's box
+      const svg = el.closest('figure svg') || el.closest('svg'), s = svg.getBoundingClientRect();
+      if (el.tagName === 'text' && el.textContent.trim() && r.width && (r.right > s.right + 0.5 || r.left < s.left - 0.5))
+        bad.push('svg text cut: ' + el.textContent.trim());
     } else if (el.childNodes.length && [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) {
       minText = Math.min(minText, parseFloat(getComputedStyle(el).fontSize));
     }
@@ -193,7 +197,11 @@ def pages(tmp_path_factory) -> dict:
 
     tmp = tmp_path_factory.mktemp("pages")
     OUT.mkdir(parents=True, exist_ok=True)
-    html = {"report": render_html(make_report()), "compare": render_compare(compare_result(tmp))}
+    from tests.test_whatif_page import whatif_result
+    from toolkit.whatif.render import render_html as render_whatif
+
+    html = {"report": render_html(make_report()), "compare": render_compare(compare_result(tmp)),
+            "whatif": render_whatif(whatif_result(tmp))}
     out: dict = {}
     for name, text in html.items():
         page = tmp / f"{name}.html"
@@ -218,7 +226,7 @@ def pages(tmp_path_factory) -> dict:
     return out
 
 
-KEYS = [f"{p}-{w}" for p in ("report", "compare") for w in WIDTHS]
+KEYS = [f"{p}-{w}" for p in ("report", "compare", "whatif") for w in WIDTHS]
 
 
 @pytest.mark.parametrize("key", KEYS)

@@ -12,14 +12,20 @@ from hypothesis import strategies as st
 
 from tests.fixtures_report import make_report
 from toolkit.report import charts as ch
-from toolkit.report.render_common import fmt_ms
+from toolkit.report.render_common import fmt_ms, fmt_pct
 from toolkit.report.render_html import render_html
 
 
 def test_long_times_read_in_seconds() -> None:
+    """One rule for every table and sentence: from a second on, seconds to three significant digits
+    (so "6,483 ms" never stands beside "13.3 s")."""
     assert fmt_ms(60_000) == "60.0 s"
     assert fmt_ms(15_730.4) == "15.7 s"
-    assert fmt_ms(9_999) == "9,999 ms"
+    assert fmt_ms(6_483) == "6.48 s"
+    assert fmt_ms(9_999) == "10.0 s"
+    assert fmt_ms(999.96) == "1.00 s"
+    assert fmt_ms(999.4) == "999 ms"
+    assert fmt_ms(47.5) == "47.5 ms"
     assert fmt_ms(-12_000) == "-12.0 s"
     assert fmt_ms(60_000, unit=False) == "60,000"  # a column headed "ms" keeps its unit
 
@@ -27,9 +33,17 @@ def test_long_times_read_in_seconds() -> None:
 @given(st.floats(min_value=-1e9, max_value=1e9, allow_nan=False))
 def test_the_unit_follows_the_size(x: float) -> None:
     out = fmt_ms(x)
-    assert out.endswith(" s") == (abs(x) >= 10_000)
-    value = float(out.split()[0].replace(",", ""))
-    assert value * (1000 if out.endswith(" s") else 1) == pytest.approx(x, abs=51 if abs(x) >= 10_000 else 0.6)
+    number = out.split()[0].replace(",", "")
+    assert out.endswith(" s") == (round(abs(x)) >= 1000)
+    decimals = len(number.partition(".")[2])
+    scale = 1000 if out.endswith(" s") else 1
+    assert float(number) * scale == pytest.approx(x, abs=0.5 * 10 ** -decimals * scale * 1.0001 + 1e-9)
+    assert out.endswith(" s") or decimals <= 2
+
+
+def test_a_share_that_rounds_to_zero_has_no_sign() -> None:
+    assert fmt_pct(-0.4, 100) == "0%" and fmt_pct(0.3, 100) == "0%" and fmt_pct(-0.6, 100) == "-1%"
+    assert fmt_pct(94.4, 100, signed=False) == "94%" and fmt_pct(5, 100) == "+5%" and fmt_pct(5, 0) == ""
 
 
 def test_bullets_do_not_repeat_the_window() -> None:
@@ -103,4 +117,4 @@ def test_banner_has_a_compact_stage_table_in_pipeline_order() -> None:
     strip = re.search(r'<div class="tw stages"><table>(.*?)</table>', page, re.S).group(1)
     stages = re.findall(r'</span>([a-z+]+)</th>', strip)
     assert stages == ["preprocess", "queue", "prefill"]
-    assert ">+1,508 ms <span class=\"small\">94%</span>" in strip
+    assert ">+1.51 s <span class=\"small\">94%</span>" in strip

@@ -55,3 +55,31 @@ def test_local_master_in_defaults_keeps_its_memory(conf_dir: Path) -> None:
     plan = spark.plan_session()
     assert plan["master"] == "local[4]" and "spark.driver.memory" not in plan["conf"]
     assert plan["conf"]["spark.driver.bindAddress"] == "127.0.0.1"
+
+
+def test_a_local_session_keeps_the_jvm_quiet(tmp_path: Path) -> None:
+    """``sql --engine spark`` in a fresh process: the terminal gets the table and nothing else; the
+    JVM's start-up lines and log4j's profile go to the process's log file (docs/spark-engine.md)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java for Spark")
+    from tests.helpers import make_dataset, ms
+
+    ds = make_dataset(tmp_path, [{"request_id": "r1", "model": "m", "ts_arrival": ms(0), "ts_end": ms(100)}])
+    (tmp_path / "conf").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path), "SPARK_CONF_DIR": str(tmp_path / "conf"),
+           "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("SPARK_REMOTE", None)
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit.cli", "sql", str(ds), "SELECT count(*) AS n FROM requests",
+                             "--format", "csv", "--engine", "spark", "--master", "local[1]"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-2000:]
+    assert out == "n\n1\n" and err == ""
+    log = (tmp_path / "stagelens-spark" / f"jvm-{proc.pid}.log").read_text()
+    assert "log4j" in log

@@ -13,7 +13,7 @@ some length and of the other at a longer one, and sides whose bands include zero
 "no difference" (``difference: false``).
 
 Sides are two datasets, or two filters on one dataset. A filter is a small boolean expression
-over a few columns (``model = 'x' AND service <> 'y'``): it is parsed, checked against an
+over a few columns (``model = 'x' AND service <> 'y'``, ``model LIKE 'llama%'``): it is parsed, checked against an
 allow-list and rebuilt with bound parameters, never pasted into SQL.
 """
 
@@ -33,7 +33,7 @@ FILTER_COLUMNS = {"model", "service", "replica", "tenant", "source_format", "van
                   "trace_id", "input_tokens", "output_tokens", "ts_arrival"}
 CURVE_ROWS = 50_000  # requests per side sampled for the completion curves
 QUANTILES = {"median": 0.5, "p95": 0.95}
-MAX_TOKENS = 32768  # longest reply length a crossover is looked for at
+MAX_TOKENS = 32768  # longest reply length a crossover is ever looked for at
 NOISE_REPLICATES = 150  # bootstrap replicates of the curves' difference
 NOISE_ROWS = 1_000  # requests per side and replicate (m-out-of-n beyond)
 NOISE_SEED = 19
@@ -71,11 +71,17 @@ def compile_filter(text: str | None) -> tuple[str, list]:
             if node.args.get("query") or node.args.get("unnest") or not node.expressions:
                 raise FilterError(f"filter {text!r}: IN takes a list of literal values")
             return f"{column(node.this)} IN ({', '.join(value(v) for v in node.expressions)})"
+        if isinstance(node, exp.Like | exp.ILike):  # a pattern is a string literal, bound like any value
+            if not (isinstance(node.expression, exp.Literal) and node.expression.is_string):
+                raise FilterError(f"filter {text!r}: LIKE takes a quoted pattern, e.g. model LIKE 'llama%'")
+            op = "LIKE" if isinstance(node, exp.Like) else "ILIKE"
+            return f"{column(node.this)} {op} {value(node.expression)}"
         if isinstance(node, exp.Is):
             if not isinstance(node.expression, exp.Null):
                 raise FilterError("IS only takes NULL")
             return f"{column(node.this)} IS NULL"
-        raise FilterError(f"filter {text!r}: {node.key} is not allowed (use comparisons, IN, AND, OR, NOT)")
+        raise FilterError(f"filter {text!r}: {node.key} is not allowed (use comparisons, IN, LIKE, AND, OR, "
+                          "NOT)")
 
     def column(node: exp.Expression) -> str:
         if not isinstance(node, exp.Column) or node.table or node.name not in FILTER_COLUMNS:
@@ -107,16 +113,18 @@ def _side_stats(side: Side) -> dict:
     cond = f"counted AND ({side.where})"
     row = side.con.execute(
         f"""SELECT count(*), quantile_cont(ttft_ms, [0.5, 0.95]), quantile_cont(tpot_ms, [0.5, 0.95]),
-                   median(output_tokens), list(DISTINCT vantage ORDER BY vantage), list(DISTINCT source_format ORDER BY source_format),
+                   median(output_tokens), max(output_tokens),
+                   list(DISTINCT vantage ORDER BY vantage), list(DISTINCT source_format ORDER BY source_format),
                    (epoch_us(max(ts_end)) - epoch_us(min(ts_arrival))) / 1e6
             FROM stages WHERE {cond}""", side.params).fetchone()
-    n, ttft, tpot, med_out, vantages, formats, span_s = row
+    n, ttft, tpot, med_out, max_out, vantages, formats, span_s = row
     vantages, formats = vantages or [], formats or []  # no request matched: lists of nothing, not NULL
     return {
         "label": side.label,
         "requests": n,
         "ttft_ms": _q(ttft), "tpot_ms": _q(tpot),
         "median_output_tokens": None if med_out is None else float(med_out),
+        "max_output_tokens": None if max_out is None else int(max_out),
         "vantages": vantages, "formats": formats,
         "boundary": _boundary(vantages, formats),
         "span_s": span_s,
@@ -158,9 +166,21 @@ def completion(ttft: np.ndarray, tpot: np.ndarray, n_tokens: np.ndarray, q: floa
     return np.quantile(values, q, axis=1)
 
 
-def token_grid(n_eval: int) -> np.ndarray:
-    """Reply lengths the curves are compared at: every length to 16, then geometric to MAX_TOKENS."""
-    return np.unique(np.concatenate([np.arange(1, 17), np.geomspace(16, MAX_TOKENS, 48).round(), [n_eval]]))
+def observed_tokens(stats: dict) -> int:
+    """The longest reply both sides observed (the shorter of the two sides' longest): the curves
+    are a model, ``ttft + (N - 1) * tpot``, and past the replies measured on a side it extrapolates
+    that side's token rate to lengths it never produced, so "no difference" or a crossover there
+    would be a guess. At least 1; MAX_TOKENS when neither side records output lengths."""
+    longest = [s["max_output_tokens"] for s in stats.values() if s.get("max_output_tokens")]
+    return max(1, min(min(longest), MAX_TOKENS)) if longest else MAX_TOKENS
+
+
+def token_grid(n_eval: int, top: int = MAX_TOKENS) -> np.ndarray:
+    """Reply lengths the curves are compared at: every length to 16, then geometric to ``top``
+    (the observed range), and the length asked for."""
+    upper = max(top, 1)
+    return np.unique(np.concatenate([np.arange(1, min(16, upper) + 1),
+                                     np.geomspace(16, upper, 48).round() if upper > 16 else [], [n_eval]]))
 
 
 def difference_band(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], grid: np.ndarray,
@@ -305,13 +325,18 @@ def compare_datasets(
         raise FilterError(f"output_tokens is a reply length of at least 1 token, got {output_tokens}")
     n_eval = output_tokens or (max(1, round(sum(medians) / len(medians))) if medians else 1)
     result["output_tokens"] = n_eval
+    top = observed_tokens(stats)
+    result["observed_output_tokens"] = top
+    if n_eval > top:
+        warnings.append(f"A {n_eval:,}-token reply is longer than any that both sides observed (up to {top:,} "
+                        "tokens): its completion times extrapolate each side's time per token.")
     for k in ("a", "b"):
         result[k]["output_tokens"] = n_eval  # the N its completion_ms is for
         result[k]["completion_ms"] = {stat: _r(completion(*pairs[k], np.array([n_eval]), q)[0])
                                       for stat, q in QUANTILES.items()}
     # who is sooner, and where they cross, only beyond the noise (difference_band): the same data
     # twice, or two samples of one service, is "no difference", not a winner by a rounding error
-    grid = token_grid(n_eval)
+    grid = token_grid(n_eval, top)
     point, lo, hi = difference_band(pairs["a"], pairs["b"], grid, tuple(QUANTILES.values()))
     sign = significant_sign(lo, hi)
     first, at_n = 0, int(np.flatnonzero(grid == n_eval)[0])
@@ -323,9 +348,9 @@ def compare_datasets(
         result["crossover_output_tokens" + sfx] = crossover(pairs["a"], pairs["b"], q, grid, point[i], sign[i])
     result["difference"] = bool(sign.any())
     result["noise"] = (f"95 % bootstrap band of the completion-time difference ({NOISE_REPLICATES} replicates, "
-                       f"up to {NOISE_ROWS} requests per side each) at {len(grid)} reply lengths from 1 to {MAX_TOKENS}")
-    top = int(max(64, 2 * (result["crossover_output_tokens"] or 0), 2 * n_eval))
-    grid = np.unique(np.linspace(1, top, 60).round().astype(int))
+                       f"up to {NOISE_ROWS} requests per side each) at {len(grid)} reply lengths from 1 to "
+                       f"{int(grid[-1])}")
+    grid = np.unique(np.linspace(1, max(top, n_eval), 60).round().astype(int))  # the chart: the observed range
     result["curve"] = [
         {"output_tokens": int(n), "side": k, **{stat: _r(v) for stat, v in
                                                   zip(QUANTILES, (completion(*pairs[k], np.array([n]), q)[0]
@@ -347,7 +372,31 @@ def compare_datasets(
 
 
 def _s(ms: float | None) -> str:
-    return "n/a" if ms is None else f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+    from toolkit.report.render_common import fmt_ms
+
+    return "n/a" if ms is None else fmt_ms(ms)
+
+
+def _goodput_sentence(r: dict) -> str | None:
+    """Who serves more requests within the objectives, with the figures that say so."""
+    ga, gb = (r.get("goodput") or {}).get("a"), (r.get("goodput") or {}).get("b")
+    if not (ga and gb):
+        return None
+    objectives = r.get("objectives") or {}
+    rules = " and ".join(f"{name} ≤ {v:g} ms" + (" per token" if name == "TPOT" else "")
+                         for name, v in (("TTFT", objectives.get("ttft_ms")), ("TPOT", objectives.get("tpot_ms")))
+                         if v is not None)
+
+    def share(g: dict) -> str:
+        pct = "n/a" if g["share"] is None else f"{g['share'] * 100:.0f} %"
+        return f"{pct} ({g['good']:,} of {g['requests']:,})"
+
+    more = r.get("more_within_objectives")
+    if more is None:
+        return f"Both serve the same share within the objectives ({rules}): {share(ga)}."
+    other = "b" if more == "a" else "a"
+    return (f"{more.upper()} serves more requests within the objectives ({rules}): {share(r['goodput'][more])} "
+            f"vs {share(r['goodput'][other])} for {other.upper()}.")
 
 
 def summary_sentence(r: dict) -> str:
@@ -355,10 +404,13 @@ def summary_sentence(r: dict) -> str:
     a, b = r["a"], r["b"]
     n = r["output_tokens"]
     lines = []
+    top = r.get("observed_output_tokens", MAX_TOKENS)
+    good = _goodput_sentence(r)
     if not r.get("difference", True):
-        return (f"No difference: at every reply length from 1 to {MAX_TOKENS:,} tokens the two sides' median and "
-                "p95 completion times are within their noise (95 % bootstrap band), so neither begins or "
-                "finishes sooner and they do not cross.")
+        return (f"No difference: at every reply length from 1 to {top:,} tokens (the longest reply both sides "
+                "observed) the two sides' median and p95 completion times are within their noise (95 % bootstrap "
+                "band), so neither begins or finishes sooner and they do not cross there."
+                + (f" {good}" if good else ""))
     if r["begins_sooner"]:
         first = r["begins_sooner"]
         lines.append(f"{first.upper()} starts answering sooner: half its replies begin within {_s(r[first]['ttft_ms']['median'])} "
@@ -374,13 +426,15 @@ def summary_sentence(r: dict) -> str:
         lines.append(f"They finish together at about {x:g} output tokens: shorter replies come sooner from "
                      f"{('b' if faster_rate == 'a' else 'a').upper()}, longer ones from {faster_rate.upper()}.")
     elif r["begins_sooner"] and r["begins_sooner"] == r["finishes_sooner"]:
-        lines.append("Neither overtakes the other at any reply length: one side is faster for every reply.")
+        lines.append(f"Neither overtakes the other at any reply length up to {top:,} tokens (the longest both "
+                     "sides observed): one side is faster for every reply.")
     else:
-        lines.append("Neither overtakes the other beyond the noise at any reply length.")
+        lines.append(f"Neither overtakes the other beyond the noise at any reply length up to {top:,} tokens "
+                     "(the longest both sides observed).")
     xp = r["crossover_output_tokens_p95"]
     if r["finishes_sooner_p95"]:
         lines.append(f"For the slowest 5 % of requests, {r['finishes_sooner_p95'].upper()} finishes a {n:g}-token reply sooner"
                      + (f" (they cross at about {xp:g} tokens)." if xp is not None else "."))
-    if r.get("more_within_objectives"):
-        lines.append(f"{r['more_within_objectives'].upper()} serves more requests within the objectives.")
+    if good:
+        lines.append(good)
     return " ".join(lines)

@@ -498,10 +498,12 @@ def print_compare(result: dict[str, Any], out: IO[str] | None = None) -> None:
         med, p95 = d.get("median"), d.get("p95")
         return "n/a" if med is None else f"{med:,.1f} / {p95:,.1f} {unit}" if p95 is not None else f"{med:,.1f} {unit}"
 
+    for side in ("a", "b"):  # the sides in full above the table: a column header would cut a long filter
+        con.print(_t(names[side]))
     tbl = Table(box=None, pad_edge=False, header_style="bold")
     tbl.add_column("")
-    tbl.add_column(_t(names["a"]), justify="right")
-    tbl.add_column(_t(names["b"]), justify="right")
+    tbl.add_column("A", justify="right")
+    tbl.add_column("B", justify="right")
     n = result.get("output_tokens")
     for label, x, y in (("requests", f"{a['requests']:,}", f"{b['requests']:,}"),
                         ("TTFT median / p95", pair(a["ttft_ms"], "ms"), pair(b["ttft_ms"], "ms")),

@@ -36,6 +36,9 @@ EXIT_CODES: dict[int, str] = {
     EXIT_NOT_COMPARED: "nothing could be compared (with --fail-on-regression)",
 }
 """One table for every command (docs/command-line.md "Exit codes" = ``stagelens --help`` = this)."""
+OUTPUT_PATHS = ("Output paths (--out, --html, --md, --json): missing folders are created; a path that cannot\n"
+                "be written (a file in the way, no permission, a read-only disk) is exit 2, before any work.")
+"""The rule for every path a command writes (docs/command-line.md "Output paths" says it too)."""
 
 _METAVARS = {"str": "TEXT", "text": "TEXT", "path": "PATH", "posixpath": "PATH", "float": "FLOAT", "int": "INTEGER",
              "integer": "INTEGER"}
@@ -80,6 +83,8 @@ class _ClickStyleGroup(typer.core.TyperGroup):
 
     def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
         cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None and not any(p.name in VERBOSITY for p in cmd.params):
+            cmd.params.extend(_verbosity_options())
         for p in getattr(cmd, "params", []):
             if p.metavar is not None or getattr(p, "is_flag", False):
                 continue
@@ -94,11 +99,28 @@ class _ClickStyleGroup(typer.core.TyperGroup):
         return cmd
 
 
+QUIET_HELP = "Only the result and errors: no progress, no per-file lines, no notes or warnings on stderr."
+VERBOSE_HELP = "More detail on stderr (report: each phase and when it began)."
+
+
+def _verbosity_options() -> list:  # type: ignore[type-arg]
+    """``-q``/``-v`` after the command as well (``stagelens import -q …``): the same switches as the
+    global ones, added to every command. They only turn a switch on, so ``-q import`` still holds."""
+    def turn_on(ctx, param, value):  # type: ignore[no-untyped-def]
+        if value:
+            VERBOSITY[param.name] = True
+
+    return [typer.core.TyperOption(param_decls=names, is_flag=True, default=False, expose_value=False,
+                                   callback=turn_on, help=text)
+            for names, text in ((["--quiet", "-q"], QUIET_HELP), (["--verbose", "-v"], VERBOSE_HELP))]
+
+
 app = typer.Typer(
     name="stagelens",
     cls=_ClickStyleGroup,
     help="Split LLM-service latency into stages from production logs; find busy periods; attribute regressions.",
-    epilog="\b\nExit codes:\n" + "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items()),  # \b: not rewrapped
+    epilog="\b\nExit codes:\n" + "\n".join(f"  {k}  {v}" for k, v in EXIT_CODES.items())  # \b: not rewrapped
+    + "\n\n\b\n" + OUTPUT_PATHS,
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
@@ -107,7 +129,7 @@ app = typer.Typer(
 )
 
 VERBOSITY = {"quiet": False, "verbose": False}
-"""Set by the global --quiet/--verbose (``stagelens -q import …``)."""
+"""Set by --quiet/--verbose, before the command (``stagelens -q import …``) or after it (``import -q``)."""
 MemoryLimit = Annotated[str | None, typer.Option(
     "--memory-limit", help="DuckDB's memory limit, e.g. 8GB or 60% (default: STAGELENS_MEMORY_LIMIT, else 60% "
     "of memory); beyond it queries spill to a folder inside the dataset.")]
@@ -187,9 +209,8 @@ def _version(value: bool) -> None:
 def _options(
     version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no notes on stderr; errors still.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr (report: each phase and "
-                                          "when it began).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
 ) -> None:
     """Split LLM-service latency into stages from production logs; find busy periods; attribute regressions."""
     VERBOSITY.update(quiet=quiet, verbose=verbose)
@@ -212,7 +233,9 @@ def parse_params(items: list[str] | None) -> dict[str, object]:
 
 def check_output(path: Path | None, option: str, *, directory: bool = False) -> None:
     """Refuse an output path that cannot be written, before any work (a report computed for a
-    minute and then lost to a missing folder is the failure this prevents). ``-`` is stdout."""
+    minute and then lost to a read-only folder is the failure this prevents). A folder that does
+    not exist yet is not a reason: ``write_output`` creates it, as ``import --out`` creates its
+    dataset's folders. ``-`` is stdout."""
     import tempfile
 
     if path is None or (str(path) == "-" and not directory):
@@ -224,10 +247,8 @@ def check_output(path: Path | None, option: str, *, directory: bool = False) -> 
         raise fail(f"{option} {path}: is a directory; give a file name", EXIT_USAGE)
     else:
         parent = next((p for p in target.parents if p.exists()), Path("/"))
-        if not directory and parent != target.parent:
-            raise fail(f"{option} {path}: folder {target.parent} does not exist", EXIT_USAGE)
     if not parent.is_dir():
-        raise fail(f"{option} {path}: {parent} is not a folder", EXIT_USAGE)
+        raise fail(f"{option} {path}: {parent} is a file, not a folder", EXIT_USAGE)
     try:  # a real probe: permissions alone say yes to root in /proc or on a read-only mount
         probe = Path(tempfile.mkdtemp(prefix=".stagelens-probe-", dir=parent))
         probe.rmdir()
@@ -235,6 +256,33 @@ def check_output(path: Path | None, option: str, *, directory: bool = False) -> 
         if _endings.no_space(e):  # named as the output, not as the probe (gone)
             raise OSError(e.errno, e.strerror, str(path)) from None
         raise fail(f"{option} {path}: cannot write in {parent} ({e.strerror or type(e).__name__})", EXIT_USAGE) from None
+
+
+def check_outputs(*outputs: tuple[Path | None, str], stdout: str | None = None) -> bool:
+    """``check_output`` for each (path, option), and at most one output to stdout (``-``, or a flag
+    such as ``compare --json``, named in ``stdout``): two would arrive one after the other, with
+    nothing to say where one ends, and no reader could take either. True when one goes to stdout
+    (then the terminal summary stays off it)."""
+    to_stdout = [option for path, option in outputs if path is not None and str(path) == "-"]
+    to_stdout += [stdout] if stdout else []
+    if len(to_stdout) > 1:
+        raise fail(f"{', '.join(to_stdout[:-1])} and {to_stdout[-1]} would {'both' if len(to_stdout) == 2 else 'all'} "
+                   "write to stdout, one after the other; give all but one of them a file name", EXIT_USAGE)
+    for path, option in outputs:
+        check_output(path, option)
+    return bool(to_stdout)
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write one output: ``-`` to stdout, else a file, creating the folders it needs
+    (``check_output`` said they can be)."""
+    if str(path) == "-":
+        from toolkit.terminal import write_out
+
+        write_out(text if text.endswith("\n") else text + "\n")  # cleaned on a terminal
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _endings.write_text(path, text)  # a full disk: one line naming it, no half-written file
 
 
 def check_window(text: str | None, option: str = "--window") -> None:

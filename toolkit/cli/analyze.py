@@ -10,7 +10,6 @@ from typing import Annotated
 
 import typer
 
-from toolkit._endings import write_text
 from toolkit.cli._app import (
     EXIT_INPUT,
     EXIT_NOT_COMPARED,
@@ -22,12 +21,13 @@ from toolkit.cli._app import (
     _on_spark,
     _out_of_memory,
     app,
-    check_output,
+    check_outputs,
     check_positive,
     check_window,
     dataset_arg,
     fail,
     show_progress,
+    write_output,
 )
 
 
@@ -41,7 +41,7 @@ def report_cmd(
                                                      "narrows the current dataset).")] = None,
     baseline_window: Annotated[str | None, typer.Option(help="Baseline window START/END (with --baseline: narrows "
                                                               "the baseline dataset).")] = None,
-    html: Annotated[Path | None, typer.Option(help="Write the self-contained HTML report here.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write the self-contained HTML report here (- for stdout).")] = None,
     md: Annotated[Path | None, typer.Option(help="Write the Markdown summary here (- for stdout).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report JSON here (- for stdout).")] = None,
     fail_on_regression: Annotated[bool, typer.Option(help="Exit 3 when a significant regression is found, 5 when "
@@ -73,8 +73,7 @@ def report_cmd(
         raise fail("--tail is a percentile between 50 and 100, e.g. 95", EXIT_USAGE)
     if bucket_s is not None and not (bucket_s >= 0.001 and math.isfinite(bucket_s)):
         raise fail("--bucket-s is a width in seconds, at least 0.001 (leave it out to adapt to the data)", EXIT_USAGE)
-    for target, option in ((html, "--html"), (md, "--md"), (json_out, "--json")):
-        check_output(target, option)
+    quiet = check_outputs((html, "--html"), (md, "--md"), (json_out, "--json"))
     check_window(window)
     check_window(baseline_window, "--baseline-window")
     if not threshold > 0:
@@ -84,7 +83,6 @@ def report_cmd(
         raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
     current, base = dataset_arg(dataset, engine), dataset_arg(baseline, engine, "--baseline")
     assert current is not None
-    quiet = json_out is not None and str(json_out) == "-" or md is not None and str(md) == "-"
     from toolkit.report.build import build_report  # after the checks: a mistake costs no import time
     from toolkit.report.render import RENDERERS
     from toolkit.terminal import REPORT_PHASES, progress_bar
@@ -120,13 +118,7 @@ def report_cmd(
     for kind, target in outputs.items():
         if target is None:
             continue
-        text = RENDERERS[kind](report)
-        if str(target) == "-":
-            from toolkit.terminal import write_out
-
-            write_out(text if text.endswith("\n") else text + "\n")  # cleaned on a terminal
-        else:
-            write_text(target, text)  # a full disk: one line naming it, no half-written file
+        write_output(target, RENDERERS[kind](report))
     if not quiet:
         from toolkit.terminal import print_report
 
@@ -152,8 +144,9 @@ def compare_cmd(
     ttft_slo_ms: Annotated[float | None, typer.Option(help="TTFT objective for goodput, ms.")] = None,
     tpot_slo_ms: Annotated[float | None, typer.Option(help="TPOT objective for goodput, ms per token.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
-    md: Annotated[Path | None, typer.Option(help="Write Markdown here.")] = None,
-    html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page with the chart here.")] = None,
+    md: Annotated[Path | None, typer.Option(help="Write Markdown here (- for stdout).")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page with the chart here (- for "
+                                                   "stdout).")] = None,
     memory_limit: MemoryLimit = None,
     engine: Annotated[str, typer.Option(help="duckdb, or spark: the same comparison computed on Apache Spark "
                                              "(docs/spark-engine.md).")] = "duckdb",
@@ -168,8 +161,7 @@ def compare_cmd(
         raise fail("give two datasets, or filters --a/--b on one", EXIT_USAGE)
     if output_tokens is not None and output_tokens < 1:
         raise fail(f"--output-tokens is a reply length of at least 1 token, got {output_tokens}", EXIT_USAGE)
-    check_output(md, "--md")
-    check_output(html, "--html")
+    to_stdout = check_outputs((md, "--md"), (html, "--html"), stdout="--json" if as_json else None)
     check_positive((output_tokens, "--output-tokens"), (ttft_slo_ms, "--ttft-slo-ms"), (tpot_slo_ms, "--tpot-slo-ms"))
     import duckdb
 
@@ -195,12 +187,12 @@ def compare_cmd(
     except duckdb.OutOfMemoryException:
         raise _out_of_memory(memory_limit) from None
     if md:
-        write_text(md, render_md(result))
+        write_output(md, render_md(result))
     if html:
-        write_text(html, render_html(result))
+        write_output(html, render_html(result))
     if as_json:
         typer.echo(json.dumps(result, indent=2))
-    else:
+    elif not to_stdout:
         from toolkit.terminal import print_compare
 
         print_compare(result)

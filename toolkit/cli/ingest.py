@@ -12,6 +12,7 @@ import typer
 from toolkit.cli._app import (
     EXIT_INPUT,
     EXIT_USAGE,
+    VERBOSITY,
     app,
     check_format,
     check_output,
@@ -123,6 +124,8 @@ def import_cmd(
     summary = result.to_json()
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
+    elif VERBOSITY["quiet"]:
+        typer.echo(_total_line(summary, result, out))  # the result only: no per-file lines, no hints
     else:
         for f in result.files:  # file names come from anywhere: through the control-character filter
             if f.status in ("already-imported", "empty"):
@@ -138,15 +141,11 @@ def import_cmd(
             names = [Path(n).name for n in result.not_logs]
             typer.echo(clean(f"{len(names)} file{'s' if len(names) != 1 else ''} skipped (not logs): "
                              + ", ".join(names[:10]) + (" …" if len(names) > 10 else ""), newlines=False))
-        typer.echo(
-            f"total: read {summary['read']} = imported {summary['imported']} + quarantined "
-            f"{summary['quarantined']} + duplicates {summary['duplicates']}  ->  "
-            + ("nothing written (rejected)" if result.rejected else str(out))
-        )
+        typer.echo(_total_line(summary, result, out))
         if summary["quarantined"] and not result.rejected:
             typer.echo(f"see: stagelens sql {out} \"SELECT * FROM quarantine\"")
-    for f in result.files:  # a doubt about the input, on stderr even with --json
-        if f.status == "imported" and f.note:
+    for f in result.files:  # a doubt about the input, on stderr even with --json (not with --quiet)
+        if f.status == "imported" and f.note and not VERBOSITY["quiet"]:
             typer.echo(clean(f"warning: {f.path}: {f.note}", newlines=False), err=True)
     if result.rejected:
         raise fail(
@@ -154,6 +153,15 @@ def import_cmd(
             f"{max_bad_fraction:.0%}); wrong --format? Nothing was imported (a higher --max-bad-fraction "
             "keeps the good rows).", EXIT_INPUT,
         )
+
+
+def _total_line(summary: dict, result, out: Path) -> str:  # type: ignore[no-untyped-def,type-arg]
+    """The import's one-line result: every record read is imported, quarantined or a duplicate."""
+    from toolkit.terminal import clean
+
+    return clean(f"total: read {summary['read']} = imported {summary['imported']} + quarantined "
+                 f"{summary['quarantined']} + duplicates {summary['duplicates']}  ->  "
+                 + ("nothing written (rejected)" if result.rejected else str(out)), newlines=False)
 
 
 def _import_on_spark(paths: list[str], out: Path, fmt: str, options: object, keep_raw: bool,

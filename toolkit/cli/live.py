@@ -8,17 +8,18 @@ from typing import Annotated
 
 import typer
 
-from toolkit._endings import write_text
 from toolkit.cli._app import (
     EXIT_INPUT,
     EXIT_USAGE,
     app,
     check_format,
     check_output,
+    check_outputs,
     check_positive,
     check_window,
     fail,
     show_progress,
+    write_output,
 )
 
 
@@ -160,7 +161,7 @@ def whatif_cmd(
     ttft_slo_ms: Annotated[float | None, typer.Option(help="TTFT objective for goodput (default: the goodput view's).")] = None,
     tpot_slo_ms: Annotated[float | None, typer.Option(help="TPOT objective for goodput (default: the goodput view's).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the JSON here (- for stdout).")] = None,
-    html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page here.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page here (- for stdout).")] = None,
 ) -> None:
     """Would more replicas or a bigger batch have absorbed it? Replay the window through a calibrated model.
 
@@ -185,6 +186,7 @@ def whatif_cmd(
 
     lists = (numbers("--replicas", replicas, int), numbers("--max-num-seqs", max_num_seqs, int),
              numbers("--rate-scale", rate_scale, float))
+    to_stdout = check_outputs((json_out, "--json"), (html, "--html"))
     if arrivals_window and arrivals is None:
         raise fail("--arrivals-window goes with --arrivals DATASET", EXIT_USAGE)
     try:
@@ -200,14 +202,12 @@ def whatif_cmd(
         raise fail(str(e), e.exit_code) from None
     try:
         if html is not None:
-            write_text(html, render.render_html(result))
-        if json_out is not None and str(json_out) != "-":
-            write_text(json_out, json.dumps(result, indent=1, default=str) + "\n")
+            write_output(html, render.render_html(result))
+        if json_out is not None:
+            write_output(json_out, json.dumps(result, indent=1, default=str) + "\n")
     except OSError as e:
         raise fail(f"cannot write {e.filename}: {e.strerror}", EXIT_USAGE) from None
-    if json_out is not None and str(json_out) == "-":
-        typer.echo(json.dumps(result, indent=1, default=str))
-    else:
+    if not to_stdout:
         typer.echo(render.text(result), nl=False)
 
 

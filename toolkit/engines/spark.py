@@ -18,11 +18,14 @@ otherwise (the machine is shared). PySpark is an optional dependency: ``pip inst
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import re
 import sys
 import tempfile
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +100,31 @@ def plan_session(master: str | None = None, env: dict[str, str] | None = None) -
     return {"master": chosen, "conf": conf}
 
 
+def jvm_log() -> Path:
+    """Where a session started here sends the JVM's own output (its start-up lines, log4j's profile
+    and WARN lines, the Python workers' stderr): one file per process, not the terminal, where a
+    person reads stagelens's one-line results and errors (docs/spark-engine.md)."""
+    return Path(tempfile.gettempdir()) / "stagelens-spark" / f"jvm-{os.getpid()}.log"
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """File descriptor 2 sent to ``path`` while the block runs: a JVM started in it keeps that as
+    its stderr for life (the child inherits the descriptor); this process gets its own back after."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.close(fd)
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """The process's Spark session (created once; later calls reuse it).
 
@@ -126,10 +154,13 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
         builder = SparkSession.builder.master(plan["master"]).appName("stagelens")
         for k, v in {**plan["conf"], **(conf or {})}.items():
             builder = builder.config(k, v)
-        spark = builder.getOrCreate()
+        with _stderr_to(jvm_log()), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+            spark = builder.getOrCreate()
     except Exception as e:  # the JVM did not start: the message is Spark's, the first line is enough
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise EngineUnavailable(f"Spark could not start ({first}); is Java 17 installed (JAVA_HOME)?") from None
+        raise EngineUnavailable(f"Spark could not start ({first}); is Java 17 installed (JAVA_HOME)? "
+                                f"The JVM's output: {jvm_log()}") from None
     spark.sparkContext.setLogLevel("FATAL")  # errors reach the caller as exceptions: one line, not a log
     from pyspark.logger import PySparkLogger
 

@@ -37,7 +37,7 @@ import numpy as np
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest.results import FileResult, ImportResult
 from toolkit.ingest.seen import Identity, SeenSet, load_dataset_keys
-from toolkit.ingest.sources import InputError, Limits, _source, close_spool
+from toolkit.ingest.sources import InputError, Limits, Unrecognised, _source, close_spool
 from toolkit.store import Dataset, Staging
 
 J = TypeVar("J")
@@ -101,7 +101,8 @@ class PartResult:
     bytes_digest: str | None = None
     known: bool = False  # its content is in the dataset already: not imported
     error: str | None = None  # an InputError's message (or a DuckDB error's class, ``duckdb``)
-    phase: str = ""  # where the error arose: 'prepare' (before reading: may be a file that is no log), 'import', 'duckdb'
+    phase: str = ""  # where the error arose: 'prepare' (no importer recognises it: may be a file that is no log),
+    # 'import' (recognised and refused, or refused while read: an error even in a directory), 'duckdb'
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,11 @@ def import_part(job: PartJob) -> PartResult:
     try:
         try:
             imp = _prepare(src, job.fmt, job.options)
-        except InputError as e:
+        except Unrecognised as e:
             out.error, out.phase = str(e), "prepare"
+            return out
+        except InputError as e:  # recognised, refused (an option it needs): said, never skipped as "not logs"
+            out.error, out.phase = str(e), "import"
             return out
         res = FileResult(path=src.name, format=imp.name, size=src.size, digest="")
         out.res, out.identity, out.compression = res, Identity.of(imp), src.compression

@@ -25,7 +25,16 @@ from toolkit.ingest import duck
 from toolkit.ingest.dispatch import digest_first, import_file
 from toolkit.ingest.results import FileResult, ImportResult, Progress
 from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.sources import InputError, Limits, Source, close_spool, expand, limits_hint, without_bom
+from toolkit.ingest.sources import (
+    InputError,
+    Limits,
+    Source,
+    Unrecognised,
+    close_spool,
+    expand,
+    limits_hint,
+    without_bom,
+)
 from toolkit.ingest.split import load_seen
 from toolkit.ingest.streams import head
 from toolkit.ingest.writer import BackgroundWriter
@@ -37,18 +46,19 @@ def resolve_format(src: Source, fmt: str) -> Importer:
     if fmt != "auto":
         return get_importer(fmt)
     if src.size == 0:
-        raise InputError(f"{src.name}: file is empty, cannot detect its format (give --format)")
+        raise Unrecognised(f"{src.name}: file is empty, cannot detect its format (give --format)")
     first = head(src)
     imp = detect(first)
     if imp is None and src.compression:
         src.scan()  # a stream cut early may hold too little to sniff: say that, not "unknown format"
         if src.stream_end == "truncated":
-            raise InputError(f"{src.name}: the {src.compression} stream is truncated or corrupt, and what could "
-                             "be read is no known format; nothing was imported")
+            raise Unrecognised(f"{src.name}: the {src.compression} stream is truncated or corrupt, and what could "
+                               "be read is no known format; nothing was imported")
     if imp is None:
         from toolkit.hints import unrecognised
 
-        raise InputError(unrecognised(src.name, first))  # the nearest format and the way out
+        # the nearest format and the way out (checked by a dry run, unless the file is skipped anyway)
+        raise Unrecognised(unrecognised(src.name, first, verify=not src.in_directory))
     return imp
 
 
@@ -112,10 +122,11 @@ def import_traces(
             for src in sources:
                 try:
                     plan.append((src, None if id(src) in empty else _prepare(src, fmt, options)))
-                except InputError:
+                except Unrecognised:
                     if not (src.in_directory and fmt == "auto"):
                         raise  # a file the user named stays an error
                     not_logs.append(src.name)  # a notes.txt beside the logs: skipped and listed
+                # a log some importer recognises but refuses (an option it needs) stays an error, with its hint
             if not plan:
                 raise no_log_file(not_logs)
             staging = Staging(ds)

@@ -35,6 +35,12 @@ class InputError(Exception):
     """A file that cannot be used at all: the CLI prints the message as one line and exits 4."""
 
 
+class Unrecognised(InputError):
+    """No importer recognises the file. In a directory it is skipped as "not logs"; a file some
+    importer recognises but refuses (LLMPerf's without --clock-origin) is an error there too, with
+    its way out, rather than skipped beside the notes."""
+
+
 ID_PREFIX_BYTES = 64 << 10  # the content a line format's synthesized ids are made of (Source.id_prefix)
 
 

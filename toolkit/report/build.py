@@ -233,7 +233,14 @@ def build_report(
     attribution: list[dict] = []
     context = _context(kind, busy, cur, base)
     reason = None
-    if kind == "busy-vs-quiet" and not busy:
+    traces = _without_latency([cur, base], filt, fparams)
+    if traces:
+        reason = (f"the records hold no latency: {traces} gives arrival times and token counts only (a workload "
+                  "trace), so there is no time to compare; replay it against a server to measure one (stagelens "
+                  "replay)")
+        warnings.append(f"No latency in the records: {traces} is a workload trace (arrivals and token counts); "
+                        "nothing is compared (stagelens replay sends it to a server and records what it took).")
+    elif kind == "busy-vs-quiet" and not busy:
         reason = ("no busy period was found: load stayed near its median, so there is no busy time to compare "
                   "with quiet time (use --window/--baseline-window or --baseline)")
         warnings.append("No busy period found: load stayed near its median, so there is nothing to compare "
@@ -431,6 +438,23 @@ def _context(kind: str, busy: list[dict], cur: Selection, base: Selection) -> st
     return f"{side(cur.description)} vs baseline {side(base.description)}"
 
 
+def _without_latency(sides: list[Selection], filt: str, fparams: dict) -> str | None:
+    """The formats of a dataset none of whose selected records holds a latency (no first token, an
+    end at its arrival): workload traces such as Azure's or Mooncake's, whose arrivals and token
+    counts are for replaying, not for measuring. None when any record on any side has one: then
+    "nothing compared" has the usual reasons (no busy period, too few requests)."""
+    formats: set[str] = set()
+    for c in {id(s.con): s.con for s in sides}.values():
+        found, timed = c.execute(
+            f"""SELECT list(DISTINCT source_format ORDER BY source_format),
+                       count_if(ttft_ms IS NOT NULL OR e2e_ms > 0)
+                FROM stages WHERE {filt}""", fparams).fetchone()
+        if timed:
+            return None
+        formats |= set(found or [])
+    return ", ".join(sorted(formats)) or None
+
+
 def _composite_warnings(attribution: list[dict]) -> list[str]:
     comps = sorted({s for a in attribution for s in a["contributions"] if "+" in s})
     if not comps:
@@ -451,7 +475,9 @@ def _consistency_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
             seen[str(text)] = seen.get(str(text), 0) + 1
     out = [t if n == 1 else f"{t} ({n} findings)" for t, n in list(seen.items())[:5]]
     if len(seen) > 5:
-        out.append(f"… and {len(seen) - 5} more kinds of consistency finding (SELECT * FROM consistency).")
+        more = len(seen) - 5
+        out.append(f"… and {more} more kind{'s' if more > 1 else ''} of consistency finding{'s' if more > 1 else ''} "
+                   "(SELECT * FROM consistency).")
     return out
 
 

@@ -16,12 +16,13 @@ SIDE_COLOURS = {"a": "#1f6feb", "b": "#d9480f"}
 
 
 def side_names(result: dict) -> dict[str, str]:
-    """``A: production``, ``B: staging``: each side by its dataset's folder name (or its filter)."""
+    """``A: production``, ``B: staging``: each side by its dataset's folder name, or its whole
+    filter (never cut: ``service <`` of ``service <> 'x'`` says something else)."""
     out = {}
     for side in ("a", "b"):
         label = str(result[side]["label"])
         short = label.rstrip("/").rsplit("/", 1)[-1] if "/" in label and " " not in label else label
-        out[side] = f"{side.upper()}: {short[:60]}"
+        out[side] = f"{side.upper()}: {short}"
     return out
 
 
@@ -54,7 +55,9 @@ def completion_chart(result: dict) -> alt.LayerChart:
         layers += [rule.mark_rule(strokeDash=[4, 4], color="#555").encode(x="x:Q"),
                    rule.mark_text(align="left", dx=4, dy=m["dy"], color="#333", fontSize=LABEL_PX).encode(
                        x="x:Q", y=alt.value(0), text="label:N")]
-    title = f"Time to finish a reply, {names['a']} vs {names['b']} (median line, band up to p95)"
+    # the sides by letter: a long filter in the title would widen the chart and shrink its text;
+    # the legend and the page's table carry each side's full name
+    title = "Time to finish a reply, A vs B (median line, band up to p95)"
     return _configure(alt.layer(*layers).properties(width=WIDTH, height=320, title=alt.Title(title, anchor="start",
                                                                                                fontSize=LABEL_PX)))
 

@@ -26,11 +26,18 @@ RATE_HINTS = {
                            "each token got slower (decode and postprocess are one stage in this source)"),
     "tool": ("more tool calls per turn (mix)", "each tool call got slower"),
 }
-LABELS = {"ttft_ms": "TTFT", "e2e_ms": "e2e latency", "tpot_ms": "time per output token", "turn_ms": "turn time"}
+LABELS = {"ttft_ms": "TTFT", "e2e_ms": "e2e latency", "tpot_ms": "time per output token", "turn_ms": "turn time",
+          "client_ttft_ms": "client TTFT"}
+PER_UNIT = {"prefill": "prompt token", "decode": "output token", "decode+postprocess": "output token",
+            "tool": "tool call"}
+"""What a stage's rate effect is a rate of: the unchanged-rate sentence names it."""
 
 
 def _ms(x: float) -> str:
-    return f"{x / 1000:.2f} s" if abs(x) >= 1000 else f"{x:.0f} ms" if abs(x) >= 10 else f"{x:.2f} ms"
+    """The table's format (``render_common.fmt_ms``): the headline says 47.5 ms where the table does."""
+    from toolkit.report.render_common import fmt_ms
+
+    return fmt_ms(x)
 
 
 def _signed(x: float) -> str:
@@ -77,8 +84,9 @@ def verdict(entry: dict, context: str, tail_name: str) -> str:
         text += f" → look at {HINTS.get(driver, driver)}."
     unchanged = [s for s, e in entry["effects"].items()
                  if s != driver and e.get("rate_interval") and e["rate_interval"][0] <= 0 <= e["rate_interval"][1]]
-    if unchanged:
-        text += " Time per token unchanged for " + ", ".join(unchanged) + "."
+    if unchanged:  # the change there is the mix (more or longer work), not each unit slower
+        said = "; ".join(f"{s} is no slower per {PER_UNIT.get(s, 'unit of work')}" for s in unchanged)
+        text += f" {said[0].upper()}{said[1:]} (within noise)."
     return text
 
 

@@ -19,6 +19,7 @@ METRIC_LABELS = {
     "itl_ms": "ITL",
     "e2e_ms": "e2e",
     "turn_ms": "turn time",
+    "client_ttft_ms": "client TTFT",
 }
 METRIC_ORDER = ["ttft_ms", "e2e_ms", "tpot_ms", "itl_ms", "turn_ms"]
 
@@ -39,16 +40,17 @@ def num(x: Any) -> float | None:
 
 
 def fmt_ms(x: Any, unit: bool = True) -> str:
-    """Milliseconds for a reader: ``1,234 ms``, ``12.3 ms``, ``0.42 ms``; ``–`` when missing. With its
-    unit, 10 000 ms and above read in seconds (``60.0 s``, not ``60,000 ms``); without one (a column
-    headed "ms") it stays in milliseconds."""
+    """Milliseconds for a reader, one rule everywhere (tables, the headline, the terminal): below a
+    second in ms (``303 ms``, ``47.5 ms``, ``0.42 ms``), from a second on in seconds to three
+    significant digits (``6.48 s``, ``13.3 s``), so one table never shows ``6,483 ms`` beside
+    ``13.3 s``; ``–`` when missing. Without its unit (a column headed "ms") it stays in ms."""
     v = num(x)
     if v is None:
         return "–"
     a = abs(v)
-    if unit and a >= 10_000:
-        return f"{v / 1000:,.1f} s"
-    s = f"{v:,.0f}" if a >= 100 else f"{v:,.1f}" if a >= 1 else f"{v:.2f}"
+    if unit and round(a) >= 1000:
+        return f"{v / 1000:,.2f} s" if round(a, -1) < 10_000 else f"{v / 1000:,.1f} s"
+    s = f"{v:,.0f}" if round(a, 1) >= 100 else f"{v:,.1f}" if round(a, 2) >= 1 else f"{v:.2f}"
     return f"{s} ms" if unit else s
 
 
@@ -60,11 +62,14 @@ def fmt_signed_ms(x: Any, unit: bool = True) -> str:
     return s if v < 0 else "+" + s
 
 
-def fmt_pct(delta: Any, base: Any) -> str:
+def fmt_pct(delta: Any, base: Any, signed: bool = True) -> str:
+    """``delta`` as a whole percentage of ``base`` (``+12%``); a share that rounds to zero is ``0%``,
+    never ``-0%`` or ``+0%``; ``""`` when there is no base."""
     d, b = num(delta), num(base)
     if d is None or b is None or b == 0:
         return ""
-    return f"{d / b * 100:+.0f}%"
+    p = round(d / b * 100)
+    return "0%" if p == 0 else f"{p:+d}%" if signed else f"{p:d}%"
 
 
 def fmt_num(x: Any, digits: int = 1) -> str:

@@ -200,7 +200,7 @@ def _stage_strip(h: dict[str, Any]) -> str:
     delta = num((h.get("decomposition") or h).get("delta"))  # what the contributions add up to
     head = "".join(f'<th class="n">{_stage(s)}</th>' for s in stages)
     vals = "".join(f'<td class="n">{e(fmt_signed_ms(contribs[s]))}'
-                   + (f' <span class="small">{contribs[s] / delta * 100:.0f}%</span>' if delta else "") + "</td>"
+                   + (f' <span class="small">{fmt_pct(contribs[s], delta, signed=False)}</span>' if delta else "") + "</td>"
                    for s in stages)
     return (f'<div class="tw stages"><table><tr><th>by stage</th>{head}</tr>'
             f"<tr><td>{e(comparison_title(h))}</td>{vals}</tr></table></div>")
@@ -270,7 +270,7 @@ def _contributions(a: dict[str, Any], open_: bool) -> str:
     for s in stages:
         c = num(contribs.get(s))
         eff = effects.get(s) if isinstance(effects.get(s), dict) else {}
-        share = f"{c / delta * 100:.0f}%" if c is not None and delta else "–"
+        share = fmt_pct(c, delta, signed=False) or "–"
         rows.append(
             f"<tr><td>{_stage(s)}{' <b>(driver)</b>' if s == a.get('driver') else ''}</td>"
             f'<td class="n">{e(fmt_signed_ms(c, False))}</td><td class="n">{e(fmt_interval(intervals.get(s)))}</td>'

@@ -13,7 +13,7 @@ from typing import Any
 
 import altair as alt
 
-from toolkit.report.charts import WIDTH, Figure, _configure, _named, to_svg
+from toolkit.report.charts import WIDTH, Figure, _configure, _named, _utc_x, to_svg
 from toolkit.report.render_common import fmt_ms
 
 UNRELIABLE = "UNRELIABLE"
@@ -78,68 +78,117 @@ def text(result: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+DASHES = {"measured": [1, 0], "predicted": [6, 3]}
+"""Line style by kind: its own legend beside the colours', so solid and dashed are told apart."""
+
+
 def ttft_chart(result: dict) -> Figure | None:
-    """p95 TTFT per arrival bucket, observed (solid) and predicted (dashed) for each scenario, against
-    seconds since the first arrival of its own arrivals (a scenario may replay another dataset)."""
-    lines: list[tuple[str, bool, list[dict]]] = []
+    """p95 TTFT per arrival bucket, measured (solid) and predicted (dashed) for each scenario.
+
+    The x axis is wall-clock time (UTC), as on the report's pages, when every scenario replays the
+    window's own arrivals; a scenario replaying another dataset's (``--arrivals``) puts every line
+    on seconds since its own first arrival instead, the one scale they share. The y axis is
+    logarithmic: a scenario at 59 ms beside a measured 18 s stays readable, not a flat line."""
+    lines: list[tuple[str, str, list[dict]]] = []
     seen: set[str] = set()
     for sc in result["scenarios"]:
         obs = (sc.get("series") or {}).get("observed")
         label = "measured" if sc["arrivals"] == "window" else f"measured: {Path(sc['arrivals']).name}"
         if obs and label not in seen:
             seen.add(label)
-            lines.append((label, True, obs))
-        lines.append((sc["name"], False, (sc.get("series") or {}).get("predicted") or []))
+            lines.append((label, "measured", obs))
+        lines.append((sc["name"], "predicted", (sc.get("series") or {}).get("predicted") or []))
+    wall = all(sc["arrivals"] == "window" for sc in result["scenarios"])
     rows = []
-    for label, measured, series in lines:
+    for label, kind, series in lines:
         if not series:
             continue
         t0 = min(p["t_us"] for p in series)
-        rows += [{"s": (p["t_us"] - t0) / 1e6, "series": label, "measured": measured, "ms": p["ttft_p95_ms"]}
-                 for p in series if p["ttft_p95_ms"] is not None]
+        rows += [{"t": p["t_us"] / 1e3 if wall else (p["t_us"] - t0) / 1e6, "series": label, "kind": kind,
+                  "ms": p["ttft_p95_ms"]}
+                 for p in series if p["ttft_p95_ms"] is not None and p["ttft_p95_ms"] > 0]  # > 0: a log axis
     if not rows:
         return None
+    x = (_utc_x("t", fmt="%H:%M:%S") if wall else
+         alt.X("t:Q", title="seconds since each line's first arrival", axis=alt.Axis(labelFlush=True, tickCount=8)))
+    names = list(dict.fromkeys(r["series"] for r in rows))
     datasets: dict[str, list[dict[str, Any]]] = {}
-    chart = alt.Chart(_named(datasets, "ttft", rows)).mark_line(strokeWidth=1.8, point=True).encode(
-        x=alt.X("s:Q", title="seconds since the first arrival"), y=alt.Y("ms:Q", title="p95 TTFT (ms)"),
-        color=alt.Color("series:N", title=None, legend=alt.Legend(labelLimit=400, columns=2)),
-        strokeDash=alt.condition(alt.datum.measured, alt.value([1, 0]), alt.value([5, 3])),
-    ).properties(width=WIDTH, height=260)
+    chart = alt.Chart(_named(datasets, "ttft", rows)).mark_line(strokeWidth=2, point=alt.OverlayMarkDef(size=18)).encode(
+        x=x,
+        y=alt.Y("ms:Q", title="p95 TTFT (ms, log scale)", scale=alt.Scale(type="log"),
+                axis=alt.Axis(tickCount=6, labelOverlap="greedy")),
+        color=alt.Color("series:N", title=None, scale=alt.Scale(domain=names),
+                        legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=3, labelLimit=WIDTH // 2 - 40,
+                                          columns=2, orient="bottom")),
+        strokeDash=alt.StrokeDash("kind:N", title=None,
+                                  scale=alt.Scale(domain=list(DASHES), range=list(DASHES.values())),
+                                  legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2.5, symbolSize=600,
+                                                    symbolStrokeColor="#343a40", orient="top")),
+        detail="series:N",
+    ).properties(width=WIDTH, height=280)
     return Figure(_configure(chart), datasets)
 
 
-def render_html(result: dict) -> str:
+def _table(result: dict) -> str:
+    """The scenarios as the report's tables are: numbers right-aligned and never wrapped (a 700 px
+    screen scrolls the table inside its box, it does not break "4,588 ms" in two)."""
     e = html.escape
-    chart = ttft_chart(result)
-    svg = to_svg(chart, "whatif-ttft", "p95 TTFT per arrival bucket, predicted vs observed") if chart else (
-        "<p>No TTFT to chart.</p>")
-    badge = ("" if result["reliable"] else
-             f'<p class="bad"><b>{UNRELIABLE}</b>: the as-observed replay is off by more than 25 % '
-             f"({e(', '.join(result['unreliable_because']))}): no scenario below is an answer.</p>")
     head = ["scenario", "requests", *COLUMNS, "p95 TTFT err", "reliable"]
     body = []
     for sc in result["scenarios"]:
         err = ((sc.get("error_pct") or {}).get("ttft_ms") or {}).get("p95")
-        cells = [sc["name"], sc["requests"], *_cells(sc["predicted"]), "–" if err is None else f"{err:+.1f} %",
-                 "yes" if sc["reliable"] else UNRELIABLE]
-        body.append("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in cells) + "</tr>")
+        rows = [(["", sc["name"], sc["requests"], *_cells(sc["predicted"]),
+                  "–" if err is None else f"{err:+.1f} %", "yes" if sc["reliable"] else UNRELIABLE])]
         if sc.get("observed"):
-            body.append("<tr class=m>" + "".join(f"<td>{e(str(c))}</td>" for c in
-                                                 ["measured", "", *_cells(sc["observed"]), "", ""]) + "</tr>")
+            rows.append(["m", "measured", "", *_cells(sc["observed"]), "", ""])
+        for cls, *cells in rows:
+            body.append(f'<tr class="{cls}">' if cls else "<tr>")
+            body.append("".join(f'<td class="{"nw" if i == 0 else "n"}">{e(str(c))}</td>' for i, c in enumerate(cells))
+                        + "</tr>")
+    return ('<div class="tw"><table><tr>' + "".join(f'<th{"" if i == 0 else " class=n"}>{e(h)}</th>'
+                                                     for i, h in enumerate(head))
+            + "</tr>" + "".join(body) + "</table></div>")
+
+
+def render_html(result: dict) -> str:
+    """The what-if page in the report's look (toolkit/report/render_html.py's CSS, header, verdict
+    box, sections): self-contained, nothing fetched, every text from the data escaped."""
+    from toolkit.report.render_html import CSP, CSS
+
+    e = html.escape
+    chart = ttft_chart(result)
+    try:
+        figure = (f"<figure>{to_svg(chart, 'whatif-ttft', 'p95 TTFT per arrival bucket, predicted vs measured')}"
+                  "</figure>" if chart else '<p class="nochart">No TTFT to chart.</p>')
+    except Exception as exc:  # a chart must never cost the reader the table
+        figure = f'<p class="nochart">Chart not drawn ({e(type(exc).__name__)}).</p>'
+    reliable = result["reliable"]
+    caveat = ("" if reliable else
+              f'<div class="caveats"><b>{UNRELIABLE}</b>: the as-observed replay is off by more than 25 % '
+              f"({e(', '.join(result['unreliable_because']))}): no scenario below is an answer.</div>")
     cal = "".join(f"<li>{e(line.strip())}</li>" for line in calibration_lines(result["calibration"]))
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>stagelens what-if</title>
-<style>body{{font-family:Helvetica,Arial,sans-serif;max-width:900px;margin:24px auto;color:#212529}}
-table{{border-collapse:collapse;font-size:13px}}td,th{{padding:3px 8px;border-bottom:1px solid #dee2e6;text-align:right}}
-td:first-child,th:first-child{{text-align:left}}tr.m td{{color:#868e96}}.bad{{background:#ffe3e3;padding:8px}}</style>
-</head><body>
-<h1>What-if: {e(result['dataset'])}</h1>
-<p class="sentence">{e(result['sentence'])}</p>
-{badge}
-<table><thead><tr>{''.join(f'<th>{e(h)}</th>' for h in head)}</tr></thead><tbody>{''.join(body)}</tbody></table>
-<h2>p95 TTFT per arrival bucket: predicted (dashed) vs measured (solid)</h2>
-{svg}
-<h2>Calibration</h2><ul>{cal}</ul>
-<p>Seed {e(str(result['seed']))}; {e(result['resampling'])}.</p>
-</body></html>
-"""
+    first = "seconds since each line's first arrival" if any(sc["arrivals"] != "window" for sc in result["scenarios"]) \
+        else "arrival time (UTC)"
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        f"<title>stagelens what-if — {e(str(result['dataset']))}</title>",
+        f"<style>{CSS}tr.m td{{color:var(--muted)}}</style></head><body><main>",
+        f'<header class="top"><span><b>stagelens</b> · what-if · {e(str(result["dataset"]))}</span>'
+        f"<span>{e(str(result['calibration']['requests']))} requests calibrated</span></header>",
+        f'<div class="verdict{"" if reliable else " na"}"><span class="badge">'
+        f'{"what-if" if reliable else UNRELIABLE}</span><h1>{e(result["sentence"])}</h1></div>',
+        caveat,
+        '<section id="scenarios"><h2>Scenarios</h2><p class="cap">Each scenario replayed through the capacity '
+        "model calibrated on these logs; under each, in grey, what was measured where there is a measurement."
+        f"</p>{_table(result)}</section>",
+        '<section id="ttft"><h2>p95 TTFT per arrival bucket</h2><p class="cap">Measured: solid line; predicted: '
+        f"dashed, one colour per scenario. The axis is logarithmic; x is the {first}.</p>{figure}</section>",
+        f'<section id="calibration"><h2>Calibration</h2><ul class="small">{cal}</ul>'
+        f"<p class=\"small\">Seed {e(str(result['seed']))}; {e(result['resampling'])}.</p></section>",
+        "<footer>Generated by stagelens. Self-contained: no scripts, nothing loaded from the network.</footer>",
+        "</main></body></html>",
+        "",
+    ])
