@@ -105,7 +105,7 @@ def test_a_load_generator_log_is_not_sent_to_a_format_that_quarantines_it(tmp_pa
     assert res.stderr == (f"stagelens: {log}: format not recognised: its records are JSON that no importer reads as "
                           "requests (--format otlp, whose fields are closest, would quarantine them): a load "
                           "generator's or your own log? Describe its fields in a TOML file and import it with "
-                          "--mapping FILE.toml (README: Your own logs); `stagelens formats` lists the formats known\n")
+                          "--mapping FILE.toml (docs/formats/mapping.md); `stagelens formats` lists the formats known\n")
     tried = runner.invoke(app, ["import", str(log), "--out", str(tmp_path / "ds2"), "--format", "otlp"])
     assert tried.exit_code == 4 and "quarantined" in tried.stderr  # what the old hint led to
 
