@@ -86,7 +86,7 @@ def compare_page(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_compare_page_names_both_datasets_and_marks_the_asked_length(compare_page: str) -> None:
     svg = re.search(r"<svg.*</svg>", compare_page, re.S).group(0)
     assert ">A: production<" in svg and ">B: staging<" in svg  # the legend
-    assert "A: production vs B: staging" in svg  # the chart title
+    assert "Time to finish a reply, A vs B" in svg  # the chart title: letters (the legend holds the names)
     assert ">asked: 300 tokens<" in svg and ">cross at 51<" in svg
     assert '<span class="badge">A: production finishes sooner</span>' in compare_page
     assert "<title>stagelens compare — A: production vs B: staging</title>" in compare_page
