@@ -371,10 +371,12 @@ def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None 
         con = spark_connect(dataset, params, master)
     else:
         con = queries.connect(dataset, params, memory_limit)
-        # _bucket_load first: load and per_request (each request's busy/quiet period) both read it
+        # _links, then _bucket_load: _bounds reads the first (which records are counted), load and
+        # per_request (each request's busy/quiet period) the second
         queries.share_load(con)
     if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
-        con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
+        if engine == "spark":
+            con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
         # a joined call is anchored at the lower record of a link; linked_only leaves out the calls
         # of one record without reading them (10 M records: 1.1 s, not 5.9)
         if engine == "duckdb":  # Spark's views took their parameters when created: the same rows, read
