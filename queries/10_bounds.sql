@@ -2,23 +2,24 @@
 -- kind: view
 -- description: Helper: each request's boundaries as epoch microseconds, its stage segments, and whether it is the record its call is counted by.
 -- percentiles: none
--- requires: requests
+-- requires: requests, _links
 -- columns:
 --   *: as requests; every column of requests, unchanged
 --   a_us, q_us, s_us, f_us, l_us, e_us: us; ts_arrival .. ts_end as epoch microseconds (null where the boundary is missing)
 --   segments: list of {stage, t0, t1} (us); one entry per interval between consecutive known boundaries, named by the stages it covers joined with '+'
---   counted: bool; true for the record a call is counted by (docs/stages.md): server rows, and every row of a trace that has no server row
+--   counted: bool; true for the record a call is counted by (docs/stages.md): its finest record, i.e. every row that _links does not join to a record nearer the model (a client row joined to a gateway or server row, a gateway row joined to a server row are not counted)
 --   in_load: bool; counted and on the dataset's main clock (wall when any wall-clock row exists), so relative-clock rows never stretch the time axis
 --
 -- Why segments: a missing boundary merges its two neighbouring stages into one composite
 -- (docs/stages.md), so each known boundary except ts_end starts exactly one segment that runs to the
 -- next known boundary. All arithmetic stays in integer microseconds so segments sum exactly to
 -- e2e. `counted` keeps a call seen by a client, a gateway and a server from counting three times:
--- a trace with a server row counts only its server rows (traces without trace_id count every row).
--- The per-call join (_links, calls) is exact but costs a join over all records: at 10 M rows it
--- made every view slower by an order of magnitude, so counting uses the trace rule; its cost is
--- that a client record whose call left no server record, inside a trace that has server records,
--- is not counted.
+-- a row counts unless _links joins it to a record nearer the model (the upper record of a link), so
+-- whatever key joined them (trace, request id, time and tokens) the call counts once, through its
+-- finest record, and a client or gateway record whose call left no server record still counts.
+-- Cost: only client and gateway rows can be upper records, so only they get a row key and probe
+-- the (anti-)join; a dataset of server records alone pays one empty scan (_links is empty). The
+-- report materializes _links once, so its views read the copy (toolkit/report/build.py).
 WITH r AS (
     SELECT
         *,
@@ -30,12 +31,9 @@ WITH r AS (
         epoch_us(ts_end) AS e_us
     FROM requests
 ),
--- traces seen both by a server and by another vantage: only there does `counted` drop rows
-mixed_traces AS (
-    SELECT DISTINCT trace_id
-    FROM requests
-    WHERE vantage = 'server'
-      AND trace_id IN (SELECT trace_id FROM requests WHERE vantage <> 'server' AND trace_id IS NOT NULL)
+-- the upper records of links: rows joined to a record nearer the model, which are not counted
+upper AS (
+    SELECT upper_key FROM _links
 ),
 main_clock AS (
     SELECT CASE WHEN count_if(clock = 'wall') > 0 OR count(*) = 0 THEN 'wall' ELSE 'relative' END AS clock
@@ -72,8 +70,11 @@ SELECT
         {'stage': CASE WHEN l_us IS NULL THEN NULL ELSE 'postprocess' END,
          't0': l_us, 't1': e_us}
     ], lambda x: x.stage IS NOT NULL) AS segments,
-    (r.vantage = 'server' OR m.trace_id IS NULL) AS counted,
-    (r.vantage = 'server' OR m.trace_id IS NULL) AND r.clock = c.clock AS in_load
+    u.upper_key IS NULL AS counted,
+    u.upper_key IS NULL AND r.clock = c.clock AS in_load
 FROM r
 CROSS JOIN main_clock AS c
-LEFT JOIN mixed_traces AS m ON r.trace_id = m.trace_id
+-- the row key (_links') only where the row can be an upper record: no hash over server rows
+LEFT JOIN upper AS u
+  ON CASE WHEN r.vantage IN ('client', 'gateway')
+          THEN hash(r.source_format, r.source_file, r.source_line, r.span_id, r.request_id) END = u.upper_key

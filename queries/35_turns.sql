@@ -16,7 +16,7 @@
 --   tool_ms: ms; time with a tool span active and no model stage (0 when none)
 --   orchestration_ms: ms; time with no model stage and no tool active (0 when none)
 --   stage_ms: map stage -> ms; every stage that got time, composites included, summing exactly to turn_ms
---   model_calls: calls; model calls in the trace (counted records: server rows where the trace has any)
+--   model_calls: calls; model calls in the trace (counted records: each call once, through its finest record)
 --   tool_calls: calls; spans with kind = 'tool'
 --
 -- Rule (docs/stages.md): every instant of the turn goes to one stage, by priority: fine model stages

@@ -33,7 +33,7 @@
 --   derived-boundaries: rows with boundaries computed from durations (derived), e.g. engine
 --     monotonic stages placed on the wall clock; stages are then as good as that placement.
 --   clock-skew: rows whose derived boundaries had to be shifted to fit (clock_skew_ms).
---   not-counted: rows that stand for a call also recorded at the server, so load, turns and metrics skip them.
+--   not-counted: rows that stand for a call also recorded nearer the model (a client row joined to a server or gateway row, see _links), so load, turns and metrics skip them.
 WITH b AS (
     SELECT min(bucket_index) AS lo, max(bucket_index) AS hi FROM load
 ),
@@ -105,6 +105,6 @@ SELECT 'clock-skew', 'info', source_format, NULL, NULL, skewed_rows, max_skew_ms
 FROM per_format WHERE skewed_rows > 0
 UNION ALL
 SELECT 'not-counted', 'info', source_format, NULL, NULL, not_counted_rows, NULL,
-       'rows of calls also recorded by a server: load, turns and metrics count the server row'
+       'rows of calls also recorded nearer the model (joined in _links): load, turns and metrics count that record'
 FROM per_format WHERE not_counted_rows > 0
 ORDER BY check_name, source_format NULLS FIRST, model NULLS FIRST, bucket_start NULLS FIRST

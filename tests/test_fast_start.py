@@ -46,7 +46,8 @@ def test_a_small_query_sets_up_only_the_views_it_reads(tmp_path) -> None:  # typ
     views = "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1"
     assert queries.connect(ds, sql="SELECT 1").sql(views).fetchall() == [("quarantine",), ("requests",), ("spans",)]
     some = {v for (v,) in queries.connect(ds, sql="SELECT * FROM busy_periods").sql(views).fetchall()}
-    assert some == {"quarantine", "requests", "spans", "_bounds", "_load_calls", "_bucket_load", "load", "busy_periods"}
+    assert some == {"quarantine", "requests", "spans", "_links", "_bounds", "_load_calls", "_bucket_load", "load",
+                    "busy_periods"}
     assert len(queries.connect(ds).sql(views).fetchall()) == 3 + sum(q.is_view for q in queries.list_queries())
 
 

@@ -225,7 +225,6 @@ def test_bench_generator_is_clean(tmp_path: Path) -> None:
                                "AND ts_first_token > ts_arrival AND ts_end > ts_first_token").to_pylist() == [{"n": 300}]
 
 
-@pytest.mark.xfail(reason="known limitation: counted uses the trace rule (queries/10_bounds.sql); the per-call rule through _links was 10x slower at 10 M rows, so a gateway row whose call has no server span, in a trace with server spans, is not counted", strict=True)
 def test_app_spans_and_gateway_payloads_count_each_call_once(tmp_path: Path) -> None:
     """The agent's own OTel spans (client) and LiteLLM's payloads (gateway) of the same two calls: the
     payload's requester_metadata.trace_id is the app's trace id and its id the chat span's response id,

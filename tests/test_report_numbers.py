@@ -62,7 +62,7 @@ def two_hours(tmp_path_factory: pytest.TempPathFactory) -> Path:
 PLAIN = """
 SELECT count({x}), avg({x}), quantile_cont({x}, 0.5), quantile_cont({x}, 0.95)
 FROM requests
-WHERE ts_arrival >= $lo AND ts_arrival < $hi AND {x} IS NOT NULL
+WHERE ts_arrival >= $lo AND ts_arrival < $hi AND {x} IS NOT NULL AND status = 'ok'
 """
 PLAIN_METRICS = {  # each metric straight from the boundaries of the base table
     "ttft_ms": "(epoch_us(ts_first_token) - epoch_us(ts_arrival)) / 1e3",
@@ -99,13 +99,55 @@ def test_headline_figures_are_the_plain_sql_figures(two_hours: Path) -> None:
     assert h["baseline"] == pytest.approx(_plain(two_hours, "ttft_ms", *QUIET.split("/"))[3], abs=1e-3)
 
 
+@pytest.fixture(scope="module")
+def failing(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``two_hours`` plus failures: fast errors in the slow hour (an outage's 40 ms refusals) and a
+    few aborted and timed-out requests in both, which latency must leave out."""
+    rows = _rows(1, 0.0, 2, slow_hour=1)
+    for i in range(240):
+        a = HOUR_MS + i * 15_000.0 + 700.0
+        rows.append({"request_id": f"err{i}", "model": "m", "ts_arrival": ms(a), "ts_end": ms(a + 40.0),
+                     "status": "error", "error_type": "overloaded"})
+    for i in range(12):
+        a = i * 600_000.0 + 1_300.0
+        rows.append({"request_id": f"ab{i}", "model": "m", "ts_arrival": ms(a), "ts_first_token": ms(a + 20.0),
+                     "ts_end": ms(a + 38.0), "output_tokens": 3, "status": "aborted" if i % 2 else "timeout"})
+    return make_dataset(tmp_path_factory.mktemp("failing"), rows)
+
+
+def test_latency_is_over_ok_requests_and_failures_are_counted_apart(failing: Path) -> None:
+    """With failures in the data the report's percentiles are still plain SQL's over ok requests
+    (fast failures no longer pull them down), and ``status`` counts every request of each side."""
+    r = build_report(failing, window=SLOW, baseline_window=QUIET)
+    for side, window in (("current", SLOW), ("baseline", QUIET)):
+        for metric in PLAIN_METRICS:
+            n, mean, p50, p95 = _plain(failing, metric, *window.split("/"))
+            s = r.summary[side][metric]
+            assert s["count"] == n
+            assert (s["mean"], s["p50"], s["p95"]) == pytest.approx((mean, p50, p95), abs=1e-3)
+            e = next(a for a in r.attribution if a["metric"] == metric and a["statistic"] == "p95")
+            assert e[side] == pytest.approx(p95, abs=1e-3), (metric, side)
+    # quiet hour: 180 ok + aborted/timeout at 0:00, 0:10, ..., 0:50 (i = 0..5); slow hour: 180 ok,
+    # 240 errors, and i = 6..11
+    assert r.status == {
+        "current": {"requests": 426, "ok": 180, "error": 240, "aborted": 3, "timeout": 3,
+                    "error_rate": round(246 / 426, 6)},
+        "baseline": {"requests": 186, "ok": 180, "error": 0, "aborted": 3, "timeout": 3,
+                     "error_rate": round(6 / 186, 6)}}
+    err = next(a for a in r.attribution if a["metric"] == "error_rate")
+    assert err["regression"] and err["driver"] == "error"
+    assert sum(err["contributions"].values()) == pytest.approx(err["delta"], abs=1e-6)
+    assert r.to_json()["status"] == r.status
+    assert r.meta["latency_over"].startswith("ok requests only")
+
+
 def test_p95_entry_decomposes_its_tail_mean(two_hours: Path) -> None:
     r = build_report(two_hours, window=SLOW, baseline_window=QUIET)
     for e in r.attribution:
         dec = e["decomposition"]
-        assert dec["of"] == ("mean" if e["statistic"] == "mean" else "tail_mean")
+        assert dec["of"] == {"mean": "mean", "rate": "rate"}.get(e["statistic"], "tail_mean")
         assert sum(e["contributions"].values()) == pytest.approx(dec["delta"], abs=0.01)
-        if e["statistic"] == "mean":
+        if e["statistic"] in ("mean", "rate"):
             assert (dec["baseline"], dec["current"], dec["delta"]) == (e["baseline"], e["current"], e["delta"])
         else:  # the tail mean is above the percentile it starts at
             assert dec["baseline"] >= e["baseline"] and dec["current"] >= e["current"]

@@ -28,6 +28,7 @@ import sqlglot
 from sqlglot import exp
 
 from toolkit import queries, resources
+from toolkit.report.status import LATENCY_OVER, OK_SQL, failed, status_block, two_proportion_test
 
 FILTER_COLUMNS = {"model", "service", "replica", "tenant", "source_format", "vantage", "status", "request_id",
                   "trace_id", "input_tokens", "output_tokens", "ts_arrival"}
@@ -110,18 +111,28 @@ class Side:
 
 
 def _side_stats(side: Side) -> dict:
+    """A side's figures: latency over its ok requests (``OK_SQL``), ``status`` over all of them."""
     cond = f"counted AND ({side.where})"
     row = side.con.execute(
-        f"""SELECT count(*), quantile_cont(ttft_ms, [0.5, 0.95]), quantile_cont(tpot_ms, [0.5, 0.95]),
-                   median(output_tokens), max(output_tokens),
-                   list(DISTINCT vantage ORDER BY vantage), list(DISTINCT source_format ORDER BY source_format),
-                   (epoch_us(max(ts_end)) - epoch_us(min(ts_arrival))) / 1e6
+        f"""SELECT count(*), quantile_cont(ttft_ms, [0.5, 0.95]) FILTER (WHERE {OK_SQL}),
+                   quantile_cont(tpot_ms, [0.5, 0.95]) FILTER (WHERE {OK_SQL}),
+                   median(output_tokens) FILTER (WHERE {OK_SQL}), max(output_tokens) FILTER (WHERE {OK_SQL}),
+                   list(DISTINCT vantage ORDER BY vantage),
+                   list(DISTINCT source_format ORDER BY source_format),
+                   (epoch_us(max(ts_end)) - epoch_us(min(ts_arrival))) / 1e6,
+                   count(*) FILTER (WHERE status = 'error'), count(*) FILTER (WHERE status = 'aborted'),
+                   count(*) FILTER (WHERE status = 'timeout'),
+                   count(*) FILTER (WHERE status NOT IN ('ok', 'error', 'aborted', 'timeout'))
             FROM stages WHERE {cond}""", side.params).fetchone()
-    n, ttft, tpot, med_out, max_out, vantages, formats, span_s = row
+    n, ttft, tpot, med_out, max_out, vantages, formats, span_s, n_err, n_ab, n_to, n_other = row
     vantages, formats = vantages or [], formats or []  # no request matched: lists of nothing, not NULL
+    bad = n_err + n_ab + n_to + n_other
+    status = status_block([("ok", n - bad), ("error", n_err + n_other), ("aborted", n_ab), ("timeout", n_to)])
     return {
         "label": side.label,
         "requests": n,
+        "status": status,
+        "error_rate": status["error_rate"],
         "ttft_ms": _q(ttft), "tpot_ms": _q(tpot),
         "median_output_tokens": None if med_out is None else float(med_out),
         "max_output_tokens": None if max_out is None else int(max_out),
@@ -153,7 +164,7 @@ def _pairs(side: Side) -> tuple[np.ndarray, np.ndarray]:
     """(ttft, tpot) per request, sampled to CURVE_ROWS, for requests that have both."""
     arr = side.con.execute(
         f"""SELECT ttft_ms, tpot_ms FROM (SELECT ttft_ms, tpot_ms FROM stages
-               WHERE counted AND ({side.where}) AND ttft_ms IS NOT NULL AND tpot_ms IS NOT NULL)
+               WHERE counted AND ({side.where}) AND {OK_SQL} AND ttft_ms IS NOT NULL AND tpot_ms IS NOT NULL)
             USING SAMPLE reservoir({CURVE_ROWS} ROWS) REPEATABLE (7)""", side.params).fetchnumpy()
     return np.asarray(arr["ttft_ms"], dtype=float), np.asarray(arr["tpot_ms"], dtype=float)
 
@@ -317,7 +328,8 @@ def compare_datasets(
             f"b: {', '.join(stats['b']['vantages'])}): a client's TTFT includes network and delivery that a "
             "server's does not, so part of any difference is where it was measured.")
     pairs = {k: _pairs(s) for k, s in sides.items()}
-    result: dict = {"a": stats["a"], "b": stats["b"], "warnings": warnings}
+    result: dict = {"a": stats["a"], "b": stats["b"], "warnings": warnings, "latency_over": LATENCY_OVER,
+                    "error_rate": error_rate_difference(stats["a"]["status"], stats["b"]["status"])}
     # one reply length for both sides (given, else the mean of the two medians): each side's own
     # median stays in median_output_tokens
     medians = [m for m in (stats["a"]["median_output_tokens"], stats["b"]["median_output_tokens"]) if m]
@@ -362,13 +374,43 @@ def compare_datasets(
         ga, gb = result["goodput"]["a"]["share"], result["goodput"]["b"]["share"]
         result["more_within_objectives"] = None if ga == gb else ("a" if (ga or 0) > (gb or 0) else "b")
         result["objectives"] = {"ttft_ms": ttft_slo_ms, "tpot_ms": tpot_slo_ms}
-    result["summary"] = summary_sentence(result)
+    result["summary"] = " ".join(x for x in (failure_sentence(result), summary_sentence(result)) if x)
     if engine == "spark":  # the curve and its band come from a sample Spark draws: approximate, stated
         result["engine"] = {"name": "spark", "curve_rows": CURVE_ROWS,
                             "sample": f"each side's curve and noise band use a seeded uniform sample of at most "
                                       f"{CURVE_ROWS} requests drawn in Spark (other rows than DuckDB's): "
                                       "approximate; counts, percentiles and goodput are exact, over every row"}
     return result
+
+
+def error_rate_difference(a: dict, b: dict) -> dict:
+    """Which side fails more often, beyond noise: the two-proportion test of the higher rate against
+    the lower (``toolkit/report/status.py``); ``higher`` is None when the rates are equal."""
+    ra, rb = a["error_rate"] or 0.0, b["error_rate"] or 0.0
+    if ra == rb:
+        return {"a": ra, "b": rb, "higher": None, "significant": False, "test": None}
+    hi, lo = ("a", "b") if ra > rb else ("b", "a")
+    sides = {"a": a, "b": b}
+    test = two_proportion_test(failed(sides[lo]), sides[lo]["requests"], failed(sides[hi]), sides[hi]["requests"])
+    return {"a": ra, "b": rb, "higher": hi, "significant": test["p_value"] < test["alpha"], "test": test}
+
+
+def failure_sentence(r: dict) -> str:
+    """Each side's failures, said before any "sooner": a side that failed 67 % of its requests is not
+    merely "slower" (its latency, like the other's, is over its ok requests only)."""
+    parts = []
+    for k in ("a", "b"):
+        st = r[k].get("status") or {}
+        if st.get("requests") and failed(st):
+            kinds = ", ".join(f"{x} {st[x]:,}" for x in ("error", "aborted", "timeout") if st.get(x))
+            parts.append(f"{k.upper()} failed {failed(st):,} of its {st['requests']:,} requests "
+                         f"({st['error_rate'] * 100:.0f} %: {kinds})")
+    if not parts:
+        return ""
+    diff = r.get("error_rate") or {}
+    more = (f"; {diff['higher'].upper()} fails more often beyond noise (two-proportion test, "
+            f"p = {diff['test']['p_value']:.2g})" if diff.get("significant") else "")
+    return "; ".join(parts) + more + ". Latency below is over ok requests only."
 
 
 def _s(ms: float | None) -> str:

@@ -370,15 +370,22 @@ def _closure(names: set[str]) -> set[str]:
 
 
 def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
-    """Compute the shared load views once for this connection (all of them, or those ``sql`` reads).
+    """Compute the shared views once for this connection (all of them, or those ``sql`` reads).
 
     The views are set up without reading any data (``connect`` stays instant); the first statement
     that needs the bucket load pays for it once: ``_bucket_load`` (one linear pass, per-bucket event
     sums) and, when read, ``load`` (plus the peak sweep). Later statements read the tables."""
-    wanted = set(SHARED_VIEWS) if sql is None else _closure(named_views(sql)) & set(SHARED_VIEWS)
-    if not wanted:  # `SELECT 1`, a query of requests only: nothing to build, not even a catalog lookup
+    needed = None if sql is None else _closure(named_views(sql))
+    wanted = set(SHARED_VIEWS) if needed is None else needed & set(SHARED_VIEWS)
+    links = needed is None or "_links" in needed
+    if not wanted and not links:  # `SELECT 1`, a query of requests only: nothing to build, not even a catalog lookup
         return
     have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
+    # _links first: every view over _bounds reads it (a record joined to a finer one is not
+    # counted), and a view is recomputed at each mention; with server records alone it is empty
+    if links and "_links" not in have and con.execute(
+            "SELECT EXISTS (SELECT 1 FROM requests WHERE vantage <> 'server')").fetchall()[0][0]:
+        con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
     todo = [name for name in SHARED_VIEWS if name in wanted and name not in have]
     # both to build: their common rows (queries/36_load_calls.sql) read once, kept only while building
     calls = len(todo) == 2

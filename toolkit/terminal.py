@@ -453,7 +453,15 @@ def print_report(report: Any, out: IO[str] | None = None) -> None:
     caveats. No Markdown syntax (that is ``--md``)."""
     from rich.table import Table
 
-    from toolkit.report.render_common import comparison_title, fmt_ms, fmt_signed_ms, ordered_attribution
+    from toolkit.report.render_common import (
+        comparison_title,
+        error_rate_entries,
+        fmt_ms,
+        fmt_signed_ms,
+        ordered_attribution,
+        rate_row,
+        status_text,
+    )
 
     con = console(out)
     j = report.to_json()
@@ -464,8 +472,11 @@ def print_report(report: Any, out: IO[str] | None = None) -> None:
                  .get(state, "bold green")))
 
     con.print(_t(headline_sentence(j) or next(iter(verdicts(report)), "No comparison could be made."), "bold"))
+    if report.status:  # what latency is over, and the failures it leaves out, on every page
+        con.print(_t(status_text(report)))
     entries = ordered_attribution(report)
-    if entries:
+    rates = error_rate_entries(report)
+    if entries or rates:
         tbl = Table(box=None, pad_edge=False, header_style="bold")
         for name, justify in (("comparison", "left"), ("baseline → current", "right"), ("change", "right"),
                               ("driver", "left"), ("regression", "left")):
@@ -474,6 +485,10 @@ def print_report(report: Any, out: IO[str] | None = None) -> None:
             tbl.add_row(_t(comparison_title(a)), _t(f"{fmt_ms(a.get('baseline'))} → {fmt_ms(a.get('current'))}"),
                         _t(fmt_signed_ms(a.get("delta"))), _t(a.get("driver") or "–"),
                         _t("yes", "bold red") if a.get("regression") else _t("no"))
+        for a in rates:
+            title, values, change, driver, regression = rate_row(a)
+            tbl.add_row(_t(title), _t(values), _t(change), _t(driver),
+                        _t("yes", "bold red") if regression else _t("no"))
         con.print(tbl)
     for w in report.warnings[:8]:
         con.print(_t(f"! {w}", "yellow"))
@@ -505,7 +520,10 @@ def print_compare(result: dict[str, Any], out: IO[str] | None = None) -> None:
     tbl.add_column("A", justify="right")
     tbl.add_column("B", justify="right")
     n = result.get("output_tokens")
+    from toolkit.report.status import side_status
+
     for label, x, y in (("requests", f"{a['requests']:,}", f"{b['requests']:,}"),
+                        ("status (latency over ok)", side_status(a.get("status")), side_status(b.get("status"))),
                         ("TTFT median / p95", pair(a["ttft_ms"], "ms"), pair(b["ttft_ms"], "ms")),
                         ("TPOT median / p95", pair(a["tpot_ms"], "ms"), pair(b["tpot_ms"], "ms")),
                         (f"{n:g}-token reply" if n is not None else "reply", pair(a["completion_ms"], "ms"),

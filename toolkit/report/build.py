@@ -45,6 +45,7 @@ from toolkit.report.headline import (  # noqa: F401  (re-exported for callers of
     verdict,
 )
 from toolkit.report.model import Report
+from toolkit.report.status import LATENCY_OVER, OK_SQL, error_rate_entry, status_block
 
 FILTER_COLUMNS = ("model", "service", "replica", "tenant")
 SUMMARY_Q = (0.5, 0.9, 0.95, 0.99)
@@ -203,15 +204,18 @@ def build_report(
             _turn_calls(sels[0].con)
             sels[0].con.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
     _materialize([cur, base], filt)
+    status: dict[str, dict] = {}
     for sels in _by_con([cur, base]).values():
         found: dict[str, list] = {}
-        for side, vantage, fmt, n in _side_counts(sels, filt):
-            found.setdefault(side, []).append((vantage, fmt, n))
+        for side, vantage, fmt, st, n in _side_counts(sels, filt):
+            found.setdefault(side, []).append((vantage, fmt, st, n))
         for sel in sels:
             rows = found.get(sel.label, [])
-            sel.description |= {"requests": sum(n for _v, _f, n in rows),
-                                "vantages": sorted({v for v, _f, _n in rows if v is not None}),
-                                "formats": sorted({f for _v, f, _n in rows if f is not None})}
+            # every request of the side, whatever its status: status says how many were ok
+            sel.description |= {"requests": sum(n for *_k, n in rows),
+                                "vantages": sorted({v for v, _f, _s, _n in rows if v is not None}),
+                                "formats": sorted({f for _v, f, _s, _n in rows if f is not None})}
+            status["current" if sel is cur else "baseline"] = status_block((st, n) for _v, _f, st, n in rows)
     vc, vb = set(cur.description["vantages"]), set(base.description["vantages"])
     # an empty side is not a different vantage: it is warned about below (fewer than 2 requests)
     if (vc and vb and vc != vb) or len(vc) > 1:
@@ -245,12 +249,20 @@ def build_report(
                   "with quiet time (use --window/--baseline-window or --baseline)")
         warnings.append("No busy period found: load stayed near its median, so there is nothing to compare "
                         "(use --window/--baseline-window or --baseline).")
-    elif min(cur.description["requests"], base.description["requests"]) < 2:
+    elif min(status["current"]["requests"], status["baseline"]["requests"]) < 2:
         reason = (f"the current side has {cur.description['requests']} and the baseline "
                   f"{base.description['requests']} requests; at least 2 on each side are needed")
         warnings.append("One side has fewer than 2 requests: no attribution.")
     else:
+        # failures first: a rise of the error rate is a regression of its own, whatever latency did
+        err = error_rate_entry(status["baseline"], status["current"], threshold, context)
+        if err is not None:
+            attribution.append(err)
+        if min(status["current"]["ok"], status["baseline"]["ok"]) < 2:
+            warnings.append("One side has fewer than 2 ok requests: latency is not attributed.")
         families: list[tuple[list[str], str]] = [(["ttft_ms", "e2e_ms", "tpot_ms"], "true")]
+        if min(status["current"]["ok"], status["baseline"]["ok"]) < 2:
+            families = []
         joined = _joined_calls(con, cur, base, filt_calls)
         if joined:
             families.append((["client_ttft_ms"], filt_calls))
@@ -298,6 +310,7 @@ def build_report(
         "tail": tail_name,
         "threshold": threshold,
         "bucket_s": bucket,
+        "latency_over": LATENCY_OVER,
     }
     if engine != "duckdb":  # how the numbers were computed elsewhere, and what is approximate there
         meta["engine"] = con.describe()
@@ -309,7 +322,7 @@ def build_report(
     return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
                   warnings=warnings, quarantine=quarantine, charts=charts,
                   headline=make_headline(attribution, tail_name, threshold, context, reason),
-                  compared=bool(attribution), reason=None if attribution else reason)
+                  compared=bool(attribution), reason=None if attribution else reason, status=status)
 
 
 def _turn_calls(con: duckdb.DuckDBPyConnection) -> None:
@@ -378,10 +391,12 @@ def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None 
         con = spark_connect(dataset, params, master)
     else:
         con = queries.connect(dataset, params, memory_limit)
-        # _bucket_load first: load and per_request (each request's busy/quiet period) both read it
+        # _links, then _bucket_load: _bounds reads the first (which records are counted), load and
+        # per_request (each request's busy/quiet period) the second
         queries.share_load(con)
     if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
-        con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
+        if engine == "spark":
+            con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
         # a joined call is anchored at the lower record of a link; linked_only leaves out the calls
         # of one record without reading them (10 M records: 1.1 s, not 5.9)
         if engine == "duckdb":  # Spark's views took their parameters when created: the same rows, read
@@ -489,7 +504,8 @@ def _by_con(sides: list[Selection]) -> dict[int, list[Selection]]:
 
 
 def _materialize(sides: list[Selection], filt: str) -> None:
-    """Each connection gets ``_rb``: the counted, filtered rows of ``per_request`` on its sides.
+    """Each connection gets ``_rb``: the counted, filtered, ok rows of ``per_request`` on its sides
+    (latency is computed over ok requests; failures are counted apart, in ``status``).
 
     Every later statistic of these requests reads this compact copy instead of re-deriving the
     views from Parquet (a pass over the views costs far more than one over an in-memory table).
@@ -510,7 +526,7 @@ def _materialize(sides: list[Selection], filt: str) -> None:
         _run(con, f"""CREATE OR REPLACE TEMP TABLE _rb AS SELECT * FROM (
                           SELECT CAST(CASE {case} END AS ENUM({labels})) AS side, epoch_us(ts_arrival) AS a_us,
                                  {", ".join(RB_COLUMNS)}
-                          FROM per_request WHERE {filt}) WHERE side IS NOT NULL""", params)
+                          FROM per_request WHERE {filt} AND {OK_SQL}) WHERE side IS NOT NULL""", params)
 
 
 RB_COLUMNS = ("ttft_ms", "tpot_ms", "tpot_basis", "e2e_ms", *(f"{s}_ms" for s in FINE), *COMPOSITE_COLUMNS,
@@ -525,11 +541,12 @@ def _side_case(group: list[Selection]) -> str:
 
 
 def _side_counts(group: list[Selection], filt: str) -> list[tuple]:
-    """(side, vantage, source_format, requests) of the rows ``_materialize`` copies: one light pass
+    """(side, vantage, source_format, status, requests) of the side's rows, every status (``_materialize``
+    copies the ok ones, which latency is computed over; ``status`` counts them all): one light pass
     over the view's plain columns rather than two string columns in every row of ``_rb``."""
     params = {k: v for sel in group for k, v in sel.params.items()}
-    sql = (f"SELECT side, vantage, source_format, count(*) FROM (SELECT CASE {_side_case(group)} END AS side, "
-           f"vantage, source_format FROM per_request WHERE {filt}) WHERE side IS NOT NULL GROUP BY ALL")
+    sql = (f"SELECT side, vantage, source_format, status, count(*) FROM (SELECT CASE {_side_case(group)} END AS side, "
+           f"vantage, source_format, status FROM per_request WHERE {filt}) WHERE side IS NOT NULL GROUP BY ALL")
     used = set(re.findall(r"\$(\w+)", sql))
     return group[0].con.execute(sql, {k: v for k, v in params.items() if k in used}).fetchall()
 

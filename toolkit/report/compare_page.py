@@ -11,6 +11,7 @@ from toolkit.report import charts as ch
 from toolkit.report.charts import LABEL_PX, WIDTH, _configure
 from toolkit.report.render_html import CSP, CSS, _kpi
 from toolkit.report.render_md import md_escape
+from toolkit.report.status import side_status
 
 SIDE_COLOURS = {"a": "#1f6feb", "b": "#d9480f"}
 
@@ -73,6 +74,8 @@ def render_md(result: dict) -> str:
              "| | A | B |", "|---|---|---|",
              f"| data | {cell(a['label'])} | {cell(b['label'])} |",
              f"| requests | {a['requests']} | {b['requests']} |",
+             f"| status (latency is over ok requests) | {cell(side_status(a.get('status')))} | "
+             f"{cell(side_status(b.get('status')))} |",
              f"| TTFT median / p95 (ms) | {cell(a['ttft_ms']['median'])} / {cell(a['ttft_ms']['p95'])} | "
              f"{cell(b['ttft_ms']['median'])} / {cell(b['ttft_ms']['p95'])} |",
              f"| TPOT median / p95 (ms/token) | {cell(a['tpot_ms']['median'])} / {cell(a['tpot_ms']['p95'])} | "
@@ -97,6 +100,7 @@ def render_html(result: dict) -> str:
         return "n/a" if x is None else e(f"{x:,.1f}" if isinstance(x, float) else str(x))
 
     rows = [("data", e(a["label"]), e(b["label"])), ("requests", v(a["requests"]), v(b["requests"])),
+            ("status (latency is over ok requests)", e(side_status(a.get("status"))), e(side_status(b.get("status")))),
             ("TTFT median / p95 (ms)", f"{v(a['ttft_ms']['median'])} / {v(a['ttft_ms']['p95'])}",
              f"{v(b['ttft_ms']['median'])} / {v(b['ttft_ms']['p95'])}"),
             ("TPOT median / p95 (ms per token)", f"{v(a['tpot_ms']['median'])} / {v(a['tpot_ms']['p95'])}",

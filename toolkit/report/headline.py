@@ -90,14 +90,15 @@ def verdict(entry: dict, context: str, tail_name: str) -> str:
     return text
 
 
-HEADLINE_ORDER = ("ttft_ms", "e2e_ms", "tpot_ms", "turn_ms", "client_ttft_ms")
+HEADLINE_ORDER = ("ttft_ms", "e2e_ms", "tpot_ms", "turn_ms", "client_ttft_ms", "error_rate")
 
 
 def headline_entry(attribution: list[dict], tail_name: str) -> dict | None:
     """The headline rule, applied once per report (every output prints its result).
 
-    Entries are read in a fixed order: metric TTFT, e2e, TPOT, turn time, client TTFT; within a
-    metric the tail statistic before the mean. The headline is the first regression in that order;
+    Entries are read in a fixed order: metric TTFT, e2e, TPOT, turn time, client TTFT, error rate;
+    within a metric the tail statistic before the mean. (A rising error rate that is not the headline
+    is still said in its sentence: ``make_headline``.) The headline is the first regression in that order;
     with no regression, the first entry (the tail TTFT when there is one); with no entry, none.
     A fixed order rather than "the largest change": a nightly job that diffs the headline sees the
     same metric from night to night, and the first token's tail is what a user feels first.
@@ -121,7 +122,9 @@ def make_headline(attribution: list[dict], tail_name: str, threshold: float, con
         return {"metric": None, "statistic": None, "baseline": None, "current": None, "delta": None,
                 "driver": None, "regression": False,
                 "sentence": f"Nothing was compared: {reason or 'no comparison could be made'}."}
-    if a.get("regression") and a.get("verdict"):
+    if a.get("metric") == "error_rate" and a.get("verdict"):  # rates, not milliseconds: its own words
+        sentence = a["verdict"]
+    elif a.get("regression") and a.get("verdict"):
         sentence = a["verdict"]
     else:
         label = LABELS.get(a["metric"], a["metric"])
@@ -129,6 +132,9 @@ def make_headline(attribution: list[dict], tail_name: str, threshold: float, con
                   if None not in (a.get("baseline"), a.get("current"), a.get("delta")) else f"{a['statistic']} {label}")
         sentence = (f"{context + ': ' if context else ''}no regression beyond {threshold:.0%}: {values}."
                     if not a.get("regression") else f"{context + ': ' if context else ''}{values}.")
+    failing = next((e for e in attribution if e.get("metric") == "error_rate" and e.get("regression")), None)
+    if failing is not None and failing is not a:  # "slower" never hides "and failed more often"
+        sentence += " Also: " + failing["verdict"].removeprefix(f"{context}: " if context else "")
     return {"metric": a["metric"], "statistic": a["statistic"], "baseline": a.get("baseline"),
             "current": a.get("current"), "delta": a.get("delta"), "driver": a.get("driver"),
             "regression": bool(a.get("regression")), "sentence": sentence}

@@ -56,6 +56,9 @@ class Report:
     * ``quarantine``: ``{"rows": n, "by_reason": {...}}``.
     * ``headline``: ``{metric, statistic, baseline, current, delta, driver, regression, sentence}``,
       chosen once (``headline.headline_entry``); every renderer prints its ``sentence`` as the title.
+    * ``status``: ``{baseline, current}``, each ``{requests, ok, error, aborted, timeout, error_rate}``
+      (``toolkit/report/status.py``): every request of the side; latency (``attribution``, ``summary``)
+      is over the ok ones, as ``meta.latency_over`` says.
     * ``compared``: false when no comparison could be made, with ``reason`` in words (a nightly job
       must not read "could not look" as "fine": the CLI exits 5 under --fail-on-regression).
 
@@ -72,6 +75,7 @@ class Report:
     headline: dict[str, Any] | None = None
     compared: bool | None = None
     reason: str | None = None
+    status: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         from toolkit.report.headline import make_headline  # the one rule
@@ -100,4 +104,5 @@ class Report:
             "compared": self.compared,
             "reason": self.reason,
             "headline": self.headline,
+            "status": self.status,
         }

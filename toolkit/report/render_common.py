@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from toolkit.report.model import Report
+from toolkit.report.status import status_line
 
 METRIC_LABELS = {
     "ttft_ms": "TTFT",
@@ -153,9 +154,36 @@ def _sort_key(a: dict[str, Any], tail: str) -> tuple[int, int]:
 
 
 def ordered_attribution(report: Report) -> list[dict[str, Any]]:
-    """Comparisons in reading order: TTFT, e2e, TPOT, …; the tail statistic before the mean."""
+    """Latency comparisons in reading order: TTFT, e2e, TPOT, …; the tail statistic before the mean.
+    (The error-rate entry is a rate, not milliseconds: ``error_rate_entries`` and ``rate_row``.)"""
     tail = str(report.meta.get("tail") or "p95")
-    return sorted(report.attribution, key=lambda a: _sort_key(a, tail))
+    return sorted((a for a in report.attribution if a.get("metric") != "error_rate"), key=lambda a: _sort_key(a, tail))
+
+
+def error_rate_entries(report: Report) -> list[dict[str, Any]]:
+    """The attribution entries of ``metric: "error_rate"`` (one per report, or none)."""
+    return [a for a in report.attribution if a.get("metric") == "error_rate"]
+
+
+def fmt_rate(x: Any) -> str:
+    """A share of requests: ``67 %``, ``2.5 %``; ``–`` when missing."""
+    v = num(x)
+    if v is None:
+        return "–"
+    return f"{v * 100:.1f} %" if abs(v) < 0.1 else f"{v * 100:.0f} %"
+
+
+def rate_row(a: dict[str, Any]) -> tuple[str, str, str, str, bool]:
+    """(title, baseline → current, change in points, driver, regression) of an error-rate entry."""
+    d = num(a.get("delta"))
+    change = "–" if d is None else f"{d * 100:+.1f} points"
+    return ("error rate", f"{fmt_rate(a.get('baseline'))} → {fmt_rate(a.get('current'))}", change,
+            str(a.get("driver") or "–"), bool(a.get("regression")))
+
+
+def status_text(report: Report) -> str:
+    """What latency is computed over and how many requests of each side failed (every output prints it)."""
+    return status_line(report.status, group_labels(report)) if report.status else ""
 
 
 def relative_delta(a: dict[str, Any]) -> float:
@@ -191,7 +219,7 @@ def verdicts(report: Report) -> list[str]:
     """Distinct verdict sentences, the headline's first, then other regressions', then the rest."""
     h = headline(report)
     first = [h] if h else []
-    rest = [a for a in ordered_attribution(report) if a is not h]
+    rest = [a for a in ordered_attribution(report) + error_rate_entries(report) if a is not h]
     rest.sort(key=lambda a: not a.get("regression"))
     out: list[str] = []
     for a in first + rest:

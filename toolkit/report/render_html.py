@@ -23,6 +23,7 @@ from toolkit.report import charts as ch
 from toolkit.report.model import ChartData, Report
 from toolkit.report.render_common import (
     comparison_title,
+    error_rate_entries,
     fmt_duration,
     fmt_interval,
     fmt_ms,
@@ -39,7 +40,9 @@ from toolkit.report.render_common import (
     ordered_attribution,
     outcome,
     parse_time,
+    rate_row,
     side_count,
+    status_text,
     verdicts,
 )
 
@@ -73,6 +76,7 @@ header.top b{color:var(--ink);letter-spacing:.02em}
 .kpi .s{font-size:12px;color:var(--muted)}
 .stages{margin:10px 0 0}.stages table{font-size:13px}
 .more{margin:12px 0 0;padding-left:18px;color:#343a40;font-size:14px}
+.status{margin:10px 0 0;color:#343a40;font-size:14px}
 .caveats{background:#fff9db;border:1px solid #ffe066;border-radius:6px;padding:10px 16px;margin-bottom:18px;
  font-size:14px}
 .caveats ul{margin:4px 0 0;padding-left:18px}
@@ -167,7 +171,14 @@ def _verdict(report: Report) -> str:
     cls = {"regression": " bad", "not compared": " na"}.get(state, "")
     out = [f'<div class="verdict{cls}">',
            f'<span class="badge">{e(state.capitalize())}</span>', f"<h1>{e(title)}</h1>"]
-    if h is not None:
+    if h is not None and h.get("metric") == "error_rate":  # a rate: its own numbers, no stages
+        name, values, change, driver, _reg = rate_row(h)
+        p = (h.get("test") or {}).get("p_value")
+        out.append('<div class="kpis">' + "".join([
+            _kpi(name, values, f"n = {fmt_num(h.get('n_baseline'), 0)} → {fmt_num(h.get('n_current'), 0)}"),
+            _kpi("change", change, f"p = {p:.2g} (two-proportion test)" if p is not None else ""),
+            _kpi("driver", driver, "the failure kind that rose most")]) + "</div>")
+    elif h is not None:
         pct = fmt_pct(h.get("delta"), h.get("baseline"))
         kp = [_kpi(comparison_title(h), f"{fmt_ms(h.get('baseline'), False)} → {fmt_ms(h.get('current'))}",
                    f"n = {fmt_num(h.get('n_baseline'), 0)} → {fmt_num(h.get('n_current'), 0)}"),
@@ -184,6 +195,8 @@ def _verdict(report: Report) -> str:
             kp.append(_kpi("busy periods", "none", ""))
         out.append('<div class="kpis">' + "".join(kp) + "</div>")
         out.append(_stage_strip(h))
+    if report.status:
+        out.append(f'<p class="status">{e(status_text(report))}</p>')
     if vs:
         out.append('<ul class="more">' + "".join(f"<li>{e(_without_context(v, title))}</li>" for v in vs[:4])
                    + "</ul>")
@@ -231,9 +244,17 @@ def _section(title: str, caption: str, body: str, sid: str) -> str:
 
 def _attribution_table(report: Report) -> str:
     entries = ordered_attribution(report)
-    if not entries:
+    rates = error_rate_entries(report)
+    if not entries and not rates:
         return '<p class="nochart">No comparison.</p>'
     rows = []
+    for a in rates:  # the failure rate first: latency below is over ok requests only
+        name, values, change, driver, regression = rate_row(a)
+        rows.append(f'<tr class="{"reg" if regression else ""}"><td title="{e(a.get("boundary") or "")}">'
+                    f'{e(name)}</td><td>share</td><td class="n">{e(values)}</td><td class="n">{e(change)}</td>'
+                    f'<td class="n">–</td><td class="nw">{e(driver)}</td>'
+                    f'<td>{"<span class=yes>yes</span>" if regression else "no"}</td>'
+                    f'<td class="n">{e(fmt_num(a.get("n_baseline"), 0))} / {e(fmt_num(a.get("n_current"), 0))}</td></tr>')
     for a in entries:
         pctl = ""
         dec = a.get("decomposition") or {}
@@ -376,6 +397,8 @@ def _meta(report: Report) -> str:
 def render_html(report: Report) -> str:
     m, c = report.meta or {}, report.charts or ChartData()
     h = headline(report)
+    if h is not None and h.get("metric") == "error_rate":  # the charts draw latency: its first comparison
+        h = next(iter(ordered_attribution(report)), None)
     labels = group_labels(report)
     gen = parse_time(m.get("generated_at"))
     window = c.timeline_window or {}

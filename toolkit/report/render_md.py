@@ -13,6 +13,7 @@ from typing import Any
 
 from toolkit.report.model import Report
 from toolkit.report.render_common import (
+    error_rate_entries,
     fmt_ms,
     fmt_pct,
     fmt_signed_ms,
@@ -21,7 +22,9 @@ from toolkit.report.render_common import (
     metric_label,
     ordered_attribution,
     outcome,
+    rate_row,
     side_count,
+    status_text,
     verdicts,
 )
 
@@ -83,6 +86,10 @@ def _table(report: Report) -> list[str]:
             f"{'**yes**' if a.get('regression') else 'no'} |")
     if len(entries) > len(shown):
         lines.append(f"| … {len(entries) - len(shown)} more in the full report | | | | | |")
+    for a in error_rate_entries(report):
+        title, values, change, driver, regression = rate_row(a)
+        lines.append(f"| {title} | share | {values} | {change} | {md_escape(driver)} | "
+                     f"{'**yes**' if regression else 'no'} |")
     return lines
 
 
@@ -104,6 +111,8 @@ def render_markdown(report: Report) -> str:
     if vs:
         lines.append(md_escape(vs[0], 600))
     lines += ["", _context(report), ""]
+    if report.status:
+        lines += [f"_{md_escape(status_text(report), 400)}_", ""]
     if report.attribution:
         lines += _table(report) + [""]
     lines.append(_busy(report))
