@@ -11,16 +11,18 @@ What a request goes through, each step bounded (``Limits``; docs/collect.md list
 
 1. read, headers and body, within ``read_timeout_s`` (else the connection is cut);
 2. admitted if fewer than ``max_pending`` requests (``max_pending_bytes`` of bodies) are waiting for
-   their answer and, at the pace decodes went lately, it would be decoded within its deadline; else
+   their answer and, at the pace decodes went lately, it would be decoded within half its deadline; else
    answered 503 at once (work it could not finish in time would be wasted: retried work piling on
    expired work is how a receiver stops answering anything);
 3. decoded into its output line by a worker process (``decode_processes``; threads when 0);
 4. written and fsynced by the one writer thread (``_Writer``, with the lines of other requests
    waiting then: one fsync for all): this is the commit point;
-5. answered 200 once written. A request not written by ``deadline_s`` after it was read is answered
-   503 and never written (a write that has begun is waited for and answered 200): an acknowledged
-   span is stored once, a refused one is not stored, so an exporter's retry adds it once (and a
-   dataset's identity check absorbs any duplicate the exporter itself sends).
+5. answered 200 once written. A request not written by ``deadline_s`` after its first byte came is
+   answered 503 and never written; one not decoded when only ``WRITE_SHARE`` of the deadline is
+   left is answered 503 then (that share is kept for the write and the answer); a write that has
+   begun is waited for and answered 200. So an acknowledged span is stored once, a refused one is
+   not stored, and an exporter's retry adds it once (a dataset's identity check absorbs any
+   duplicate the exporter itself sends, after a lost 200).
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ if TYPE_CHECKING:  # annotations only: importing it here would be a cycle
 TRACES_PATH = "/v1/traces"
 LINE_LIMIT = 65536  # a request line or header line longer than this gets 414 / 431
 MAX_HEADERS = 100
+ADMIT_SHARE = 0.5  # admitted if, at the recent pace, it would be decoded within this share of the deadline
+WRITE_SHARE = 0.2  # the share of the deadline kept for the write (one group's fsync) and the answer
 MIN_COST_BYTES = 4096  # a body costs at least this much decoding (the hand-over to a worker)
-GROUP_BYTES = 8 << 20  # lines written with one fsync at most
+GROUP_BYTES = 2 << 20  # lines written with one fsync at most (its time is part of the deadline)
 LINGER_S = 2.0  # after refusing a request whose body was not read: how long its bytes are read and dropped
 _EXPIRED = object()  # a step not done by the request's deadline
 _PB_OK = ExportTraceServiceResponse().SerializeToString()
@@ -203,10 +207,20 @@ class _Server:
         server = await asyncio.start_server(self._connection, sock=self.sock, limit=LINE_LIMIT,
                                             backlog=self.limits.backlog)
         tick = asyncio.create_task(self._tick())
+        await self._warm_up()
         self.ready.set()
         await self._stop.wait()
         await self._shutdown(server)
         tick.cancel()
+
+    async def _warm_up(self) -> None:
+        """Start the decode processes now, not inside the first requests (whose decode time would then
+        include a process start, and set the pace the admission goes by far too slow)."""
+        if self.limits.processes():
+            pool = self._decoders()
+            empty = [pool.submit(decode_request, b"", "application/x-protobuf", "", self.limits)
+                     for _ in range(self._slots_n)]
+            await asyncio.wait([asyncio.wrap_future(f) for f in empty], timeout=60)
 
     def _loop_error(self, _loop: asyncio.AbstractEventLoop, context: dict) -> None:
         """What asyncio would print as a traceback: one line (the exception's class, never its text)."""
@@ -256,12 +270,12 @@ class _Server:
                 first = await self._first_byte(reader, conn)
                 if not first:
                     break
-                conn.state = "reading"
+                conn.state, started = "reading", self._now()
                 try:
                     async with asyncio.timeout(self.limits.read_timeout_s) as conn.timeout:
                         if self.stopping:
                             conn.timeout.reschedule(min(conn.timeout.when() or 0, self._now() + self.limits.drain_s))
-                        reply, close = await self._request(first, reader, writer, over)
+                        reply, close = await self._request(first, reader, writer, over, started)
                 except TimeoutError:
                     self.timeouts += 1
                     writer.transport.abort()  # a request that never ends: nothing to answer it with
@@ -300,7 +314,7 @@ class _Server:
         return b"" if read.cancelled() else read.result()
 
     async def _request(self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       over: bool) -> tuple[_Reply, bool]:
+                       over: bool, started: float) -> tuple[_Reply, bool]:
         """Read one request and answer it; the reply, and whether the connection ends after it."""
         try:
             head = await self._read_head(first, reader)
@@ -333,7 +347,7 @@ class _Server:
             return self._busy("too-many-connections", f"more than {self.limits.max_connections:,} connections open "
                                                       "(--max-connections)"), True
         try:
-            return await self._post(head, body, json_reply), head.close
+            return await self._post(head, body, json_reply, started + self.limits.deadline_s), head.close
         except Exception as e:  # a bug: this request gets 500 and one line is logged; the receiver goes on
             self._count("internal")
             self.collector.rejections.note(f"internal error ({type(e).__name__})",
@@ -411,20 +425,19 @@ class _Server:
             await self._line(reader, 400, "a chunk's end")
 
     # -- answering a POST -------------------------------------------------------------------------------
-    async def _post(self, head: _Head, body: bytes, json_reply: bool) -> _Reply:
+    async def _post(self, head: _Head, body: bytes, json_reply: bool, deadline: float) -> _Reply:
         lim, col = self.limits, self.collector
         size = len(body)
         if self.pending and (self.pending >= lim.max_pending or self.pending_bytes + size > lim.max_pending_bytes
-                             or self._expected_wait(size) > lim.deadline_s):
+                             or self._expected_wait(size) > lim.deadline_s * ADMIT_SHARE):
             return self._busy("over-capacity", "over capacity: more waiting than the decoders get through "
                                                f"in the {lim.deadline_s:g} s deadline")
         self.pending += 1
         self.pending_bytes += size
         self.undecoded_bytes += size
-        deadline = self._now() + lim.deadline_s
         try:
-            try:
-                done = await self._decode(body, head, deadline)
+            try:  # decoded in time to be written: a share of the deadline is kept for the write and the answer
+                done = await self._decode(body, head, deadline - lim.deadline_s * WRITE_SHARE)
             except BrokenExecutor:  # a decode process died (killed for memory, say): start new ones
                 self._decoder = None
                 return self._busy("decoder-died", "a decode process died; new ones are started")
