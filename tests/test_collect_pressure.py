@@ -397,3 +397,45 @@ def test_collector_form_of_every_attribute_value_kind(d, i, b):
     sp.events.add(name="e", time_unix_nano=2**64 - 1).attributes.add(key="k").value.kvlist_value.values.add(key="z")
     sp.links.add(trace_id=b"\3" * 16, span_id=b"\4" * 8)
     assert json.dumps(to_collector_json(msg)) == json.dumps(reference_form(msg))
+
+
+def descendants(pid: int) -> set[int]:
+    """Every living process below ``pid`` (from /proc: children of children...)."""
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d.name))
+    out, todo = set(), [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.add(k)
+            todo.append(k)
+    return out
+
+
+def test_decode_processes_end_when_the_receiver_is_killed(tmp_path, kit):
+    """kill -9 of collect: its decode processes and their fork server end too (they used to stay)."""
+    import os
+    import signal
+
+    port = free_port()
+    proc = start_collect(kit, port, tmp_path / "err.txt", "--out", str(tmp_path / "spans.jsonl"),
+                         "--decode-processes", "2")
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        assert post_raw(s, to_pb(export(kit, 0)))[0] == 200
+    below = descendants(proc.pid)
+    workers = {p for p in below if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()}
+    assert len(workers) == 3, below  # the fork server and its two decode processes
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    until = time.monotonic() + 15
+    while time.monotonic() < until and any(Path(f"/proc/{p}").exists() for p in below):
+        time.sleep(0.1)
+    left = [p for p in below if Path(f"/proc/{p}").exists()]
+    for p in left:  # leave nothing behind whatever the outcome
+        os.kill(p, signal.SIGKILL)
+    assert left == []

@@ -110,6 +110,34 @@ def decode_body(body: bytes, content_type: str, content_encoding: str,
     return msg
 
 
+def end_with(pid: int) -> None:
+    """A decode process's initializer: end this process as soon as process ``pid`` (the receiver) has
+    ended, however it ended. A worker blocks on its task queue, whose other end it also holds, so a
+    receiver killed with SIGKILL would otherwise leave its workers (and their fork server, which
+    waits for them) running for good."""
+    import os
+    import select
+    import threading
+    import time
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(pid)  # readable once the process has ended (Linux 5.3)
+            select.select([fd], [], [])
+        except (AttributeError, OSError):  # no pidfd here, or it has ended already: poll
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    pass
+                time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="stagelens-collect-watch", daemon=True).start()
+
+
 def decode_request(body: bytes, content_type: str, content_encoding: str,
                    limits: Limits) -> tuple[str, bytes, int] | tuple[str, int, str, str]:
     """All the CPU work of one request, in a decode worker process (or thread): the body decoded and

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 from collections import Counter
 from collections.abc import Callable
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from toolkit.collect.decode import BadRequest, Limits, _mib, decode_request
+from toolkit.collect.decode import BadRequest, Limits, _mib, decode_request, end_with
 
 if TYPE_CHECKING:  # annotations only: importing it here would be a cycle
     from toolkit.collect.server import Collector
@@ -528,7 +529,7 @@ class _Server:
                 # forkserver: never fork this process (it has threads); workers start with decode loaded
                 ctx = multiprocessing.get_context("forkserver")
                 ctx.set_forkserver_preload(["toolkit.collect.decode"])
-                self._decoder = ProcessPoolExecutor(n, mp_context=ctx)
+                self._decoder = ProcessPoolExecutor(n, mp_context=ctx, initializer=end_with, initargs=(os.getpid(),))
             else:
                 self._decoder = ThreadPoolExecutor(self.limits.max_decoding, thread_name_prefix="stagelens-collect-decode")
         return self._decoder
