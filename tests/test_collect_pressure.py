@@ -439,3 +439,31 @@ def test_decode_processes_end_when_the_receiver_is_killed(tmp_path, kit):
     for p in left:  # leave nothing behind whatever the outcome
         os.kill(p, signal.SIGKILL)
     assert left == []
+
+
+def test_a_decode_process_killed_is_replaced_and_its_requests_get_503(tmp_path, kit):
+    """A decode process killed (for memory, say): the requests it held get 503 + Retry-After, new
+    processes are started, and the next requests are stored; one line says so."""
+    import os
+    import signal
+
+    out, logs = tmp_path / "spans.jsonl", []
+    with Collector("127.0.0.1", 0, JsonlSink(out), log=logs.append, limits=Limits(decode_processes=2)) as col:
+        pool = col._server._decoders()
+        workers = list(pool._processes)  # type: ignore[attr-defined]
+        assert len(workers) == 2
+        os.kill(workers[0], signal.SIGKILL)
+        until = time.monotonic() + 10
+        while not pool._broken and time.monotonic() < until:  # type: ignore[attr-defined]  # seen by its manager
+            time.sleep(0.01)
+        answers = []
+        with socket.create_connection(("127.0.0.1", col.port), timeout=30) as s:
+            for k in range(1, 30):
+                status, headers, _t = post_raw(s, to_pb(export(kit, k)))
+                answers.append((k, status, headers.get("retry-after")))
+                if status == 200:
+                    break
+    assert answers[-1][1] == 200 and all(st == 503 and ra == "1" for _, st, ra in answers[:-1])
+    assert answers[0][1] == 503  # the pool is broken from the kill on: the first request learns it
+    assert "answering 503 (Retry-After: 1 s): a decode process died; new ones are started" in logs
+    assert stored_ids(out) == Counter({i: 1 for i in span_ids(kit, answers[-1][0])})
