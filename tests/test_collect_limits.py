@@ -234,7 +234,7 @@ def test_large_requests_at_once_are_decoded_a_few_at_a_time(tmp_path, kit):
 
     def post() -> None:
         with httpx.Client(timeout=120) as c:
-            codes.append(post_like_an_exporter(c, f"http://127.0.0.1:{port}/v1/traces", body, PB))
+            codes.append(post_like_an_exporter(c, f"http://127.0.0.1:{port}/v1/traces", body, PB, tries=120))
 
     try:
         base = proc_status(proc.pid, "VmHWM")

@@ -467,3 +467,21 @@ def test_a_decode_process_killed_is_replaced_and_its_requests_get_503(tmp_path, 
     assert answers[0][1] == 503  # the pool is broken from the kill on: the first request learns it
     assert "answering 503 (Retry-After: 1 s): a decode process died; new ones are started" in logs
     assert stored_ids(out) == Counter({i: 1 for i in span_ids(kit, answers[-1][0])})
+
+
+def test_the_read_timeout_bounds_reading_only_not_the_answer(tmp_path, kit):
+    """A request read in time whose write takes longer than the read timeout (within the deadline) is
+    answered 200, not cut as a slow client."""
+    out = tmp_path / "spans.jsonl"
+    gate = Gate(JsonlSink(out))
+    lim = Limits(read_timeout_s=0.3, deadline_s=10, decode_processes=0)
+    col = Collector("127.0.0.1", 0, gate, log=lambda _m: None, limits=lim).start()  # type: ignore[arg-type]
+    try:
+        threading.Timer(1.0, gate.release.set).start()
+        with socket.create_connection(("127.0.0.1", col.port), timeout=30) as s:
+            status, _h, took = post_raw(s, to_pb(export(kit, 0)))
+    finally:
+        gate.release.set()
+        summary = col.stop()
+    assert status == 200 and took > 0.9
+    assert summary["cut_slow"] == 0 and stored_ids(out) == Counter({i: 1 for i in span_ids(kit, 0)})

@@ -154,6 +154,11 @@ class _Writer:
         self._thread.join()
 
 
+def _json_reply(head: _Head) -> bool:
+    """Errors are answered in JSON to a JSON request, as the Collector does."""
+    return head.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json"
+
+
 class _Gone(Exception):
     """The peer closed in the middle of a request."""
 
@@ -276,14 +281,18 @@ class _Server:
                     async with asyncio.timeout(self.limits.read_timeout_s) as conn.timeout:
                         if self.stopping:
                             conn.timeout.reschedule(min(conn.timeout.when() or 0, self._now() + self.limits.drain_s))
-                        reply, close = await self._request(first, reader, writer, over, started)
+                        got = await self._receive(first, reader, writer)
                 except TimeoutError:
                     self.timeouts += 1
                     writer.transport.abort()  # a request that never ends: nothing to answer it with
                     return
                 finally:
                     conn.timeout = None
-                conn.state = "busy"
+                conn.state = "busy"  # read: the read timeout is over, the deadline bounds the rest
+                if isinstance(got, _Reply):
+                    reply, close = got, True
+                else:
+                    reply, close = await self._answer(*got, over=over, deadline=started + self.limits.deadline_s)
                 close = close or reply.close or over or self.stopping
                 await self._send(writer, reply, close)
                 if close:
@@ -314,32 +323,35 @@ class _Server:
             return b""
         return b"" if read.cancelled() else read.result()
 
-    async def _request(self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       over: bool, started: float) -> tuple[_Reply, bool]:
-        """Read one request and answer it; the reply, and whether the connection ends after it."""
+    async def _receive(self, first: bytes, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> _Reply | tuple[_Head, bytes]:
+        """Read one request, headers and body (within the read timeout); the answer instead when it
+        cannot be read (the connection then ends)."""
         try:
             head = await self._read_head(first, reader)
         except BadRequest as e:
-            return _Reply(e.status, body=str(e).encode() + b"\n", close=True, unread=True), True
-        post = head.method == "POST"
-        if post:
+            return _Reply(e.status, body=str(e).encode() + b"\n", close=True, unread=True)
+        if head.method == "POST":
             with self.collector.stats.lock:
                 self.collector.stats.requests += 1
-        json_reply = head.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json"
         try:
             if head.headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await writer.drain()
-            body = await self._read_body(head, reader)
+            return head, await self._read_body(head, reader)
         except BadRequest as e:
-            if post:
+            if head.method == "POST":
                 self._count(e.reason)
-            return self._bad(e, json_reply, unread=True), True
+            return self._bad(e, _json_reply(head), unread=True)
+
+    async def _answer(self, head: _Head, body: bytes, *, over: bool, deadline: float) -> tuple[_Reply, bool]:
+        """The answer to a request read whole, and whether the connection ends after it."""
+        json_reply = _json_reply(head)
         if head.method == "GET":
             if head.path.split("?")[0] in ("/", "/health"):
                 return _Reply(200, "application/json", json.dumps(self.collector.stats.to_json()).encode()), head.close
             return _Reply(404, body=b"not found\n"), head.close
-        if not post:
+        if head.method != "POST":
             return _Reply(501, body=b"unsupported method\n", close=True), True
         if head.path.split("?")[0] != TRACES_PATH:
             self._count("wrong-path")
@@ -348,7 +360,7 @@ class _Server:
             return self._busy("too-many-connections", f"more than {self.limits.max_connections:,} connections open "
                                                       "(--max-connections)"), True
         try:
-            return await self._post(head, body, json_reply, started + self.limits.deadline_s), head.close
+            return await self._post(head, body, json_reply, deadline), head.close
         except Exception as e:  # a bug: this request gets 500 and one line is logged; the receiver goes on
             self._count("internal")
             self.collector.rejections.note(f"internal error ({type(e).__name__})",
