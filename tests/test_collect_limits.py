@@ -1,9 +1,9 @@
 """``stagelens collect`` cannot be knocked over (toolkit/collect/: Limits, decode_body, _Server).
 
 Bodies over a bound get 413 while they are decoded (a gzip bomb is never inflated whole); slow
-clients are cut after ``read_timeout_s`` and never hold more than ``max_connections`` threads; many
-connections at once queue in the listen backlog instead of being reset; SIGTERM ends in a bounded
-time; ids of the wrong length are refused. Memory and threads are read from /proc of a subprocess.
+clients are cut after ``read_timeout_s`` and cost no thread each; many connections at once are
+served or answered 503 with Retry-After, never reset; SIGTERM ends in a bounded time; ids of the
+wrong length are refused. Memory and threads are read from /proc of a subprocess.
 """
 
 from __future__ import annotations
@@ -224,15 +224,17 @@ def test_gzip_bombs_keep_collect_under_500_mb(tmp_path, kit):
 @pytest.mark.slow
 def test_large_requests_at_once_are_decoded_a_few_at_a_time(tmp_path, kit):
     """Each request's memory is bounded; 8 large ones at once (3.5 MiB, 9,000 spans each) still fit,
-    because only ``max_decoding`` are decoded together (all 8 at once took about 600 MB)."""
+    because each decode process takes one at a time (all 8 decoded at once took about 600 MB). Those
+    not decoded within the deadline get 503 and are sent again, as an exporter does."""
     port = free_port()
-    proc = start_collect(kit, port, tmp_path / "err.txt", "--out", str(tmp_path / "spans.jsonl"))
+    # about 1 CPU s each: on a shared machine 8 of them may take longer than the default 5 s deadline
+    proc = start_collect(kit, port, tmp_path / "err.txt", "--out", str(tmp_path / "spans.jsonl"), "--deadline", "60")
     body = to_pb(kit.otlp(*(kit.span(f"{i:016x}", request_id=f"chatcmpl-{i}") for i in range(9000))))
     codes: list[int] = []
 
     def post() -> None:
         with httpx.Client(timeout=120) as c:
-            codes.append(c.post(f"http://127.0.0.1:{port}/v1/traces", content=body, headers=PB).status_code)
+            codes.append(post_like_an_exporter(c, f"http://127.0.0.1:{port}/v1/traces", body, PB, tries=120))
 
     try:
         base = proc_status(proc.pid, "VmHWM")
@@ -248,6 +250,17 @@ def test_large_requests_at_once_are_decoded_a_few_at_a_time(tmp_path, kit):
         proc.wait(timeout=60)
     assert codes == [200] * 8
     assert peak < 500 << 10
+
+
+def post_like_an_exporter(client: httpx.Client, url: str, body: bytes, headers: dict, tries: int = 30) -> int:
+    """POST until answered other than 429/503, waiting each answer's Retry-After (an OTLP exporter's
+    retry); the last status."""
+    for _ in range(tries):
+        r = client.post(url, content=body, headers=headers)
+        if r.status_code not in (429, 503):
+            return r.status_code
+        time.sleep(float(r.headers["retry-after"]))
+    return r.status_code
 
 
 def slow_clients(port: int, n: int) -> list[socket.socket]:
@@ -306,12 +319,12 @@ def test_slow_clients_are_cut_and_do_not_exhaust_threads(tmp_path, kit):
 
         w = threading.Thread(target=watch)
         w.start()
-        closed = trickle(socks, 20)  # cap 128: the first 128 are cut after 3 s, then the other 72
+        closed = trickle(socks, 20)  # all 200 are read at once, and cut after 3 s
         watcher_done.set()
         w.join()
         print(f"200 clients at 1 byte/s: at most {max(threads)} threads in collect")
         assert len(closed) == 200  # every 1 byte/s client was dropped
-        assert max(threads) <= Limits.max_connections + 8, max(threads)
+        assert max(threads) <= 12, max(threads)  # connections cost no thread: the loop, the writer, the pool's
         ok = httpx.post(f"http://127.0.0.1:{port}/v1/traces", content=to_pb(kit.otlp(kit.span("00000000000000ab"))),
                         headers=PB, timeout=30)
         assert ok.status_code == 200
@@ -347,11 +360,12 @@ def test_sigterm_with_200_slow_clients_exits_within_10_s(tmp_path, kit):
             proc.kill()
             proc.wait()
     summary = json.loads((tmp_path / "err.txt").read_text().split("stopped: ", 1)[1])
-    assert summary["cut_slow"] == Limits.max_connections  # those being read; the rest were never accepted
+    assert summary["cut_slow"] == 200  # every one was accepted, and was being read
 
 
 @pytest.mark.slow
 def test_200_concurrent_posts_are_all_served_none_reset(tmp_path, kit):
+    """Each is answered 200, or 503 and then 200 when sent again; none is reset."""
     port = free_port()
     proc = start_collect(kit, port, tmp_path / "err.txt", "--out", str(tmp_path / "spans.jsonl"))
     body = to_pb(kit.otlp(kit.span("00000000000000ac")))
@@ -362,7 +376,7 @@ def test_200_concurrent_posts_are_all_served_none_reset(tmp_path, kit):
         go.wait(timeout=60)
         try:
             with httpx.Client(timeout=60) as c:
-                results.append(c.post(f"http://127.0.0.1:{port}/v1/traces", content=body, headers=PB).status_code)
+                results.append(post_like_an_exporter(c, f"http://127.0.0.1:{port}/v1/traces", body, PB))
         except httpx.TransportError as e:
             results.append(type(e).__name__)
 
@@ -403,17 +417,20 @@ def test_cli_options_set_the_bounds(tmp_path, kit):
 
 
 def test_docs_list_every_bound_with_its_default():
-    text = (Path(__file__).resolve().parent.parent / "docs" / "incident-workflow.md").read_text()
-    section = text.split("### Reliability: the receiver", 1)[1].split("\n## ", 1)[0]
+    text = (Path(__file__).resolve().parent.parent / "docs" / "collect.md").read_text()
+    section = text.split("\n## Bounds\n", 1)[1].split("\n## ", 1)[0]
     lim = Limits()
     mib = lim.max_decoded_bytes >> 20
     for cell in (f"| {lim.max_body_bytes >> 20} MiB |", f"| {mib} MiB | `--max-request-mb` |",
                  f"| {lim.max_spans:,} | `--max-spans` |", f"({lim.max_objects:,})",
                  f"| {lim.read_timeout_s:g} s | `--read-timeout` |", f"| {lim.idle_timeout_s:g} s |",
-                 f"| {lim.max_connections} | `--max-connections` | wait in the listen backlog ({lim.backlog})",
-                 f"| {lim.drain_s:g} s | `--drain-timeout` |", f"| {lim.max_decoding} | — |"):
+                 f"| {lim.max_connections} | `--max-connections` | 503 + `Retry-After`, then closed |",
+                 f"bodies, {lim.max_pending_bytes >> 20} MiB) | {lim.max_pending} | `--max-pending` |",
+                 f"| {lim.deadline_s:g} s | `--deadline` | 503 + `Retry-After`, not written |",
+                 "| `--decode-processes` |", f"| {lim.drain_s:g} s | `--drain-timeout` |", f"| {lim.max_decoding} | — |"):
         assert cell in section, cell
     assert lim.max_objects == lim.max_decoded_bytes // 16
+    assert lim.decode_processes == -1 and f"Retry-After: {lim.retry_after_s}`" in text
 
 
 def test_cli_defaults_are_the_limits_defaults():
@@ -424,5 +441,6 @@ def test_cli_defaults_are_the_limits_defaults():
     d = {k: p.default for k, p in inspect.signature(collect_cmd).parameters.items()}
     lim = Limits()
     assert (int(d["max_request_mb"] * (1 << 20)), d["max_spans"], d["read_timeout"], d["max_connections"],
-            d["drain_timeout"]) == (lim.max_decoded_bytes, lim.max_spans, lim.read_timeout_s,
-                                    lim.max_connections, lim.drain_s)
+            d["drain_timeout"], d["max_pending"], d["deadline"], d["decode_processes"]) == (
+        lim.max_decoded_bytes, lim.max_spans, lim.read_timeout_s, lim.max_connections, lim.drain_s, lim.max_pending,
+        lim.deadline_s, lim.decode_processes)

@@ -36,8 +36,11 @@ def collect_cmd(
     max_request_mb: Annotated[float, typer.Option(help="Largest request body once decompressed, MiB (413 over it).")] = 8.0,
     max_spans: Annotated[int, typer.Option(help="Most spans in one request (413 over it).")] = 10_000,
     read_timeout: Annotated[float, typer.Option(help="Seconds to read one request, headers and body; slower clients are cut.")] = 30.0,
-    max_connections: Annotated[int, typer.Option(help="Connections served at once; more wait in the listen backlog.")] = 128,
+    max_connections: Annotated[int, typer.Option(help="Connections open at once; a request on one more gets 503 + Retry-After.")] = 1024,
     drain_timeout: Annotated[float, typer.Option(help="At SIGTERM, seconds for requests still being read.")] = 5.0,
+    max_pending: Annotated[int, typer.Option(help="Requests waiting for their answer; one more gets 503 + Retry-After at once.")] = 256,
+    deadline: Annotated[float, typer.Option(help="Seconds from a request read to its answer; not written by then: 503, not stored.")] = 5.0,
+    decode_processes: Annotated[int, typer.Option(help="Worker processes decoding requests (0: threads; default: one per CPU if more than one).")] = -1,
 ) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces) from an engine; stop with SIGTERM or Ctrl-C.
 
@@ -47,7 +50,7 @@ def collect_cmd(
     """
     import os
 
-    from toolkit.collect import Limits, serve
+    from toolkit.collect import Limits, log_to_stderr, serve, stderr_log
 
     if out is None and dataset is None:
         raise fail("collect needs --out FILE.jsonl or --dataset DIR", EXIT_USAGE)
@@ -57,16 +60,19 @@ def collect_cmd(
     check_positive((rotate_mb, "--rotate-mb"), (max_backups, "--max-backups"), (batch_lines, "--batch-lines"),
                    (flush_interval, "--flush-interval"))
 
-    if not (all(0 < x < 1e9 for x in (max_request_mb, max_spans, read_timeout, max_connections))
-            and 0 <= drain_timeout < 1e9):  # NaN fails every comparison, so it is refused too
-        raise fail("--max-request-mb, --max-spans, --read-timeout and --max-connections take positive "
-                   "numbers, --drain-timeout zero or more", EXIT_USAGE)
+    if not (all(0 < x < 1e9 for x in (max_request_mb, max_spans, read_timeout, max_connections, max_pending,
+                                      deadline))
+            and 0 <= drain_timeout < 1e9 and -1 <= decode_processes <= 256):  # NaN fails every comparison
+        raise fail("--max-request-mb, --max-spans, --read-timeout, --max-connections, --max-pending and --deadline "
+                   "take positive numbers, --drain-timeout zero or more, --decode-processes -1 to 256", EXIT_USAGE)
     limits = Limits(max_decoded_bytes=int(max_request_mb * (1 << 20)), max_spans=max_spans,
                     max_objects=max(int(max_request_mb * (1 << 16)), 50 * max_spans), read_timeout_s=read_timeout,
-                    max_connections=max_connections, drain_s=drain_timeout)
+                    max_connections=max_connections, drain_s=drain_timeout, max_pending=max_pending,
+                    deadline_s=deadline, decode_processes=decode_processes)
+    log_to_stderr()  # every message of the receiver: one line each, through one logger
 
     def ready(col) -> None:  # type: ignore[no-untyped-def]
-        typer.echo(f"stagelens collect: listening on {col.url} (pid {os.getpid()})", err=True)
+        stderr_log(f"listening on {col.url} (pid {os.getpid()})")
 
     try:
         summary = serve(listen, out, dataset, ready=ready, limits=limits, fmt=format, rotate_mb=rotate_mb,
@@ -75,7 +81,7 @@ def collect_cmd(
         raise fail(str(e), EXIT_USAGE) from None
     except OSError as e:
         raise fail(f"cannot listen on {listen} or write the output: {e.strerror or e}", EXIT_USAGE) from None
-    typer.echo(f"stagelens collect: stopped: {json.dumps(summary)}", err=True)
+    stderr_log(f"stopped: {json.dumps(summary)}")
 
 
 @app.command("replay")

@@ -19,9 +19,14 @@ Point vLLM's ``--otlp-traces-endpoint http://127.0.0.1:4318/v1/traces`` (with
   killed collect left is imported by the next one.
 * Durable: 200 is answered only once the line is written and fsynced (``AppendFile``); 503 only when
   nothing of it is on disk, so an exporter's retry never stores it twice.
-* Bounded (``Limits``; docs/incident-workflow.md, "Reliability: the receiver", lists them): decoded bytes, spans
-  and objects per request (413, checked before anything is built); time to read a request; idle
-  keep-alive time; connections served at once, the rest queued in a real listen backlog.
+* Bounded (``Limits``; docs/collect.md lists them): decoded bytes, spans and objects per request
+  (413, checked before anything is built); time to read a request; idle keep-alive time.
+* Back-pressure the OTLP way (toolkit/collect/handler.py): past its capacity (requests waiting for an
+  answer, connections open) a request is answered at once with 503 and ``Retry-After``; a request not
+  written within ``deadline_s`` is answered 503 and not written. Requests are decoded by worker
+  processes, one per CPU.
+* Messages go through one ``logging`` logger (``toolkit.collect.logs``), one line each; repeated
+  refusals are summed up per interval.
 * ``stop()`` (the CLI calls it on SIGTERM/SIGINT) stops accepting, gives requests still being read
   ``drain_s`` to arrive, lets those being handled finish, then imports everything received.
 
@@ -36,16 +41,18 @@ from toolkit.collect.decode import (
     Limits,
     _ids_to_base64,
     decode_body,
+    decode_request,
     span_count,
     to_collector_json,
 )
 from toolkit.collect.handler import TRACES_PATH, Stats
+from toolkit.collect.logs import LOGGER, Log, Rejections, log_to_stderr, stderr_log
 from toolkit.collect.server import Collector, is_loopback, make_sink, parse_listen, serve
-from toolkit.collect.spool import AppendFile, JsonlSink, Log, TeeSink, Undo, drop_torn_tail, stderr_log
+from toolkit.collect.spool import AppendFile, JsonlSink, TeeSink, Undo, drop_torn_tail
 
 __all__ = [
-    "RETRY_FIRST_S", "RETRY_MAX_S", "SPOOL_DIR", "TRACES_PATH", "AppendFile", "BadRequest", "Collector",
-    "DatasetSink", "JsonlSink", "Limits", "Log", "Stats", "TeeSink", "Undo", "_ids_to_base64", "decode_body",
-    "drop_torn_tail", "is_loopback", "make_sink", "parse_listen", "serve", "span_count", "stderr_log",
-    "to_collector_json",
+    "LOGGER", "RETRY_FIRST_S", "RETRY_MAX_S", "SPOOL_DIR", "TRACES_PATH", "AppendFile", "BadRequest", "Collector",
+    "DatasetSink", "JsonlSink", "Limits", "Log", "Rejections", "Stats", "TeeSink", "Undo", "_ids_to_base64",
+    "decode_body", "decode_request", "drop_torn_tail", "is_loopback", "log_to_stderr", "make_sink", "parse_listen",
+    "serve", "span_count", "stderr_log", "to_collector_json",
 ]

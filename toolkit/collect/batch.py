@@ -15,7 +15,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from toolkit.collect.spool import AppendFile, Log, Undo, _fsync_dir, drop_torn_tail
+from toolkit.collect.logs import Log
+from toolkit.collect.spool import AppendFile, Undo, _fsync_dir, drop_torn_tail
 
 SPOOL_DIR = "_collect"
 
@@ -111,14 +112,18 @@ class DatasetSink:
 
     # -- writing -------------------------------------------------------------------------------------
     def write(self, line: bytes) -> Undo:
+        return self.write_many([line])
+
+    def write_many(self, lines: list[bytes]) -> Undo:
+        """Append ``lines`` to the current spool file with one write and one sync: all or none."""
         with self._lock:
             if self._file is None:
                 self._seq += 1
                 stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
                 self._file = AppendFile(self.spool / f"otlp-{stamp}-{self.owner}-{self._seq:06d}.jsonl")
                 self._opened_at = time.monotonic()
-            self._file.append(line)
-            self.lines += 1
+            self._file.append(b"".join(lines), len(lines))
+            self.lines += len(lines)
             if self._file.lines >= self.batch_lines:
                 self._seal()
         return lambda: None  # always the last sink of a TeeSink: nothing after it can fail

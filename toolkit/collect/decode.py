@@ -25,9 +25,9 @@ _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_
 
 @dataclass(frozen=True)
 class Limits:
-    """Every bound of the receiver (docs/incident-workflow.md, "Reliability: the receiver", lists them; the CLI raises
-    them). Memory per request is bounded by ``max_decoded_bytes`` and ``max_objects`` together: a body
-    of tiny objects (``{},`` or empty protobuf messages) costs far more memory than its bytes."""
+    """Every bound of the receiver (docs/collect.md lists them; the CLI raises them). Memory per request
+    is bounded by ``max_decoded_bytes`` and ``max_objects`` together: a body of tiny objects (``{},`` or
+    empty protobuf messages) costs far more memory than its bytes."""
 
     max_body_bytes: int = 20 << 20  # as received, compressed or not (the Collector's max_request_body_size)
     max_decoded_bytes: int = 8 << 20  # after gunzip: refused while inflating, never inflated whole
@@ -35,10 +35,24 @@ class Limits:
     max_objects: int = 524_288  # OTLP objects per request (spans, attributes, values...): 1 per 16 decoded bytes
     read_timeout_s: float = 30.0  # to read one request, headers and body (a 1 byte/s client is dropped)
     idle_timeout_s: float = 60.0  # a keep-alive connection with no request (exporters reconnect)
-    max_connections: int = 128  # served at once (one thread each); more wait in the listen backlog
+    max_connections: int = 1024  # open at once; a request on one more gets 503 + Retry-After, then it is closed
     backlog: int = 1024  # the listen queue (the kernel's somaxconn caps it)
     drain_s: float = 5.0  # at stop, for requests still being read; then they are cut
-    max_decoding: int = 2  # requests decoded at once (the GIL runs one anyway): bounds memory in all
+    max_pending: int = 256  # requests read and not yet answered; one more gets 503 + Retry-After at once
+    max_pending_bytes: int = 32 << 20  # their bodies in all (about what the decoders get through in the deadline)
+    deadline_s: float = 5.0  # from a request read to its answer: not written by then, 503 and not stored
+    retry_after_s: int = 1  # the Retry-After of every 503 (OTLP exporters wait that long, then retry)
+    decode_processes: int = -1  # worker processes that decode; 0: threads of this process; -1: one per CPU if >1
+    max_decoding: int = 2  # requests decoded at once by threads (the GIL runs one anyway): bounds memory in all
+
+    def processes(self) -> int:
+        """The decode processes ``decode_processes`` asks for on this machine."""
+        import os
+
+        if self.decode_processes >= 0:
+            return self.decode_processes
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return cpus if cpus > 1 else 0
 
 
 class BadRequest(Exception):
@@ -94,6 +108,51 @@ def decode_body(body: bytes, content_type: str, content_encoding: str,
         raise BadRequest(413, "too-many-spans", f"{n} spans in one request, over {limits.max_spans}")
     _check_ids(msg)
     return msg
+
+
+def end_with(pid: int) -> None:
+    """A decode process's initializer: end this process as soon as process ``pid`` (the receiver) has
+    ended, however it ended. A worker blocks on its task queue, whose other end it also holds, so a
+    receiver killed with SIGKILL would otherwise leave its workers (and their fork server, which
+    waits for them) running for good."""
+    import os
+    import select
+    import threading
+    import time
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(pid)  # readable once the process has ended (Linux 5.3)
+            select.select([fd], [], [])
+        except (AttributeError, OSError):  # no pidfd here, or it has ended already: poll
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    pass
+                time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="stagelens-collect-watch", daemon=True).start()
+
+
+def decode_request(body: bytes, content_type: str, content_encoding: str,
+                   limits: Limits) -> tuple[str, bytes, int] | tuple[str, int, str, str]:
+    """All the CPU work of one request, in a decode worker process (or thread): the body decoded and
+    written as its output line. Returns ``("ok", line, spans)`` (``line`` empty when there are no
+    spans) or ``("bad", status, reason, detail)``; a plain tuple crosses the process boundary where
+    ``BadRequest`` (whose constructor takes three arguments) would not unpickle."""
+    try:
+        msg = decode_body(body, content_type, content_encoding, limits)
+    except BadRequest as e:
+        return ("bad", e.status, e.reason, str(e))
+    del body
+    n = span_count(msg)
+    if not n:  # an empty export is acknowledged but writes no line (the Collector drops it too)
+        return ("ok", b"", 0)
+    return ("ok", (json.dumps(to_collector_json(msg), separators=(",", ":"), ensure_ascii=False) + "\n").encode(), n)
 
 
 def _mib(n: int) -> str:
@@ -197,8 +256,13 @@ def _b64_to_hex(v: str) -> str:
 
 
 def to_collector_json(msg: ExportTraceServiceRequest) -> dict:
-    """The request as the Collector's file exporter marshals it (see the module docstring)."""
-    doc = json_format.MessageToDict(msg, use_integers_for_enums=True)
+    """The request as the Collector's file exporter marshals it (see the module docstring).
+
+    What ``json_format.MessageToDict(msg, use_integers_for_enums=True)`` gives (a property test keeps
+    them equal), with ids as hex and a span's keys in the Collector's order, but walked here with a
+    converter per field, looked up once: the generic printer cost 3-4 ms per 50 spans, most of a
+    request's CPU."""
+    doc = _to_dict(msg)
     for rs in doc.get("resourceSpans", []):
         rs.setdefault("resource", {})
         for ss in rs.get("scopeSpans", []):
@@ -215,17 +279,64 @@ _SPAN_KEYS = ("traceId", "spanId", "traceState", "parentSpanId", "flags", "name"
 
 
 def _fix_span(sp: dict) -> dict:
-    for k in ("traceId", "spanId", "parentSpanId"):
-        if k in sp:
-            sp[k] = _b64_to_hex(sp[k])
+    """``status`` always present, ``flags`` after ``parentSpanId`` (field 16 comes last from the walk;
+    the other keys already are in field-number order, the Collector's)."""
     sp.setdefault("status", {})
-    for ln in sp.get("links", []):
-        for k in ("traceId", "spanId"):
-            if k in ln:
-                ln[k] = _b64_to_hex(ln[k])
+    if "flags" not in sp:
+        return sp
     ordered = {k: sp[k] for k in _SPAN_KEYS if k in sp}
     ordered.update((k, v) for k, v in sp.items() if k not in ordered)
     return ordered
+
+
+_HEX_FIELDS = {f"opentelemetry.proto.trace.v1.{m}.{f}" for m, fs in (("Span", ("trace_id", "span_id", "parent_span_id")),
+                                                                    ("Span.Link", ("trace_id", "span_id"))) for f in fs}
+_CONVERTERS: dict[Any, tuple[str, bool, Any]] = {}
+
+
+def _double(v: float) -> float | str:
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    return v
+
+
+def _converter(f: Any) -> tuple[str, bool, Any]:
+    """(JSON name, repeated, value converter) of a field, as ``json_format``'s printer converts it."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+    from google.protobuf.internal import type_checkers
+
+    if f.cpp_type == F.CPPTYPE_MESSAGE:
+        conv: Any = _to_dict
+    elif f.type == F.TYPE_BYTES:
+        conv = bytes.hex if f.full_name in _HEX_FIELDS else (lambda v: base64.b64encode(v).decode())
+    elif f.cpp_type in (F.CPPTYPE_INT64, F.CPPTYPE_UINT64):
+        conv = str
+    elif f.cpp_type == F.CPPTYPE_DOUBLE:
+        conv = _double
+    elif f.cpp_type == F.CPPTYPE_FLOAT:
+        def conv(v: float) -> float | str:
+            special = _double(v)
+            return special if isinstance(special, str) else type_checkers.ToShortestFloat(v)
+    else:  # strings, bools, 32-bit ints, enums as numbers
+        conv = None
+    out = _CONVERTERS[f] = (f.json_name, f.is_repeated, conv)
+    return out
+
+
+def _to_dict(m: Any) -> dict:
+    js = {}
+    for f, v in m.ListFields():
+        c = _CONVERTERS.get(f) or _converter(f)
+        name, repeated, conv = c
+        if conv is None:
+            js[name] = list(v) if repeated else v
+        elif repeated:
+            js[name] = [conv(x) for x in v]
+        else:
+            js[name] = conv(v)
+    return js
 
 
 def span_count(msg: ExportTraceServiceRequest) -> int:

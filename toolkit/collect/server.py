@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +12,8 @@ from typing import Any
 from toolkit.collect.batch import DatasetSink
 from toolkit.collect.decode import Limits
 from toolkit.collect.handler import TRACES_PATH, Stats, _Server
-from toolkit.collect.spool import JsonlSink, Log, TeeSink, stderr_log
+from toolkit.collect.logs import Log, Rejections, stderr_log
+from toolkit.collect.spool import JsonlSink, TeeSink
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -34,17 +34,14 @@ class Collector:
     """The receiver: ``start()`` serves on a thread, ``stop()`` drains and flushes everything."""
 
     def __init__(self, host: str, port: int, sink: JsonlSink | DatasetSink | TeeSink, log: Log | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, summary_interval_s: float = 10.0) -> None:
         self.host, self.sink = host, sink
         self.limits = limits or Limits()
         self.stats = Stats()
         self.log = log or stderr_log
-        server_cls = _Server
-        if ":" in host:
-            server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
-        self._httpd = server_cls((host, port), self.limits)
-        self._httpd.collector = self
-        self.port = self._httpd.server_address[1]
+        self.rejections = Rejections(self.log, summary_interval_s)
+        self._server = _Server(self, host, port)  # binds now: a port in use is an error here
+        self.port = self._server.address[1]
         self._thread: threading.Thread | None = None
         self._stopped = False
 
@@ -54,26 +51,30 @@ class Collector:
         return f"http://{h}:{self.port}{TRACES_PATH}"
 
     def start(self) -> Collector:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="stagelens-collect", daemon=True)
+        self._thread = threading.Thread(target=self._server.run, name="stagelens-collect", daemon=True)
         self._thread.start()
+        while not self._server.ready.wait(0.05):
+            if not self._thread.is_alive():
+                raise RuntimeError("the receiver's event loop did not start")
         return self
 
     def stop(self) -> dict:
         """Stop accepting, finish requests in flight, flush (and import) everything; the final counts."""
         if not self._stopped:
             self._stopped = True
-            self._httpd.begin_stop()
             if self._thread is not None:
-                self._httpd.shutdown()
-                self._thread.join()
-            self._httpd.server_close()  # joins handler threads: requests in flight finish (within drain_s)
+                self._server.stop()
+                self._thread.join()  # requests in flight finish (within drain_s and deadline_s)
+            else:
+                self._server.sock.close()
+                self._server.close_workers()
             self.sink.close()
+            self.rejections.flush()
         return self.summary()
 
     def summary(self) -> dict:
         out = self.stats.to_json()
-        out["cut_slow"] = self._httpd.timeouts  # connections cut for reading a request too slowly
+        out["cut_slow"] = self._server.timeouts  # connections cut for reading a request too slowly
         sinks = self.sink.sinks if isinstance(self.sink, TeeSink) else (self.sink,)
         for s in sinks:
             out["lines_written"] = max(out.get("lines_written", 0), s.lines)
@@ -87,6 +88,20 @@ class Collector:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _allow_files(n: int) -> None:
+    """Raise this process's open-file limit to ``n`` if the hard limit allows (every connection is a
+    file; a soft limit of 1024 would refuse connections well before ``max_connections``)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = n if hard == resource.RLIM_INFINITY else min(n, hard)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ImportError, OSError, ValueError):
+        pass
 
 
 def make_sink(out: str | Path | None, dataset: str | Path | None, *, fmt: str = "auto",
@@ -110,6 +125,7 @@ def serve(listen: str, out: str | Path | None = None, dataset: str | Path | None
 
     host, port = parse_listen(listen)
     log = sink_options.pop("log", None) or stderr_log
+    _allow_files((limits or Limits()).max_connections + 256)
     sink = make_sink(out, dataset, log=log, **sink_options)
     try:
         col = Collector(host, port, sink, log=log, limits=limits)

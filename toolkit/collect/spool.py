@@ -6,7 +6,6 @@ a torn tail a crash left is cut off, and the Collector-style rotating JSON-lines
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -15,14 +14,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: importing it here would be a cycle
     from toolkit.collect.batch import DatasetSink
-
-
-Log = Callable[[str], None]
-
-
-def stderr_log(message: str) -> None:
-    """The receiver's one-line messages (never span contents)."""
-    print(f"stagelens collect: {message}", file=sys.stderr, flush=True)
 
 
 # -- durable appends ---------------------------------------------------------------------------------
@@ -84,11 +75,12 @@ class AppendFile:
         if created:
             _fsync_dir(path.parent)
 
-    def append(self, data: bytes) -> int:
-        """Write ``data`` and sync it; returns the offset it starts at (for ``cut``).
+    def append(self, data: bytes, lines: int = 1) -> int:
+        """Write ``data`` (``lines`` whole lines) and sync it; returns the offset it starts at (for ``cut``).
 
         Raises:
-            OSError: nothing of ``data`` is left in the file (or the file is refused for good).
+            OSError: nothing of ``data`` is left in the file (or the file is refused for good); its
+                ``filename`` names the file.
         """
         start = self.size
         try:
@@ -98,22 +90,23 @@ class AppendFile:
             while view:
                 view = view[os.write(self.fd, view):]
             os.fdatasync(self.fd)
-        except OSError:
-            self.cut(start)
+        except OSError as e:
+            self.cut(start, 0)
+            e.filename = e.filename or str(self.path)  # the message names the file that could not be written
             raise
         self.size = start + len(data)
-        self.lines += 1
+        self.lines += lines
         return start
 
-    def cut(self, offset: int) -> None:
-        """Take back everything from ``offset`` on (a line whose write failed or was undone)."""
+    def cut(self, offset: int, lines: int = 1) -> None:
+        """Take back everything from ``offset`` on (the ``lines`` of an append that failed or was undone)."""
         try:
             os.ftruncate(self.fd, offset)
             os.fdatasync(self.fd)
         except OSError:
             pass  # append() retries the cut before it writes again
         if offset < self.size:
-            self.lines -= 1
+            self.lines -= lines
         self.size = min(self.size, offset)
 
     def close(self) -> None:
@@ -145,18 +138,23 @@ class JsonlSink:
     def write(self, line: bytes) -> Undo:
         """Append ``line`` durably; the returned function takes it back (``TeeSink`` uses it when the
         next sink could not write, so that a 503 is true of every output)."""
+        return self.write_many([line])
+
+    def write_many(self, lines: list[bytes]) -> Undo:
+        """Append ``lines`` with one write and one sync (the receiver's group commit): all or none."""
+        data = b"".join(lines)
         with self._lock:
-            if self.rotate_bytes and self._file.size > 0 and self._file.size + len(line) > self.rotate_bytes:
+            if self.rotate_bytes and self._file.size > 0 and self._file.size + len(data) > self.rotate_bytes:
                 self._rotate()
             f = self._file
-            start = f.append(line)
-            self.lines += 1
+            start = f.append(data, len(lines))
+            self.lines += len(lines)
 
         def undo() -> None:
             with self._lock:
-                if self._file is f:  # rotation happens only inside write(), which TeeSink serializes
-                    f.cut(start)
-                    self.lines -= 1
+                if self._file is f:  # rotation happens only inside write_many(), which TeeSink serializes
+                    f.cut(start, len(lines))
+                    self.lines -= len(lines)
         return undo
 
     def _rotate(self) -> None:
@@ -190,11 +188,17 @@ class TeeSink:
         self._lock = threading.Lock()
 
     def write(self, line: bytes) -> Undo:
+        return self._each(lambda s: s.write(line))
+
+    def write_many(self, lines: list[bytes]) -> Undo:
+        return self._each(lambda s: s.write_many(lines))
+
+    def _each(self, write: Callable[[JsonlSink | DatasetSink], Undo]) -> Undo:
         with self._lock:
             undo: list[Undo] = []
             try:
                 for s in self.sinks:
-                    undo.append(s.write(line))
+                    undo.append(write(s))
             except OSError:
                 for u in reversed(undo):
                     u()
