@@ -16,7 +16,7 @@ from unittest import mock
 
 import pytest
 import zstandard
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -202,7 +202,7 @@ def test_stdin_with_a_long_line(kit, tmp_path):
     data = _file(kit, tmp_path / "f.jsonl", _junk(CAP + 1), before=3, after=3).read_bytes()
     r = CliRunner().invoke(app, ["import", "-", "--out", str(tmp_path / "ds"), "--format", "sglang"], input=data)
     assert r.exit_code == 0, r.stderr
-    assert "too-large 1" in r.stdout
+    assert "quarantined 1 (too-large 1)" in r.stdout, (r.stdout, r.stderr)
     assert _quarantined(kit, tmp_path / "ds") == [(4, "too-large")]
 
 
@@ -215,16 +215,19 @@ def test_the_pool_holds_the_cap():
 
 @settings(max_examples=200, deadline=None)
 @given(lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), min_size=1, max_size=12),
-       last_newline=st.booleans(), bom=st.booleans(), block=st.integers(1, 17))
-def test_longest_line_is_the_readers_measure(tmp_path_factory, lines, last_newline, bom, block):
-    """The scan's longest line, whatever the blocks it reads in, is the length the line reader
-    holds against the cap: bytes before the newline, a leading BOM not counted."""
+       last_newline=st.booleans(), bom=st.booleans(), block=st.integers(1, 17), cap=st.integers(0, 45))
+def test_the_scan_finds_a_line_over_the_cap(tmp_path_factory, lines, last_newline, bom, block, cap):
+    """The scan that hashes and counts a plain file says whether a line is over the cap, measured
+    as the line reader measures it (bytes before the newline, a leading BOM not counted), whatever
+    the blocks it reads in and however the cap compares with them."""
     data = (sources.BOM if bom else b"") + b"\n".join(lines) + (b"\n" if last_newline else b"")
-    f = tmp_path_factory.mktemp("scan") / "f.jsonl"
+    assume(not data.startswith((sources.GZIP_MAGIC, sources.ZSTD_MAGIC)))  # read as compressed
+    f = tmp_path_factory.getbasetemp() / "scan.jsonl"
     f.write_bytes(data)
     with mock.patch.object(sources, "SCAN_BYTES", block):
-        src = expand([str(f)])[0]
-        assert src.longest_line == max(len(x) for x in lines)
+        src = expand([str(f)], limits=Limits(max_line_bytes=cap))[0]
+        body = data.removeprefix(sources.BOM)  # a BOM the data starts with, whichever line made it
+        assert src.long_line == any(len(x) > cap for x in body.split(b"\n"))
         assert src.lines == data.count(b"\n") + (data[-1:] not in (b"", b"\n"))
 
 

@@ -79,7 +79,7 @@ class Source:
     spool_fd: int | None = None  # a spooled input's descriptor (its path is /proc/self/fd/N)
     _digest: str | None = field(default=None, repr=False)
     _lines: int | None = field(default=None, repr=False)
-    _longest: int | None = field(default=None, repr=False)
+    _long: bool | None = field(default=None, repr=False)
     _prefix: str | None = field(default=None, repr=False)
     _scan_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -141,14 +141,14 @@ class Source:
         return self._lines
 
     @property
-    def longest_line(self) -> int:
-        """Bytes of the longest line of a plain file (its newline and a leading BOM left out), as
-        the line reader measures it against ``Limits.max_line_bytes``; -1 for a compressed one
-        (only the line reader reads those, and it measures each line itself)."""
-        if self._longest is None:
+    def long_line(self) -> bool:
+        """Whether a line of a plain file is longer than ``limits.max_line_bytes``, measured as the
+        line reader measures it (bytes before the newline, a leading BOM left out); False for a
+        compressed file (only the line reader reads those, and it measures each line itself)."""
+        if self._long is None:
             self.scan()
-        assert self._longest is not None
-        return self._longest
+        assert self._long is not None
+        return self._long
 
     def scan(self) -> None:
         """One read of the file for its digest and line count (numpy and xxhash free the GIL,
@@ -168,31 +168,36 @@ class Source:
             finally:
                 reader.close()
             self.stream_end = reader.stream_end
-            self._digest, self._lines, self._longest = f"xxh3_128:{h.hexdigest()}", -1, -1
+            self._digest, self._lines, self._long = f"xxh3_128:{h.hexdigest()}", -1, False
             return
-        buf = np.empty(SCAN_BYTES, dtype=np.uint8)
+        raw = bytearray(SCAN_BYTES)
+        buf = np.frombuffer(raw, dtype=np.uint8)
         newlines, last = 0, 10
-        longest, run = 0, 0  # run: bytes since the last newline (a line that spans blocks)
+        # A line over the cap: ``run`` counts the bytes since the last newline across blocks. A cap
+        # of a block or more is passed only across blocks (the first and last newline of each: two
+        # memchr calls); a smaller one may be passed inside a block, so each gap is measured there.
+        cap, long, run = self.limits.max_line_bytes, False, 0
         with self.path.open("rb", buffering=0) as fh:
             if (start := fh.read(len(BOM))) == BOM:  # hashed, not measured: the readers drop it
                 h.update(start)
                 last = start[-1]
             else:
                 fh.seek(0)
-            while n := fh.readinto(buf):  # type: ignore[attr-defined]
+            while n := fh.readinto(raw):  # type: ignore[attr-defined]
                 view = buf[:n]
                 h.update(view)
-                at = np.flatnonzero(view == 10)
-                if at.size:
-                    longest = max(longest, run + int(at[0]), int(np.diff(at).max()) - 1 if at.size > 1 else 0)
-                    run = n - int(at[-1]) - 1
+                if (k := int(np.count_nonzero(view == 10))):
+                    long = long or run + raw.find(b"\n", 0, n) > cap
+                    if cap < SCAN_BYTES and k > 1 and not long:
+                        long = int(np.diff(np.flatnonzero(view == 10)).max()) - 1 > cap
+                    run = n - raw.rfind(b"\n", 0, n) - 1
                 else:
                     run += n
-                newlines += at.size
+                newlines += k
                 last = int(view[n - 1])
         self._digest = f"xxh3_128:{h.hexdigest()}"
         self._lines = newlines + (last != 10)
-        self._longest = max(longest, run)
+        self._long = long or run > cap
 
 
 SCAN_BYTES = 256 << 10  # small enough for the compare and count to stay in cache

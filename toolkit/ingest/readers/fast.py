@@ -126,7 +126,7 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
                     pending, size = [], 0
                     if progress:
                         progress(src.name, last)
-            if not document and (last != src.lines or src.longest_line > src.limits.max_line_bytes):
+            if not document and (last != src.lines or src.long_line):
                 return None  # a line over the cap: the line reader quarantines it (DuckDB read it)
     finally:
         con.execute("SET preserve_insertion_order = false")
