@@ -268,3 +268,22 @@ def test_a_document_over_its_bound_says_so(tmp_path):
     assert r.exit_code == 4
     assert r.stderr.strip().splitlines() == [
         f"stagelens: {f}: a JSON document over 128 MiB (a document is parsed whole); not imported"]
+
+
+def test_a_litellm_spend_log_row_over_the_cap_says_so(tmp_path):
+    """LiteLLM's spend-log CSV export is read whole by DuckDB's read_csv, bounded by the same cap:
+    a row over it refuses the file in one line naming the option (before: "truncated or malformed
+    JSON", and a bound of its own, 64 MiB)."""
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO((MAP.parent / "litellm/golden_spend_logs.csv").read_text())))
+    rows[2][rows[0].index("messages")] = "a" * (CAP + 1)
+    out = io.StringIO()
+    csv.writer(out).writerows(rows)
+    f = tmp_path / "spend_logs.csv"
+    f.write_text(out.getvalue())
+    r = CliRunner().invoke(app, ["import", str(f), "--out", str(tmp_path / "ds"), "--format", "litellm-spendlogs"])
+    assert r.exit_code == 4
+    assert r.stderr.strip().splitlines() == [
+        f"stagelens: {f}: a row longer than 32 MiB (--max-line-mb raises it) in a file read whole; nothing was imported"]

@@ -37,7 +37,7 @@ def import_file(
     for name, value in {
         "source_format": imp.name, "source_file": src.name, "file_hash": file_hash_of(src, imp),
         "service": options.service, "model": options.model, "clock_origin_us": options.clock_origin_us,
-        "imported_at": imported_at,
+        "imported_at": imported_at, "max_line_bytes": src.limits.max_line_bytes,
     }.items():
         con.execute(f"SET VARIABLE {name} = ?", [value])
     layout = imp.layout
