@@ -27,7 +27,7 @@ from toolkit.importers import REGISTRY
 from toolkit.importers._common import SPANS_ONLY, ImportOptions
 from toolkit.importers.spec import Importer
 from toolkit.ingest.readers.fast import fast_lines_sql
-from toolkit.ingest.sources import expand
+from toolkit.ingest.sources import Limits, expand
 from toolkit.ingest.split import with_checks
 from toolkit.ingest.streams import LINE_SCHEMA, head, iter_lines
 
@@ -100,7 +100,7 @@ def test_layout_compiles_with_the_shared_checks(name: str) -> None:
     con = duckdb.connect()
     for var, value in {"source_format": imp.name, "source_file": "x", "file_hash": "h-", "service": None,
                        "model": None, "clock_origin_us": ORIGIN, "source_path": str(SAMPLES[name]),
-                       "source_compression": "none"}.items():
+                       "source_compression": "none", "max_line_bytes": Limits().max_line_bytes}.items():
         con.execute(f"SET VARIABLE {var} = ?", [value])
     con.register("lines", LINE_SCHEMA.empty_table())
     for table in imp.layout.tables:
@@ -212,7 +212,7 @@ def _session(imp: Importer, name: str, path: Path | None = None) -> duckdb.DuckD
     con = duckdb.connect()
     for var, value in {"source_format": imp.name, "source_file": "x", "file_hash": "h", "service": None,
                        "model": None, "clock_origin_us": ORIGIN, "source_path": str(path or SAMPLES[name]),
-                       "source_compression": "none"}.items():
+                       "source_compression": "none", "max_line_bytes": Limits().max_line_bytes}.items():
         con.execute(f"SET VARIABLE {var} = ?", [value])
     con.execute("CREATE TEMP MACRO line_id(ln) AS getvariable('file_hash') || '-' || ln")
     return con

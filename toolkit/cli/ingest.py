@@ -36,7 +36,8 @@ def import_cmd(
     clock_origin: Annotated[str | None, typer.Option(
         "--clock-origin", help="Wall-clock time of the monotonic clock's zero (ISO-8601, or epoch seconds), to anchor "
         "Triton / TensorRT-LLM steady-clock times; without it they stay relative (flagged).")] = None,
-    max_line_mb: Annotated[float, typer.Option(help="A longer line is quarantined as too-large.")] = 64,
+    max_line_mb: Annotated[float, typer.Option(
+        help="A longer line is quarantined as too-large (DuckDB's memory pool grows with it past 32).")] = 32,
     max_content_gb: Annotated[float, typer.Option(help="Most content read from one compressed file or stdin.")] = 64,
     max_ratio: Annotated[float, typer.Option(help="Most decompressed bytes per compressed byte (past 16 MiB).")] = 1000,
     engine: Annotated[str, typer.Option(help="duckdb, or spark: each file imported by a Spark task, one commit "

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from toolkit.ingest.sources import InputError, Source
+from toolkit.ingest.sources import DOCUMENT_MAX_BYTES, InputError, Source
 
 if TYPE_CHECKING:
     from toolkit.importers._common import ImportOptions
@@ -44,9 +44,12 @@ def check(src: Source) -> None:
     try:
         con.execute(
             "SELECT count(*) FROM read_json(?, format = 'unstructured', records = 'false', "
-            "maximum_object_size = 134217728, compression = ?, columns = {'j': 'JSON'})",
+            f"maximum_object_size = {DOCUMENT_MAX_BYTES}, compression = ?, columns = {{'j': 'JSON'}})",
             [str(src.path), src.compression or "none"])
     except duckdb.Error as e:
+        if "maximum_object_size" in str(e):
+            raise InputError(f"{src.name}: a JSON document over {DOCUMENT_MAX_BYTES >> 20} MiB (a document is "
+                             "parsed whole); not imported") from None
         m = re.search(r"at byte (\d+)[^:]*: ([^\n]*)", str(e))
         where = f" at byte {m.group(1)}: {m.group(2)[:80].rstrip(' .')}" if m else ""
         raise InputError(f"{src.name}: not a complete JSON document{where}") from None

@@ -216,7 +216,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
             if col not in quiet:
                 # ranged: a number that gives no time is out of range (range_checks), not of another type
                 bad = f"{num} IS NULL" if ranged(m, col) else f"{name} IS NULL"
-                checks.append(("types", f"WHEN {bad} AND {rd.present(col)} THEN {{'code': 'bad-type', "
+                checks.append(("types", f"WHEN {bad} AND {rd.present(col, bad)} THEN {{'code': 'bad-type', "
                                         f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}", col))
                 times[col] = (num, name)
             numbers[col] = f"{num} IS NOT NULL"
@@ -235,7 +235,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
                 us = _int_us(raw, m.units[col]) if col in m.integer else _dur_us(raw, m.units[col])
             conv.append(f"{us} AS {name}")
             if col not in quiet:
-                checks.append(("types", f"WHEN {name} IS NULL AND {rd.present(col)} THEN {{'code': 'bad-type', "
+                checks.append(("types", f"WHEN {name} IS NULL AND {rd.present(col, f'{name} IS NULL')} THEN {{'code': 'bad-type', "
                                         f"'detail': {_s(m.bad_type.get(col, f'{called(col)} is not {what(col)}'))}}}", col))
             checks.append(("negative", f"WHEN {name} < 0 THEN {{'code': 'negative-duration', "
                                        f"'detail': {_s(f'{called(col)} is negative')}}}", col))
@@ -251,7 +251,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
             raws.append(num)
             if f"s{rd.n(c)}" not in seen_conv and c not in quiet:
                 seen_conv.add(f"s{rd.n(c)}")
-                checks.append(("types", f"WHEN {num} IS NULL AND {rd.present(c)} THEN {{'code': 'bad-type', "
+                checks.append(("types", f"WHEN {num} IS NULL AND {rd.present(c, f'{num} IS NULL')} THEN {{'code': 'bad-type', "
                                         f"'detail': {_s(m.bad_type.get(c, f'{called(c)} is not {what(c)}'))}}}", c))
         name = f"d{rd.n(later)}_{rd.n(earlier)}"
         if name not in seen_conv:
@@ -406,7 +406,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         expr = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
         if typ != "VARCHAR" and k not in m.unchecked:
             for s, v in zip(srcs, vals, strict=True):
-                checks.append(("types", f"WHEN {v} IS NULL AND {rd.present(s)} THEN {{'code': 'bad-type', "
+                checks.append(("types", f"WHEN {v} IS NULL AND {rd.present(s, f'{v} IS NULL')} THEN {{'code': 'bad-type', "
                                         f"'detail': {_s(m.bad_type.get(s, f'{called(s)} is not a number'))}}}", s))
         return f"coalesce({expr}, getvariable('{k}'))" if k in ("service", "model") else expr
 
@@ -509,7 +509,7 @@ SELECT ln, _kind AS row_kind,
     {derived} AS derived,
     {skew} AS clock_skew_ms,
     {clock} AS clock
-FROM o"""
+FROM (SELECT *{rd.types_sql()} FROM o)"""
 
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from toolkit.importers.compile_clock import anchor_sql
 from toolkit.importers.compile_read import INDEX_ID, _q, _s
+from toolkit.ingest.sources import DOCUMENT_MAX_BYTES
 
 if TYPE_CHECKING:
     from toolkit.importers.compile_read import _Reader
@@ -78,7 +79,7 @@ def zip_extract(rd: _Reader, cols: list[str]) -> str:
         anchor = ", " + anchor_sql(_q(at), o.format, lists, rd.anchor, over="_cnt")  # a lateral alias
     return f"""
 d AS (SELECT * FROM read_json(getvariable('source_path'), format = 'auto', ignore_errors = true,
-                              maximum_object_size = 134217728, compression = getvariable('source_compression'),
+                              maximum_object_size = {DOCUMENT_MAX_BYTES}, compression = getvariable('source_compression'),
                               columns = {columns})),
 n AS (SELECT *, greatest({count}, 0) AS _cnt{anchor} FROM d),
 z AS (SELECT n.*, unnest(range(1, _cnt + 1)) AS ln FROM n),

@@ -20,7 +20,6 @@ from toolkit.ingest.streams import head
 from toolkit.ingest.writer import BackgroundWriter
 
 FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
-DUCKDB_MAX_LINE = 16 << 20  # read_json's default maximum_object_size: a longer line fails its read
 
 
 def import_file(
@@ -39,18 +38,20 @@ def import_file(
     for name, value in {
         "source_format": imp.name, "source_file": src.name, "file_hash": file_hash_of(src, imp),
         "service": options.service, "model": options.model, "clock_origin_us": options.clock_origin_us,
-        "imported_at": imported_at,
+        "imported_at": imported_at, "max_line_bytes": src.limits.max_line_bytes,
     }.items():
         con.execute(f"SET VARIABLE {name} = ?", [value])
     layout = imp.layout
     tables = layout.tables
     threads = duck.current_threads(con)  # a read that ran out of memory lowers it for the file: restored after
+    pool = duck.pool(src.limits.max_line_bytes)  # holds a line of the cap
+    con.execute(f"SET memory_limit = '{pool}'")
     # the settings are restored however the read ends; a restore that fails never hides why it ended
     with cleanup(lambda: con.execute(f"SET threads = {threads}")):
         match layout:
             case Layout(reads="document"):
-                con.execute(f"SET memory_limit = '{layout.memory_limit or duck.MEMORY_LIMIT}'")
-                with cleanup(lambda: con.execute(f"SET memory_limit = '{duck.MEMORY_LIMIT}'")):
+                con.execute(f"SET memory_limit = '{layout.memory_limit or pool}'")
+                with cleanup(lambda: con.execute(f"SET memory_limit = '{pool}'")):
                     document.import_document(con, writer, seen, src, imp, tables, imported_at, res, progress)
             case Layout(fast=Fast()) if fast_ok(src, layout.fast, keep_raw) and try_fast(
                     con, writer, seen, src, imp, tables, imported_at, res, progress):
@@ -91,10 +92,10 @@ def fast_ok(src: Source, fast: Fast, keep_raw: bool) -> bool:
     """Whether DuckDB can read the file natively: a plain file of an importer that declares its
     record type (``FAST_SPEC`` or ``FAST_COLUMNS``, JSON lines) or its own reader (``fast_records``:
     CSV, text lines).
-    Compressed input and ``--keep-raw`` (which needs each line's text) take the line reader; so
-    does a maximum line length below DuckDB's (a longer line fails DuckDB's read, and the line
-    reader quarantines it as too-large; DuckDB would read a shorter one)."""
-    if not FAST or keep_raw or src.compression or src.limits.max_line_bytes < DUCKDB_MAX_LINE:
+    Compressed input and ``--keep-raw`` (which needs each line's text) take the line reader. A
+    line over ``Limits.max_line_bytes`` is the line reader's too (``fast.import_fast`` gives the
+    file up when the scan found one)."""
+    if not FAST or keep_raw or src.compression:
         return False
     return fast.accepts is None or bool(fast.accepts(head(src, 64 << 10)))
 

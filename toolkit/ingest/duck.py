@@ -31,6 +31,20 @@ OUT_OF_MEMORY = (duckdb.OutOfMemoryException, ReaderOutOfMemory)
 # threads the sglang and TGI imports ran out of it, at 8 the OTLP ones (retried with 4: 0.9 GB)
 IMPORT_THREADS = 8
 MEMORY_LIMIT = "600MB"  # DuckDB's buffer pool; an importer may ask for less (MEMORY_LIMIT: Triton's aggregate)
+# The line reader's SQL holds a long line in the pool several times over: the text, and the
+# buffers of each JSON parse of it (the record's json_transform; the types the checks ask, one
+# parse: compile_read.types_sql), each rounded up to a power of two. Worst built-in case, an
+# sglang line lacking every field: 413 MB of pool for a 32 MiB line, 814 MB for 64 MiB.
+LINE_COPIES = 13
+
+
+def pool(max_line_bytes: int) -> str:
+    """DuckDB's pool for an import whose lines may be ``max_line_bytes`` long (``Limits``, the one
+    cap): ``MEMORY_LIMIT``, which holds a line of the default cap (32 MiB), or more for a raised
+    ``--max-line-mb``, so the cap and the pool never disagree (a line within the cap is parsed;
+    one the pool still cannot parse is quarantined, ``lines.candidates``)."""
+    need = LINE_COPIES * max_line_bytes + (64 << 20)
+    return MEMORY_LIMIT if need <= 600_000_000 else f"{-(-need >> 20)}MiB"
 
 
 def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:

@@ -46,17 +46,25 @@ ID_PREFIX_BYTES = 64 << 10  # the content a line format's synthesized ids are ma
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on one input (docs/reliability.md, "Bounds on input"; ``import`` options raise them).
+    """Bounds on one input (docs/limits.md; ``import`` options raise them).
 
-    A line longer than ``max_line_bytes`` is quarantined as ``too-large`` and reading goes on; a
+    ``max_line_bytes`` (``--max-line-mb``) is the one cap on a line, whichever reader reads it:
+    a longer line is quarantined as ``too-large`` with its line number, never read, and reading
+    goes on. DuckDB's pool is sized from it (``duck.pool``), so a line within it is parsed. A
     compressed file is read up to ``max_content_bytes`` of content, or until its content outgrows
     ``max_ratio`` times the compressed bytes read (past 16 MiB): a decompression bomb stops there,
     flagged ``too-large``, with the lines before it imported.
     """
 
-    max_line_bytes: int = 64 << 20
+    max_line_bytes: int = 32 << 20
     max_content_bytes: int = 64 << 30
     max_ratio: float = 1000.0
+
+
+# A JSON document (one value: a benchmark report, a trace export) is parsed whole by DuckDB's
+# read_json, so one value may be this long (``maximum_object_size``); a longer one refuses the
+# file (exit 4) with that said. Lines are bounded by ``Limits.max_line_bytes`` instead.
+DOCUMENT_MAX_BYTES = 128 << 20
 
 
 @dataclass
@@ -78,6 +86,7 @@ class Source:
     spool_fd: int | None = None  # a spooled input's descriptor (its path is /proc/self/fd/N)
     _digest: str | None = field(default=None, repr=False)
     _lines: int | None = field(default=None, repr=False)
+    _long: bool | None = field(default=None, repr=False)
     _prefix: str | None = field(default=None, repr=False)
     _scan_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -138,6 +147,16 @@ class Source:
         assert self._lines is not None
         return self._lines
 
+    @property
+    def long_line(self) -> bool:
+        """Whether a line of a plain file is longer than ``limits.max_line_bytes``, measured as the
+        line reader measures it (bytes before the newline, a leading BOM left out); False for a
+        compressed file (only the line reader reads those, and it measures each line itself)."""
+        if self._long is None:
+            self.scan()
+        assert self._long is not None
+        return self._long
+
     def scan(self) -> None:
         """One read of the file for its digest and line count (numpy and xxhash free the GIL,
         so this runs on a thread beside the import)."""
@@ -156,18 +175,36 @@ class Source:
             finally:
                 reader.close()
             self.stream_end = reader.stream_end
-            self._digest, self._lines = f"xxh3_128:{h.hexdigest()}", -1
+            self._digest, self._lines, self._long = f"xxh3_128:{h.hexdigest()}", -1, False
             return
-        buf = np.empty(SCAN_BYTES, dtype=np.uint8)
+        raw = bytearray(SCAN_BYTES)
+        buf = np.frombuffer(raw, dtype=np.uint8)
         newlines, last = 0, 10
+        # A line over the cap: ``run`` counts the bytes since the last newline across blocks. A cap
+        # of a block or more is passed only across blocks (the first and last newline of each: two
+        # memchr calls); a smaller one may be passed inside a block, so each gap is measured there.
+        cap, long, run = self.limits.max_line_bytes, False, 0
         with self.path.open("rb", buffering=0) as fh:
-            while n := fh.readinto(buf):  # type: ignore[attr-defined]
+            if (start := fh.read(len(BOM))) == BOM:  # hashed, not measured: the readers drop it
+                h.update(start)
+                last = start[-1]
+            else:
+                fh.seek(0)
+            while n := fh.readinto(raw):  # type: ignore[attr-defined]
                 view = buf[:n]
                 h.update(view)
-                newlines += int(np.count_nonzero(view == 10))
+                if (k := int(np.count_nonzero(view == 10))):
+                    long = long or run + raw.find(b"\n", 0, n) > cap
+                    if cap < SCAN_BYTES and k > 1 and not long:
+                        long = int(np.diff(np.flatnonzero(view == 10)).max()) - 1 > cap
+                    run = n - raw.rfind(b"\n", 0, n) - 1
+                else:
+                    run += n
+                newlines += k
                 last = int(view[n - 1])
         self._digest = f"xxh3_128:{h.hexdigest()}"
         self._lines = newlines + (last != 10)
+        self._long = long or run > cap
 
 
 SCAN_BYTES = 256 << 10  # small enough for the compare and count to stay in cache

@@ -50,6 +50,9 @@ def import_document(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, se
                 if duck.fewer_threads(con, src):
                     continue
                 raise
+            if "Maximum line size" in str(e):  # a CSV export DuckDB reads whole (LiteLLM's spend logs)
+                raise InputError(f"{src.name}: a row longer than {src.limits.max_line_bytes / (1 << 20):g} MiB "
+                                 "(--max-line-mb raises it) in a file read whole; nothing was imported") from None
             # DuckDB's message may quote the file's text (a prompt): say what, not what it read
             raise InputError(f"{src.name}: not a complete {imp.name} document "
                              "(truncated or malformed JSON); nothing was imported") from None

@@ -72,6 +72,9 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
     importer only passes ``ln`` through. DuckDB silently skips blank lines, so the
     numbering is exact only when the record count equals the file's line count (counted by the
     same read that hashes the file); otherwise the caller rolls back and takes the line reader.
+    So it does when that read found a line over ``Limits.max_line_bytes``: ``read_json`` reads
+    lines past its ``maximum_object_size`` (up to twice it), so only the scan says exactly which
+    line is over the cap, and only the line reader quarantines it.
     Returns the counts, or None for that case. DuckDB errors (a malformed line, a wrong type)
     propagate: same fallback.
 
@@ -128,8 +131,8 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
                     pending, size = [], 0
                     if progress:
                         progress(src.name, last)
-            if not document and last != src.lines:
-                return None
+            if not document and (last != src.lines or src.long_line):
+                return None  # a line over the cap: the line reader quarantines it (DuckDB read it)
     counts["quarantined"] = sum(reasons.values())
     counts["by_reason"] = dict(reasons)  # type: ignore[assignment]
     return counts

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from toolkit.importers.spec import Importer
-from toolkit.ingest.duck import DATA_ERRORS
+from toolkit.ingest.duck import DATA_ERRORS, OUT_OF_MEMORY
 from toolkit.ingest.results import FileResult, Progress
 from toolkit.ingest.seen import SeenSet
 from toolkit.ingest.sources import Source, limits_hint
@@ -44,11 +44,12 @@ def import_lines(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen:
     reasons: Counter = Counter()
     last_ln = 0
     compiled: dict[str, str] = {}
+    unheld: set[int] = set()  # lines DuckDB's pool could not parse (quarantined once, whatever the table)
     for last_ln in batches(src, imp, con, batch_rows, res):
         for table in tables:
             if table not in compiled:
                 compiled[table] = with_checks(con, imp, imp.layout.sql(table), table)[0]
-            candidates(con, compiled[table])
+            candidates(con, compiled[table], unheld)
             bad = 0
             for kind, code, n in con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
                 if kind == "skip":
@@ -84,20 +85,25 @@ def import_lines(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen:
     res.by_reason = dict(reasons)
 
 
-def candidates(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+def candidates(con: duckdb.DuckDBPyConnection, sql: str, unheld: set[int] | None = None) -> None:
     """``_cand``: the checked candidates of the batch in the view ``lines``. A value that makes
     DuckDB raise for the whole batch (an overflow, a cast no TRY_ guards) is one record's defect:
     the batch is halved until the lines that raise are found, and each is quarantined as
     ``bad-type`` naming only the error's class (its message may quote the line). Lines are
-    independent in every line format, so halving changes nothing else."""
+    independent in every line format, so halving changes nothing else.
+
+    A batch that outgrows DuckDB's pool is halved the same way: a line the pool cannot parse
+    even alone (far longer than the importer's other lines, within ``--max-line-mb``) is
+    quarantined as ``too-large``, once (``unheld``: its line numbers, for the other tables),
+    and the rest of the file is read."""
     try:
         con.execute(f"CREATE OR REPLACE TEMP TABLE _cand AS {sql}")
         return
-    except DATA_ERRORS:
+    except (*DATA_ERRORS, *OUT_OF_MEMORY):
         pass
     lines = con.sql("SELECT * FROM lines").to_arrow_table()
     schema = con.sql(f"SELECT * FROM ({sql}) LIMIT 0").to_arrow_table().schema
-    parts = bisect(con, sql, lines, schema)
+    parts = bisect(con, sql, lines, schema, set() if unheld is None else unheld)
     con.unregister("lines")
     con.register("lines", lines)
     con.register("_cand_parts", pa.concat_tables(parts) if parts else schema.empty_table())
@@ -105,19 +111,32 @@ def candidates(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     con.unregister("_cand_parts")
 
 
-def bisect(con: duckdb.DuckDBPyConnection, sql: str, lines: pa.Table, schema: pa.Schema) -> list[pa.Table]:
+def bisect(con: duckdb.DuckDBPyConnection, sql: str, lines: pa.Table, schema: pa.Schema,
+           unheld: set[int]) -> list[pa.Table]:
     con.unregister("lines")
     con.register("lines", lines)
     try:
         return [con.sql(sql).to_arrow_table().cast(schema)]
-    except DATA_ERRORS as e:
+    except (*DATA_ERRORS, *OUT_OF_MEMORY) as e:
         if lines.num_rows > 1:
             half = lines.num_rows // 2
-            return (bisect(con, sql, lines.slice(0, half), schema)
-                    + bisect(con, sql, lines.slice(half), schema))
+            return (bisect(con, sql, lines.slice(0, half), schema, unheld)
+                    + bisect(con, sql, lines.slice(half), schema, unheld))
+        ln = lines.column("ln")[0].as_py()
+        if isinstance(e, OUT_OF_MEMORY):
+            if ln in unheld:  # quarantined by an earlier table's read of the line
+                return []
+            unheld.add(ln)
+            why = {"code": "too-large", "detail": f"line of {_mib(lines.column('line')[0])} is more than "
+                                                  "DuckDB's memory pool can parse; not read"}
+        else:
+            why = {"code": "bad-type", "detail": f"a value DuckDB cannot convert ({type(e).__name__})"}
         row = {f.name: pa.nulls(1, f.type) for f in schema}
         row["ln"] = lines.column("ln")
         row["row_kind"] = pa.array(["record"], schema.field("row_kind").type)
-        why = {"code": "bad-type", "detail": f"a value DuckDB cannot convert ({type(e).__name__})"}
         row["_why"] = pa.array([why], schema.field("_why").type)
         return [pa.table(row, schema=schema)]
+
+
+def _mib(line: pa.Scalar) -> str:
+    return f"{len(line.as_buffer() or b'') / (1 << 20):.1f} MiB"
