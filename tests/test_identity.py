@@ -241,3 +241,19 @@ def test_dataset_of_the_64_bit_hash_deduplicates_new_imports(tmp_path: Path, pat
                         for a in (8, 9, 10, 20) for b in range(40, 45))
     assert spans == want_spans
     assert requests == sorted((f"{a:016x}{b:016x}",) for a, b in MAKE.SGLANG["grown"] + MAKE.SGLANG["fresh"])
+
+
+def test_bench_identity_runs_and_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/bench_identity.py on a few ids: DuckDB's ``hash()`` collapses the two-counter grid, the
+    identity and the digests give one value per id, the duplicate check keeps every uuid."""
+    spec = importlib.util.spec_from_file_location("bench_identity", FIXTURE.parents[2] / "bench/bench_identity.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--n", "20k", "--repeat", "1"]) == 0
+    rows = {tuple(line.rsplit(None, 2)[0].split(None, 1)): int(line.rsplit(None, 1)[1].replace(",", ""))
+            for line in capsys.readouterr().out.splitlines()[1:-1]}
+    assert rows[("grid", "hash")] < 20_000
+    for shape in ("uuid", "grid"):
+        for name in ("identity", "md5 concatenated", "md5", "sha256", "polars 2x64", "xxh3_128 per row"):
+            assert rows[(shape, name)] == 20_000, (shape, name)

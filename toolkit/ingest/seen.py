@@ -6,7 +6,7 @@ A record's identity is the MD5 of its exact id bytes, told apart by its format a
 for 10¹⁰ records). A hash-table hash is no identity: DuckDB's 64-bit ``hash()`` gives the 10⁶
 distinct ids ``printf('%016x%016x', a, b)`` of a 1000 × 1000 grid only 522,913 values, so distinct
 spans with ids from two counters were counted as duplicates and left out. MD5 rather than SHA-256
-because it costs half as much per row (tests/test_identity.py says what each costs); that a party
+because it costs half as much per row (bench/bench_identity.py, docs/benchmarks.md); that a party
 can craft two inputs with one MD5 does not matter here: ids come from the systems measured, and
 such a pair would be counted as a duplicate, never dropped silently.
 
