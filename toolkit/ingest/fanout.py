@@ -36,7 +36,7 @@ import numpy as np
 
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest.results import FileResult, ImportResult
-from toolkit.ingest.seen import Identity, SeenSet, load_dataset_keys
+from toolkit.ingest.seen import KEY_OF_HALVES, Identity, SeenSet, halves, keys_of, load_dataset_keys
 from toolkit.ingest.sources import InputError, Limits, Unrecognised, _source, close_spool
 from toolkit.store import Dataset, Staging
 
@@ -96,7 +96,7 @@ class PartResult:
     res: FileResult | None = None
     identity: Identity | None = None
     rels: list[str] = field(default_factory=list)
-    keys: bytes = b""  # uint64, sorted, unique: the identities of the rows written
+    keys: bytes = b""  # (n, 2) uint64, unique: the identities of the rows written (``seen.keys_of``)
     compression: str | None = None
     bytes_digest: str | None = None
     known: bool = False  # its content is in the dataset already: not imported
@@ -193,7 +193,7 @@ class DropJob:
     root: str
     import_id: str
     rels: tuple[str, ...]
-    keys: bytes  # uint64
+    keys: bytes  # (n, 2) uint64 (``seen.keys_of``)
     identity: Identity
 
 
@@ -213,7 +213,8 @@ def drop_rows(job: DropJob) -> list[str]:
     base = Path(job.root) / STAGING / job.import_id
     con = duck.connect(1)
     con.execute("SET VARIABLE source_format = ?", [job.identity.fmt])
-    con.register("_drop", pa.table({"k": np.frombuffer(job.keys, dtype=np.uint64)}))
+    con.register("_halves", halves(keys_of(np.frombuffer(job.keys, dtype=np.uint64))))
+    con.execute(f"CREATE TEMP TABLE _drop AS SELECT {KEY_OF_HALVES} AS k FROM _halves")
     kept: list[str] = []
     try:
         for rel in job.rels:
@@ -356,7 +357,7 @@ def _reconcile(ds: Dataset, sources: list[Any], empty: set[int], parts: dict[int
             if res.format not in loaded:
                 load_dataset_keys(con, ds, p.identity, seen)
                 loaded.add(res.format)
-            keys = np.frombuffer(p.keys, dtype=np.uint64)
+            keys = keys_of(np.frombuffer(p.keys, dtype=np.uint64))
             dup = seen.contains(keys)
             if n := int(dup.sum()):
                 res.imported -= n

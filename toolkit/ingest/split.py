@@ -19,7 +19,16 @@ from toolkit.importers._common import COMMON_COLUMNS, FIRST_OF_LINE, NESTED, che
 from toolkit.importers.spec import Importer
 from toolkit.ingest.arrow import from_numpy
 from toolkit.ingest.results import FileResult
-from toolkit.ingest.seen import Identity, SeenSet, load_dataset_keys, take_first_new
+from toolkit.ingest.seen import (
+    KEY_OF_HALVES,
+    Identity,
+    SeenSet,
+    halves,
+    identity_sql,
+    keys_of,
+    load_dataset_keys,
+    take_first_new,
+)
 from toolkit.ingest.writer import BackgroundWriter
 from toolkit.store import Dataset
 
@@ -34,7 +43,7 @@ WRITE_ROWS = 200_000  # rows per Arrow slice handed to the Parquet writer
 
 
 def identity_hash(imp: Importer, table: str = "requests") -> str:
-    """Hash of a record's identity: format + request id (or trace/span id), per table."""
+    """A record's identity, 128 bits: format + request id (or trace/span id), per table."""
     return Identity.of(imp).hash_sql(table)
 
 
@@ -132,13 +141,12 @@ def split_batch(writer: BackgroundWriter, seen: SeenSet, batch: pa.Table, table:
     key = batch.column("_k")
     good = batch.filter(pc.is_valid(key)) if key.null_count else batch
     if good.num_rows:
-        keys = good.column("_k").to_numpy()
-        keep = take_first_new(seen, good.column("source_line").to_numpy(), keys)
+        keep = take_first_new(seen, good.column("source_line").to_numpy(), good.column("_k"))
         n_keep = int(keep.sum())
-        counts["duplicates"] += len(keys) - n_keep
+        counts["duplicates"] += good.num_rows - n_keep
         counts["imported"] += n_keep
         if n_keep:
-            rows = good if n_keep == len(keys) else good.filter(from_numpy(keep))
+            rows = good if n_keep == good.num_rows else good.filter(from_numpy(keep))
             writer.put(table, consts.add(rows.drop_columns(["_kind", "_code", "_detail", "_k"])))
     return max(last, int(lines.max())) if numbered else int(lines[-1])
 
@@ -150,8 +158,8 @@ def complete_line_ids(batch: pa.Table, lines: np.ndarray, column: str, cur: duck
     does in SQL (on a cursor: the main connection is streaming) where the row has one."""
     ids = pc.binary_join_element_wise(batch.column(column), pc.cast(from_numpy(lines), pa.string()), "")
     cur.register("_line_ids", pa.table({"r": ids, "k": batch.column("_k")}))
-    keys = cur.sql("SELECT CASE WHEN k IS NOT NULL THEN hash(?, r) END AS k FROM _line_ids",
-                   params=[fmt]).to_arrow_table().column("k")
+    keys = cur.sql(f"SELECT CASE WHEN k IS NOT NULL THEN {identity_sql('CAST(? AS VARCHAR)', 'requests', 'r')} END AS k "
+                   "FROM _line_ids", params=[fmt]).to_arrow_table().column("k")
     cur.unregister("_line_ids")
     batch = batch.set_column(batch.schema.get_field_index(column), column, ids)
     return batch.set_column(batch.schema.get_field_index("_k"), "_k", keys)
@@ -230,9 +238,9 @@ def write_quarantine(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, k
 def write_rows(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, res: FileResult,
                table: str) -> None:
     """Keep the first record of each identity (in line order) not seen before; count the rest."""
-    ids = con.execute("SELECT ln, _k FROM _cand WHERE _k IS NOT NULL").fetchnumpy()
-    keys = np.asarray(ids["_k"], dtype=np.uint64)
-    keep = take_first_new(seen, np.asarray(ids["ln"]), keys)
+    ids = con.sql("SELECT ln, _k FROM _cand WHERE _k IS NOT NULL").to_arrow_table()
+    ln, keys = ids.column("ln").to_numpy(), keys_of(ids.column("_k"))
+    keep = take_first_new(seen, ln, keys)
     n_keep = int(keep.sum())
     res.duplicates += len(keys) - n_keep
     res.imported += n_keep
@@ -243,12 +251,12 @@ def write_rows(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: S
         con.execute("CREATE OR REPLACE TEMP TABLE _keep AS SELECT * FROM _cand WHERE _k IS NOT NULL")
     else:
         # Rare: duplicates in this batch. Records are told apart by (ln, position among equal keys).
-        con.register("_kept_keys", pa.table({"ln": ids["ln"][keep], "k": keys[keep]}))
+        con.register("_kept_keys", halves(keys[keep], ln=ln[keep]))
         con.execute(
-            """CREATE OR REPLACE TEMP TABLE _keep AS
+            f"""CREATE OR REPLACE TEMP TABLE _keep AS
                SELECT c.* FROM (SELECT *, row_number() OVER (PARTITION BY ln, _k) AS _n
                                 FROM _cand WHERE _k IS NOT NULL) c
-               SEMI JOIN _kept_keys k ON c.ln = k.ln AND c._k = k.k
+               SEMI JOIN (SELECT ln, {KEY_OF_HALVES} AS k FROM _kept_keys) k ON c.ln = k.ln AND c._k = k.k
                WHERE c._n = 1"""
         )
         con.unregister("_kept_keys")
