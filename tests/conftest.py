@@ -241,3 +241,12 @@ def spark_session(tmp_path_factory: pytest.TempPathFactory):  # -> pyspark.sql.S
     yield spark
     engine._CACHE.clear()
     spark.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``dev.py test`` runs ``-n auto --dist loadgroup``) every Spark test goes to one
+    worker: ``spark_session`` is one JVM per process (~1 GB and seconds to start), and a second one on a
+    small machine would cost more than the parallelism gives back. Without xdist the mark does nothing."""
+    for item in items:
+        if item.get_closest_marker("spark") or "spark_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
