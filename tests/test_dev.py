@@ -45,3 +45,24 @@ def test_ci_runs_the_developer_test_command_and_nothing_else():
     lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
     commands = [ln for ln in lines if ln and not ln.startswith("#")]
     assert commands == ["set -euo pipefail", 'cd "$(dirname "$0")/.."', "python3 dev.py test"]
+
+
+def test_a_missing_chromium_is_installed_as_root_else_the_command_is_named(monkeypatch, capsys):
+    ran: list[list[str]] = []
+    monkeypatch.setattr(dev.shutil, "which", lambda name: "/usr/bin/apt-get" if name == "apt-get" else None)
+    monkeypatch.setattr(dev.subprocess, "run", lambda cmd, **kw: ran.append(cmd) or dev.subprocess.CompletedProcess(cmd, 0))
+    monkeypatch.setattr(dev.os, "geteuid", lambda: 0)
+    dev.ensure_chromium()
+    assert ran == [["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]]
+    # the install ran but no browser appeared (here: which() still finds none), so the command is named
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "Chromium is missing: the browser tests will not run; install it with: sudo apt-get install -y chromium")
+
+    ran.clear()
+    monkeypatch.setattr(dev.os, "geteuid", lambda: 1000)
+    dev.ensure_chromium()
+    assert ran == [] and "sudo apt-get install -y chromium" in capsys.readouterr().err
+
+    monkeypatch.setattr(dev.shutil, "which", lambda name: "/usr/bin/chromium" if name == "/usr/bin/chromium" else None)
+    dev.ensure_chromium()
+    assert ran == [] and capsys.readouterr().err == ""
