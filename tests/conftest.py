@@ -263,13 +263,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     rest test by test on whichever worker is free. ``spark_session`` is one JVM per process (~1 GB and
     seconds of CPU to start); a second one on a small machine costs more than the parallelism gives back.
     pytest-xdist's own ``xdist_group`` marks cannot do it under pytest 9 (it rewrites ``item._nodeid``,
-    which pytest 9 no longer reads), hence this scheduler: its largest unit, the Spark files, starts first."""
+    which pytest 9 no longer reads), hence this scheduler: its largest unit, the Spark files, starts first.
+    ``test_spark_connect.py`` starts a server JVM of its own and shares it within the file: one unit of its
+    own, so it runs beside the session's tests instead of after them."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class SparkOnOneWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            if file.endswith("test_spark_connect.py"):
+                return file  # its own Spark Connect server (module fixture), no session: beside the others
             return "spark" if _spark_file(nodeid) else nodeid
 
     return SparkOnOneWorker(config, log)
