@@ -241,3 +241,40 @@ def spark_session(tmp_path_factory: pytest.TempPathFactory):  # -> pyspark.sql.S
     yield spark
     engine._CACHE.clear()
     spark.stop()
+
+
+
+def _spark_file(nodeid: str) -> bool:
+    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1].startswith("test_spark_")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that starts Spark lives in a ``test_spark_*.py`` file: the scheduler below keeps those files
+    on one worker by name, as the controller that schedules sees node ids only."""
+    stray = [item.nodeid for item in items if not _spark_file(item.nodeid)
+             and (item.get_closest_marker("spark") or "spark_session" in getattr(item, "fixturenames", ()))]
+    if stray:
+        raise pytest.UsageError(f"Spark tests outside a test_spark_*.py file: {stray[:5]}")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown when it is not loaded
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``-n N --dist loadgroup`` (``dev.py test``): every ``test_spark_*.py`` test runs on one worker, the
+    rest test by test on whichever worker is free. ``spark_session`` is one JVM per process (~1 GB and
+    seconds of CPU to start); a second one on a small machine costs more than the parallelism gives back.
+    pytest-xdist's own ``xdist_group`` marks cannot do it under pytest 9 (it rewrites ``item._nodeid``,
+    which pytest 9 no longer reads), hence this scheduler: its largest unit, the Spark files, starts first.
+    ``test_spark_connect.py`` starts a server JVM of its own and shares it within the file: one unit of its
+    own, so it runs beside the session's tests instead of after them."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            if file.endswith("test_spark_connect.py"):
+                return file  # its own Spark Connect server (module fixture), no session: beside the others
+            return "spark" if _spark_file(nodeid) else nodeid
+
+    return SparkOnOneWorker(config, log)

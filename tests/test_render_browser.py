@@ -35,7 +35,7 @@ from toolkit.report.render_html import render_html
 
 CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
                  if p and os.path.exists(p)), None)
-# In CI (.ci/run installs Debian's chromium) a missing browser is a failure, not a quiet skip.
+# In CI (dev.py test installs Debian's chromium) a missing browser is a failure, not a quiet skip.
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
@@ -51,7 +51,7 @@ N_CHARTS = 6
 
 
 def chromium(tmp: Path, name: str, *args: str) -> subprocess.CompletedProcess:
-    assert CHROMIUM is not None, "Chromium is not installed: .ci/run installs it (apt-get install -y chromium)"
+    assert CHROMIUM is not None, "Chromium is not installed: dev.py test installs it (apt-get install -y chromium)"
     profile = tmp / f"profile-{name}"
     return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True,
                           text=True, timeout=120, check=False)
