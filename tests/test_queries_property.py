@@ -68,17 +68,16 @@ def _priority(label: str) -> tuple[int, int, int]:
     return (len(parts), sum(FINE_RANK[p] for p in parts), 0)
 
 
-def _oracle_turns(reqs: list[dict], spans: list[dict]) -> dict[str, Counter]:
-    """Label every millisecond of every trace by the priority rule; counts in ms per label."""
-    server_traces = {r["trace_id"] for r in reqs if r.get("vantage", "server") == "server"}
-    client_traces = {r["trace_id"] for r in reqs if r.get("vantage", "server") != "server"}
-    mixed = server_traces & client_traces
+def _oracle_turns(reqs: list[dict], spans: list[dict], counted: set[int]) -> dict[str, Counter]:
+    """Label every millisecond of every trace by the priority rule; counts in ms per label. Only the
+    records that count (``counted``: indexes into ``reqs``) take part: which of a call's vantages
+    counts is the count-once rule's (queries/10_bounds.sql), tested in tests/test_count_once.py."""
     out: dict[str, Counter] = {}
     traces = {r["trace_id"] for r in reqs} | {s["trace_id"] for s in spans}
     for t in traces:
         iv: list[tuple[str, int, int]] = []
-        for r in reqs:
-            if r["trace_id"] != t or (t in mixed and r.get("vantage", "server") != "server"):
+        for i, r in enumerate(reqs):
+            if r["trace_id"] != t or i not in counted:
                 continue
             iv += _segments(r)
         other = []
@@ -129,7 +128,10 @@ def test_stages_and_turns_sum_exactly(tmp_path_factory, data: tuple[list[dict], 
                 assert round(value) == expect[stage]
 
     # turns: the split sums exactly to turn_ms and matches the millisecond-by-millisecond oracle
-    oracle = _oracle_turns(reqs, spans)
+    counted = {int(rid[1:]) for (rid,) in con.sql("SELECT request_id FROM stages WHERE counted").fetchall()}
+    # a server record always counts; a client record counts unless a record nearer the model holds its call
+    assert {i for i, r in enumerate(reqs) if r.get("vantage", "server") == "server"} <= counted
+    oracle = _oracle_turns(reqs, spans, counted)
     turns = con.sql("SELECT trace_id, turn_ms, map_entries(stage_ms), tool_ms, orchestration_ms, preprocess_ms, "
                     "queue_ms, prefill_ms, decode_ms, postprocess_ms FROM turns").fetchall()
     assert {t[0] for t in turns} == set(oracle)

@@ -129,8 +129,7 @@ class _Reader:
         return "VARCHAR"
 
     def present(self, col: str, when: str) -> str:
-        """SQL: whether ``col`` holds a value (a field: whether any of its paths does); asked of
-        the text only on the rows where ``when`` holds (its typed value came out NULL)."""
+        """SQL: whether ``col`` (any path of a field) holds a value, asked of the text where ``when`` holds."""
         if col in self.m.fields:
             return "(" + " OR ".join(self._present(p, when) for p in self.m.fields[col]) + ")"
         return self._present(col, when)
@@ -171,16 +170,13 @@ class _Reader:
         return f"_jt[{i}]"
 
     def types_sql(self) -> str:
-        """``, ... AS _jt``: the JSON types the checks ask of a record's text (``present``, ``kind``),
-        all in one parse of it, and only on the rows that ask. A call per path parsed the text once
-        per path, each parse holding its own buffers in DuckDB's pool until the batch was done: a
-        32 MB line that lacked the fields asked for 30 of them, 2 GB, and the file was lost."""
+        """``, ... AS _jt``: every JSON type the checks ask of a record's text, in one parse, on the rows
+        that ask (a parse per path held its own buffers: a 32 MB line asking 30 paths needed 2 GB)."""
         if not self.asked:
             return ""
         when = " OR ".join(dict.fromkeys(self.asked_when))
         paths = ", ".join(_s(p) for p in self.asked)
-        return (f", CASE WHEN _kind = 'record' AND _bad IS NULL AND ({when}) "
-                f"THEN json_type(line, [{paths}]) END AS _jt")
+        return f", CASE WHEN _kind = 'record' AND _bad IS NULL AND ({when}) THEN json_type(line, [{paths}]) END AS _jt"
 
     def json_spec(self) -> dict:
         """The ``json_transform`` structure of one JSON line: the mapped fields only."""
