@@ -242,12 +242,15 @@ def test_a_2_gib_line_is_streamed_past(kit, tmp_path):
     parts += [cobj.compress(b"a" * (64 * MIB)) for _ in range(32)]
     parts += [cobj.compress(('"}\n' + "\n".join(good[3:]) + "\n").encode()), cobj.flush()]
     f.write_bytes(b"".join(parts))
-    code = ("import json, resource; from toolkit.ingest import import_traces; "
+    # the child's peak from VmHWM, its own address space's high-water mark: ru_maxrss is carried over
+    # exec from the forking process (Linux keeps the old mm's high water), so a pytest worker that
+    # had grown past 1 GB made a 340 MB import read as 1,068 MB
+    code = ("import json, re; from toolkit.ingest import import_traces; "
             "from toolkit.ingest.sources import Limits; "
             f"s = import_traces([{str(f)!r}], {str(tmp_path / 'ds')!r}, fmt='sglang', "
             "limits=Limits(max_ratio=1e9)).to_json(); "
             "print(json.dumps([s['read'], s['imported'], s['by_reason'], "
-            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024]))")
+            "int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) // 1024]))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                        env=kit.subprocess_env())
     assert r.returncode == 0, r.stderr
