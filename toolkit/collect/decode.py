@@ -6,7 +6,6 @@ pdata JSON form written out (toolkit/collect/__init__.py).
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import re
 import zlib
@@ -246,13 +245,6 @@ def _ids_to_base64(node: Any) -> Any:
     if isinstance(node, list):
         return [_ids_to_base64(x) for x in node]
     return node
-
-
-def _b64_to_hex(v: str) -> str:
-    try:
-        return base64.b64decode(v, validate=True).hex()
-    except (binascii.Error, ValueError):
-        return v
 
 
 def to_collector_json(msg: ExportTraceServiceRequest) -> dict:
