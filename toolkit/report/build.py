@@ -45,6 +45,7 @@ from toolkit.report.headline import (  # noqa: F401  (re-exported for callers of
     verdict,
 )
 from toolkit.report.model import Report
+from toolkit.report.night import night_block
 from toolkit.report.status import LATENCY_OVER, OK_SQL, error_rate_entry, status_block
 
 FILTER_COLUMNS = ("model", "service", "replica", "tenant")
@@ -319,8 +320,9 @@ def build_report(
     say("preparing charts")
     charts = _charts(con, busy, filt, fparams, sides, rb_stages["e2e_ms"] if cur.con is base.con else None,
                      timeline)
+    night = night_block(cur.con, rb_stats[cur.label], cur.label, tail_name)  # history reads it (docs/history.md)
     return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
-                  warnings=warnings, quarantine=quarantine, charts=charts,
+                  warnings=warnings, quarantine=quarantine, charts=charts, night=night,
                   headline=make_headline(attribution, tail_name, threshold, context, reason),
                   compared=bool(attribution), reason=None if attribution else reason, status=status)
 

@@ -59,6 +59,9 @@ class Report:
     * ``status``: ``{baseline, current}``, each ``{requests, ok, error, aborted, timeout, error_rate}``
       (``toolkit/report/status.py``): every request of the side; latency (``attribution``, ``summary``)
       is over the ok ones, as ``meta.latency_over`` says.
+    * ``night``: the current side's levels by stage and its first/last arrival
+      (``toolkit/report/night.py``), what ``stagelens history`` reads; ``format`` and ``version``
+      head the JSON (``REPORT_VERSION``; version 1 had neither).
     * ``compared``: false when no comparison could be made, with ``reason`` in words (a nightly job
       must not read "could not look" as "fine": the CLI exits 5 under --fail-on-regression).
 
@@ -76,6 +79,7 @@ class Report:
     compared: bool | None = None
     reason: str | None = None
     status: dict[str, Any] | None = None
+    night: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         from toolkit.report.headline import make_headline  # the one rule
@@ -93,7 +97,11 @@ class Report:
         return any(a["regression"] for a in self.attribution)
 
     def to_json(self) -> dict[str, Any]:
+        from toolkit.report.night import REPORT_FORMAT, REPORT_VERSION
+
         return {
+            "format": REPORT_FORMAT,
+            "version": REPORT_VERSION,
             "meta": self.meta,
             "busy_periods": self.busy_periods,
             "attribution": self.attribution,
@@ -105,4 +113,5 @@ class Report:
             "reason": self.reason,
             "headline": self.headline,
             "status": self.status,
+            "night": self.night,
         }
