@@ -200,8 +200,12 @@ def pages(tmp_path_factory) -> dict:
     from tests.test_whatif_page import whatif_result
     from toolkit.whatif.render import render_html as render_whatif
 
+    from tests.test_history import synthetic
+    from toolkit.history.render import render_html as render_history
+
     html = {"report": render_html(make_report()), "compare": render_compare(compare_result(tmp)),
-            "whatif": render_whatif(whatif_result(tmp))}
+            "whatif": render_whatif(whatif_result(tmp)),
+            "history": render_history(synthetic(3, creep=0.05, outlier=20, skip=(15, 16)))}
     out: dict = {}
     for name, text in html.items():
         page = tmp / f"{name}.html"
@@ -226,7 +230,7 @@ def pages(tmp_path_factory) -> dict:
     return out
 
 
-KEYS = [f"{p}-{w}" for p in ("report", "compare", "whatif") for w in WIDTHS]
+KEYS = [f"{p}-{w}" for p in ("report", "compare", "whatif", "history") for w in WIDTHS]
 
 
 @pytest.mark.parametrize("key", KEYS)

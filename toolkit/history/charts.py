@@ -27,14 +27,21 @@ from toolkit.report.render_common import comparison_title
 def trend_chart(h: History, metric: str) -> Figure | None:
     """``metric``'s tail statistic per night over its stages' tail means; None with nothing to draw."""
     nights = [n["night"] for n in h.nights]
-    line = [{"night": n["night"], "ms": value(n, metric, h.tail)} for n in h.nights]  # None: a gap
-    if all(r["ms"] is None for r in line):
+    line, segment = [], 0
+    for n in h.nights:  # a night without a value ends a segment: the line has a gap there
+        v = value(n, metric, h.tail)
+        if v is None:
+            segment += 1
+        else:
+            line.append({"night": n["night"], "ms": v, "segment": segment})
+    if not line:
         return None
     bars = [{"night": n["night"], "stage": s, "ms": v}
             for n in h.nights for s, v in ((n.get("stages") or {}).get(metric, {}).get("tail") or {}).items()
             if v is not None]
     stages = ordered_stages({b["stage"] for b in bars})
-    marks = [r for r, n in zip(line, h.nights, strict=True) if n.get("regression") and r["ms"] is not None]
+    flagged = {n["night"] for n in h.nights if n.get("regression")}
+    marks = [r for r in line if r["night"] in flagged]
     gaps = [{"night": n["night"]} for n in h.nights if n["kind"] == "missing"]
     starts = [{"night": d["first_night"]} for d in h.drift if d["metric"] == metric and d["statistic"] == h.tail]
     datasets: dict[str, list[dict[str, Any]]] = {}
@@ -51,8 +58,8 @@ def trend_chart(h: History, metric: str) -> Figure | None:
             color=alt.Color("stage:N", scale=stage_scale(stages), title="stage (tail mean)",
                             sort=stages)))
     layers.append(alt.Chart(_named(datasets, f"{metric}_line", line)).mark_line(
-        color=INK, strokeWidth=2, invalid=None, point=alt.OverlayMarkDef(color=INK, size=20)).encode(
-        x=x, y=alt.Y("ms:Q", title=y_title)))
+        color=INK, strokeWidth=2, point=alt.OverlayMarkDef(color=INK, size=20)).encode(
+        x=x, y=alt.Y("ms:Q", title=y_title), detail="segment:N"))
     if marks:
         layers.append(alt.Chart(_named(datasets, f"{metric}_marks", marks)).mark_point(
             shape="triangle-up", color="#c92a2a", filled=True, size=110).encode(x=x, y="ms:Q"))

@@ -157,11 +157,11 @@ def render_html(h: History) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         f"<title>stagelens history — {e(str(len(h.nights)))} nights</title>",
-        f"<style>{CSS}td.reg{{color:#c92a2a;font-weight:600;text-align:right}}</style></head><body><main>",
+        f"<style>{CSS}td.reg,td.n{{white-space:nowrap;text-align:right}}td.reg{{color:#c92a2a;font-weight:600}}</style></head><body><main>",
         f'<header class="top"><span><b>stagelens</b> · history · every {e(h.every)}</span>'
         f"<span>{e(h.nights[0]['night'] if h.nights else '')} – {e(h.nights[-1]['night'] if h.nights else '')}</span></header>",
         f'<div class="verdict{" bad" if h.worse else " na" if not h.enough else ""}"><span class="badge">{e(badge)}</span>'
-        f"<h1>{e(lines[0])}</h1></div>",
+        f"<h1>{e(lines[0].removeprefix('DRIFT: '))}</h1></div>",
         "".join(f'<p class="cap">{e(x)}</p>' for x in lines[1:]),
         *sections,
         f'<section id="nights"><h2>Nights</h2><p class="cap">One row a night; a drifting column is marked ▲ (rising) '
