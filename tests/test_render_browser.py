@@ -197,11 +197,10 @@ def pages(tmp_path_factory) -> dict:
 
     tmp = tmp_path_factory.mktemp("pages")
     OUT.mkdir(parents=True, exist_ok=True)
-    from tests.test_whatif_page import whatif_result
-    from toolkit.whatif.render import render_html as render_whatif
-
     from tests.test_history import synthetic
+    from tests.test_whatif_page import whatif_result
     from toolkit.history.render import render_html as render_history
+    from toolkit.whatif.render import render_html as render_whatif
 
     html = {"report": render_html(make_report()), "compare": render_compare(compare_result(tmp)),
             "whatif": render_whatif(whatif_result(tmp)),
