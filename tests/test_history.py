@@ -273,3 +273,15 @@ def test_the_page_escapes_what_came_from_the_logs() -> None:
     page, md = render_html(h), render_md(h)
     assert EVIL not in page and "&lt;script&gt;" in page
     assert EVIL not in md
+
+
+def test_the_benchmarks_month_is_read_whole_and_its_drift_found(tmp_path: Path) -> None:
+    """bench/bench_history.py's generator on tiny data: every day a night, every request counted,
+    the planted creep found (so the benchmark's figures time a history that finds something)."""
+    from tests.helpers import bench_module
+
+    with bench_module("bench_history") as bench:
+        bench.generate(tmp_path / "m", 400, 24)
+    out = json.loads(cli("history", tmp_path / "m", "--json", "-").stdout)
+    assert len(out["nights"]) == 24 and sum(n["requests"] for n in out["nights"]) == 24 * 400
+    assert any(d["metric"] == "ttft_ms" and d["driver"] == "queue" for d in out["drift"])
