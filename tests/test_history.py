@@ -92,6 +92,9 @@ def test_the_month_fails_naming_p95_ttft_and_the_queue(month: dict) -> None:
     assert p95["worse"] and p95["driver"] == "queue"
     first = datetime.fromisoformat(p95["first_night"])
     assert abs((first - (DAY0 + timedelta(days=9))).days) <= 3, p95["first_night"]
+    # run nightly, the history would have failed days before p95 TTFT doubled (night 20 on)
+    assert p95["first_night"] < p95["flagged_on"] < "2026-11-20"
+    assert "stagelens: drift: p95 TTFT" in month["res"].stderr
     # the queue explains nearly all of it, and the stages sum exactly to what they decompose
     dec = p95["decomposition"]
     assert dec["of"] == "tail_mean"
@@ -285,3 +288,10 @@ def test_the_benchmarks_month_is_read_whole_and_its_drift_found(tmp_path: Path) 
     out = json.loads(cli("history", tmp_path / "m", "--json", "-").stdout)
     assert len(out["nights"]) == 24 and sum(n["requests"] for n in out["nights"]) == 24 * 400
     assert any(d["metric"] == "ttft_ms" and d["driver"] == "queue" for d in out["drift"])
+
+
+def test_a_damaged_dataset_is_one_line_exit_4(tmp_path: Path) -> None:
+    ds = make_dataset(tmp_path, night_rows(1, 1.0, n=20), name="broken")
+    for part in ds.glob("requests/*/*.parquet"):
+        part.write_bytes(b"PAR1 not really parquet PAR1")
+    one_error_line(cli("history", ds), 4)

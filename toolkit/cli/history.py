@@ -15,6 +15,7 @@ from toolkit.cli._app import (
     EXIT_USAGE,
     MemoryLimit,
     _check_memory_limit,
+    _out_of_memory,
     app,
     check_outputs,
     fail,
@@ -73,6 +74,13 @@ def history_cmd(
         raise fail(str(e), EXIT_INPUT) from None
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
+    except Exception as e:  # DuckDB's errors on a dataset damaged past what opening it checks
+        if not type(e).__module__.startswith("duckdb"):
+            raise
+        if type(e).__name__ == "OutOfMemoryException":
+            raise _out_of_memory(memory_limit) from None
+        raise fail(f"the history cannot read a dataset: {(str(e).splitlines() or [type(e).__name__])[0]}",
+                   EXIT_INPUT) from None
     for skipped in history.skipped:
         typer.echo(f"stagelens: skipped {skipped['reason']}", err=True)
     outputs = {"json": json_out, "md": md, "html": html}
@@ -85,4 +93,6 @@ def history_cmd(
         typer.echo(f"stagelens: too few nights to say: {history.reason}", err=True)
         raise typer.Exit(EXIT_NOT_COMPARED)
     if fail_on_drift and history.worse:
+        # said on stderr too: a nightly job's log must show why it failed, whatever was written
+        typer.echo(f"stagelens: drift: {history.worse[0]['sentence']}", err=True)
         raise typer.Exit(EXIT_REGRESSION)

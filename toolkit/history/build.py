@@ -96,8 +96,44 @@ def build_history(paths: list[str], every: str = "1d", *, skip_bad: bool = False
             rows = rows[1:]
     night_over_night(rows, threshold)
     trends = dr.trends(rows, tail_name, threshold, alpha)
-    drift = [_drift_entry(rows, tr, tail_name) for tr in trends if tr["significant"]]
+    drift = sorted((_drift_entry(rows, tr, tail_name) for tr in trends if tr["significant"]),
+                   key=lambda d: (not d["worse"], reading_order(d, tail_name)))
+    _flagged_on(rows, drift, tail_name, threshold, alpha)
+    for d in drift:
+        d["sentence"] = sentence(d)
     return History(rows, drift, trends, every, tail_name, threshold, alpha, notes, skipped)
+
+
+FLAGGED_MAX_NIGHTS = 120
+"""``flagged_on`` replays the test night by night: n runs of it, so only for histories up to this long."""
+
+
+def _flagged_on(nights: list[dict[str, Any]], drift: list[dict[str, Any]], tail: str, threshold: float,
+                alpha: float) -> None:
+    """Each drift's ``flagged_on``: the first night on which ``history --fail-on-drift``, run over the
+    nights up to it, finds this drift (None when no earlier run would have, or when there are more
+    than ``FLAGGED_MAX_NIGHTS`` nights to replay)."""
+    wanted = {(d["metric"], d["statistic"]): d for d in drift}
+    for d in drift:
+        d["flagged_on"] = None
+    if len(nights) > FLAGGED_MAX_NIGHTS:
+        return
+    for end in range(dr.MIN_NIGHTS, len(nights) + 1):
+        if nights[end - 1]["kind"] == "missing":
+            continue
+        for tr in dr.trends(nights[:end], tail, threshold, alpha):
+            d = wanted.get((tr["metric"], tr["statistic"]))
+            if d is not None and d["flagged_on"] is None and tr["significant"] and tr["change"] * d["change"] > 0:
+                d["flagged_on"] = nights[end - 1]["night"]
+        if all(d["flagged_on"] for d in drift):
+            return
+
+
+def reading_order(d: dict[str, Any], tail: str) -> tuple[int, int]:
+    """The report's reading order: the tail first, then the mean, p99, p50; TTFT, e2e, TPOT; then the rest."""
+    stat = {tail: 0, "mean": 1, "p99": 2, "p50": 3}.get(d["statistic"], 4)
+    metric = {"ttft_ms": 0, "e2e_ms": 1, "tpot_ms": 2}.get(d["metric"], 3)
+    return (stat if metric < 3 else 5, metric)
 
 
 def _drift_entry(nights: list[dict[str, Any]], tr: dict[str, Any], tail: str) -> dict[str, Any]:
@@ -139,4 +175,5 @@ def sentence(d: dict[str, Any]) -> str:
         among = "" if dec["of"] == "mean" else f" in the slowest {100 - int(d['statistic'][1:])} %'s mean"
         text += (f"; {d['driver']} explains {fmt_signed_ms(d['contributions'][d['driver']])} of "
                  f"{fmt_signed_ms(dec['delta'])}{among}")
-    return text + f"; first night of the rise {d['first_night']}"
+    text += f"; first night of the rise {d['first_night']}"
+    return text + (f" (found from {d['flagged_on']} on)" if d.get("flagged_on") else "")

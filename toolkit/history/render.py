@@ -59,13 +59,6 @@ def rows(h: History) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     return head, out
 
 
-def _reading_order(d: dict[str, Any], tail: str) -> tuple[int, int]:
-    """The report's reading order: the tail first, then the mean, p99, p50; TTFT, e2e, TPOT; then the rest."""
-    stat = {tail: 0, "mean": 1, "p99": 2, "p50": 3}.get(d["statistic"], 4)
-    metric = {"ttft_ms": 0, "e2e_ms": 1, "tpot_ms": 2}.get(d["metric"], 3)
-    return (stat if metric < 3 else 5, metric)
-
-
 def summary_lines(h: History) -> list[str]:
     """The drift sentences (worse first), or why nothing was found."""
     if not h.enough:
@@ -73,8 +66,7 @@ def summary_lines(h: History) -> list[str]:
     if not h.drift:
         return [f"No drift over {sum(1 for n in h.nights if n['kind'] != 'missing')} nights "
                 f"({len(h.trends)} series tested, Mann–Kendall with Holm's correction at {h.alpha})."]
-    ordered = sorted(h.drift, key=lambda d: (not d["worse"], _reading_order(d, h.tail)))
-    return [("DRIFT: " if d["worse"] else "trend: ") + d["sentence"] for d in ordered]
+    return [("DRIFT: " if d["worse"] else "trend: ") + d["sentence"] for d in h.drift]  # worse first, in order
 
 
 def print_history(h: History, out: IO[str] | None = None) -> None:
