@@ -122,9 +122,9 @@ def _flagged_on(nights: list[dict[str, Any]], drift: list[dict[str, Any]], tail:
         if nights[end - 1]["kind"] == "missing":
             continue
         for tr in dr.trends(nights[:end], tail, threshold, alpha):
-            d = wanted.get((tr["metric"], tr["statistic"]))
-            if d is not None and d["flagged_on"] is None and tr["significant"] and tr["change"] * d["change"] > 0:
-                d["flagged_on"] = nights[end - 1]["night"]
+            found = wanted.get((tr["metric"], tr["statistic"]))
+            if found and found["flagged_on"] is None and tr["significant"] and tr["change"] * found["change"] > 0:
+                found["flagged_on"] = nights[end - 1]["night"]
         if all(d["flagged_on"] for d in drift):
             return
 

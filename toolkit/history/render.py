@@ -88,8 +88,8 @@ def print_history(h: History, out: IO[str] | None = None) -> None:
     for line in body:
         tbl.add_row(*(_t(text, "red" if marked else "grey50" if text == "no data" else "") for text, marked in line))
     con.print(tbl)
-    for line in summary_lines(h):
-        con.print(_t(line, "bold"))
+    for sentence in summary_lines(h):
+        con.print(_t(sentence, "bold"))
     for note in h.notes[:8]:
         con.print(_t(f"! {note}", "yellow"))
     for s in h.skipped:
