@@ -198,6 +198,7 @@ def test_every_splits_a_dataset(month: dict) -> None:
     assert sum(n["requests"] for n in weeks) == 30 * PER_NIGHT
     assert [n["night"] for n in weeks][0] == "2026-10-26"  # the Monday of the week of Nov 1
     one_error_line(cli("history", month["ds"], "--every", "2d"), 2, "--every")
+    one_error_line(cli("history", month["ds"], "--model", "nosuch"), 2, "--model 'nosuch' matches no request")
     one_error_line(cli("history", month["tmp"] / "nosuch.json"), 4, "nosuch.json")
 
 

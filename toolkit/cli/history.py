@@ -43,6 +43,10 @@ def history_cmd(
     alpha: Annotated[float, typer.Option(help="Family-wise significance level over every series tested "
                                               "(Holm).")] = 0.01,
     tail: Annotated[float, typer.Option(help="Tail percentile of datasets' nights (reports keep their own).")] = 95.0,
+    model: Annotated[str | None, typer.Option(help="Datasets: only this model.")] = None,
+    service: Annotated[str | None, typer.Option(help="Datasets: only this service.")] = None,
+    replica: Annotated[str | None, typer.Option(help="Datasets: only this replica.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Datasets: only this tenant.")] = None,
     memory_limit: MemoryLimit = None,
 ) -> None:
     """How every headline number moved across nights, and which stage a drift came from.
@@ -69,11 +73,14 @@ def history_cmd(
 
     try:
         history = build_history(paths, every, skip_bad=skip_bad, threshold=threshold, alpha=alpha, tail=tail / 100,
-                                memory_limit=memory_limit, keep=keep)
+                                memory_limit=memory_limit, keep=keep,
+                                filters={"model": model, "service": service, "replica": replica, "tenant": tenant})
     except BadInput as e:
         raise fail(str(e), EXIT_INPUT) from None
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
+    except ValueError as e:  # a filter that matches no request
+        raise fail(str(e), EXIT_USAGE) from None
     except Exception as e:  # DuckDB's errors on a dataset damaged past what opening it checks
         if not type(e).__module__.startswith("duckdb"):
             raise

@@ -59,10 +59,11 @@ class History:
 
 def build_history(paths: list[str], every: str = "1d", *, skip_bad: bool = False, threshold: float = 0.10,
                   alpha: float = 0.01, tail: float = 0.95, memory_limit: str | None = None,
-                  keep: int | None = None) -> History:
+                  keep: int | None = None, filters: dict[str, str] | None = None) -> History:
     """The history of ``paths`` (report JSON files, folders of them, globs, datasets). A bad report
     JSON raises ``BadInput`` unless ``skip_bad``: then it is listed in ``skipped`` and left out.
-    ``keep``: only the last ``keep`` nights of the calendar (gaps included)."""
+    ``keep``: only the last ``keep`` nights of the calendar (gaps included). ``filters`` narrow the
+    datasets' requests as the report's do (a report JSON keeps the filters it was made with)."""
     step = EVERY[every]
     reports, datasets = expand(paths)
     nights, skipped = [], []
@@ -77,7 +78,7 @@ def build_history(paths: list[str], every: str = "1d", *, skip_bad: bool = False
         from toolkit.history.dataset import dataset_nights  # DuckDB only when a dataset is read
 
         for ds in datasets:
-            nights += dataset_nights(ds, step, tail, memory_limit)
+            nights += dataset_nights(ds, step, tail, memory_limit, filters)
     tails = Counter(n.get("tail") or f"p{round(tail * 100)}" for n in nights)
     tail_name = tails.most_common(1)[0][0] if tails else f"p{round(tail * 100)}"
     notes = []

@@ -26,7 +26,7 @@ from toolkit import queries
 from toolkit.history.nights import HEADLINE, METRICS, ORIGIN, label_of
 from toolkit.report.attribution import METRICS as SPECS
 from toolkit.report.attribution import SEED, Group, family_stats_by, stage_names_all
-from toolkit.report.build import RB_COLUMNS, SUMMARY_Q
+from toolkit.report.build import RB_COLUMNS, SUMMARY_Q, _check_filters, _filter_sql
 from toolkit.report.status import OK_SQL, status_block
 
 EPOCH_ORIGIN_US = int((ORIGIN - ORIGIN.replace(year=1970, month=1, day=1)).total_seconds() * 1_000_000)
@@ -36,18 +36,22 @@ def _r(x: float | None) -> float | None:
     return None if x is None or x != x else round(float(x), 3)
 
 
-def dataset_nights(dataset: str | Path, every: timedelta, tail: float = 0.95,
-                   memory_limit: str | None = None) -> list[dict[str, Any]]:
+def dataset_nights(dataset: str | Path, every: timedelta, tail: float = 0.95, memory_limit: str | None = None,
+                   filters: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The nights of ``dataset`` (see the module docstring), in order; nights without a request are
-    not rows here (``calendar`` adds them as gaps)."""
+    not rows here (``calendar`` adds them as gaps). ``filters``: the report's (model, service, replica,
+    tenant); one that matches no request is a ``ValueError`` naming the values there are."""
+    filters = {k: v for k, v in (filters or {}).items() if v is not None}
     con = queries.connect(dataset, None, memory_limit)
     queries.share_load(con)
+    _check_filters(con, dataset, filters)
+    where, fparams = _filter_sql(filters)
     step = int(every.total_seconds() * 1_000_000)
     night = f"CAST(floor((epoch_us({{t}}) - {EPOCH_ORIGIN_US}) / {step}) AS BIGINT)"
     con.execute(f"""CREATE TEMP TABLE _nights AS
                     SELECT {night.format(t='ts_arrival')} AS night, {OK_SQL} AS ok, status, good,
                            {', '.join(RB_COLUMNS)}
-                    FROM per_request WHERE counted""")
+                    FROM per_request WHERE {where}""", fparams)
     counts: dict[int, list[tuple[str | None, int]]] = {}
     goodput: dict[int, tuple[int, int]] = {}
     for k, st, n, good, judged in con.execute(
