@@ -176,5 +176,5 @@ def sentence(d: dict[str, Any]) -> str:
         among = "" if dec["of"] == "mean" else f" in the slowest {100 - int(d['statistic'][1:])} %'s mean"
         text += (f"; {d['driver']} explains {fmt_signed_ms(d['contributions'][d['driver']])} of "
                  f"{fmt_signed_ms(dec['delta'])}{among}")
-    text += f"; first night of the rise {d['first_night']}"
+    text += f"; first night of the {'rise' if d['change'] >= 0 else 'fall'} {d['first_night']}"
     return text + (f" (found from {d['flagged_on']} on)" if d.get("flagged_on") else "")
