@@ -25,7 +25,7 @@ from toolkit.cli._app import (
 
 @app.command("history")
 def history_cmd(
-    paths: Annotated[list[str], typer.Argument(help="Report JSON files (stagelens report --json), folders or globs of "
+    reports_or_datasets: Annotated[list[str], typer.Argument(help="Report JSON files (stagelens report --json), folders or globs of "
                                                     "them, and/or datasets (split per --every).")],
     every: Annotated[str, typer.Option(help="One night is this long: 1h, 1d or 7d (datasets are split by it; "
                                             "reports are put on it by their date).")] = "1d",
@@ -72,7 +72,7 @@ def history_cmd(
     from toolkit.store import DatasetError
 
     try:
-        history = build_history(paths, every, skip_bad=skip_bad, threshold=threshold, alpha=alpha, tail=tail / 100,
+        history = build_history(reports_or_datasets, every, skip_bad=skip_bad, threshold=threshold, alpha=alpha, tail=tail / 100,
                                 memory_limit=memory_limit, keep=keep,
                                 filters={"model": model, "service": service, "replica": replica, "tenant": tenant})
     except BadInput as e:
