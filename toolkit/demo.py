@@ -10,7 +10,7 @@ from toolkit import queries
 from toolkit._endings import write_text
 from toolkit._paths import shipped
 from toolkit.ingest import import_traces
-from toolkit.ingest.sources import is_data_file
+from toolkit.inputs.sources import is_data_file
 
 SAMPLES = shipped("sample_traces")
 DEMO_SERVICE = "chat-assistant"  # the vLLM service whose burst the sample traces record

@@ -102,7 +102,7 @@ def _from_file(path: Path, fmt: str) -> list[tuple[float, int, int, str | None]]
 
     from toolkit.importers import UnknownFormat
     from toolkit.ingest import import_traces
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
 
     with tempfile.TemporaryDirectory(prefix="stagelens-replay-") as tmp:
         try:

@@ -542,7 +542,7 @@ class ImportProgress:
     SAMPLE = 1 << 20
 
     def __init__(self, paths: list[str], bar: _Bar | _NoProgress) -> None:
-        from toolkit.ingest.sources import InputError, expand
+        from toolkit.inputs.sources import InputError, expand
 
         self.bar, self.sizes, self.per_line = bar, {}, {}
         self.done, self.current = 0, None

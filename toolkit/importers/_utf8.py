@@ -23,8 +23,8 @@ import tempfile
 import pyarrow as pa
 
 from toolkit.importers.workloads import csv_header
-from toolkit.ingest.sources import InputError, Source, _write_all, close_spool
-from toolkit.ingest.streams import _open_decompressed
+from toolkit.inputs.sources import InputError, Source, _write_all, close_spool
+from toolkit.inputs.streams import _open_decompressed
 
 BLOCK = 16 << 20  # bytes per check: bounds memory whatever the file's size
 # 0x01 stands in no CSV export a user could import (see sources.TOO_LARGE)

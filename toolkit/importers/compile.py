@@ -66,7 +66,7 @@ from toolkit.importers.compile_read import MappingError, _Reader, _s
 from toolkit.importers.compile_rules import condition_sql, never_before, units_order
 from toolkit.importers.mapping_model import _ISO_OFFSET, _TO_US, Condition, Mapping
 from toolkit.importers.spec import Fast, FastInput, Importer, JsonColumns, JsonValues, Layout, OwnRecords
-from toolkit.ingest.sources import InputError, Source
+from toolkit.inputs.sources import InputError, Source
 
 if TYPE_CHECKING:
     from toolkit.importers._common import ImportOptions

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from toolkit.ingest.sources import DOCUMENT_MAX_BYTES, InputError, Source
-from toolkit.ingest.streams import head
+from toolkit.inputs.sources import DOCUMENT_MAX_BYTES, InputError, Source
+from toolkit.inputs.streams import head
 
 if TYPE_CHECKING:
     from toolkit.importers.compile import Mapping

@@ -41,7 +41,7 @@ from toolkit.importers.mapping_keys import _boundaries, _names_and_checks, _vari
 from toolkit.importers.mapping_model import DURATION_UNITS, TIME_UNITS, Condition, Csv, Mapping
 from toolkit.importers.mapping_text import _CONDITION, _OPS, _literal, _str_list, _Text, _when
 from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
-from toolkit.ingest.sources import Source
+from toolkit.inputs.sources import Source
 
 NAME = "mapping"
 VANTAGE = "as the mapping file says (constants.vantage)"

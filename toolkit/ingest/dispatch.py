@@ -15,9 +15,9 @@ from toolkit.ingest import duck
 from toolkit.ingest.readers import document, fast, lines
 from toolkit.ingest.results import FileResult, Progress
 from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.sources import Source, log
-from toolkit.ingest.streams import head
 from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.sources import Source, log
+from toolkit.inputs.streams import head
 
 FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
 

@@ -37,7 +37,7 @@ import numpy as np
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest.results import FileResult, ImportResult
 from toolkit.ingest.seen import KEY_OF_HALVES, Identity, SeenSet, halves, keys_of, load_dataset_keys
-from toolkit.ingest.sources import InputError, Limits, Unrecognised, _source, close_spool
+from toolkit.inputs.sources import InputError, Limits, Unrecognised, _source, close_spool
 from toolkit.store import Dataset, Staging
 
 J = TypeVar("J")

@@ -25,7 +25,9 @@ from toolkit.ingest import duck
 from toolkit.ingest.dispatch import digest_first, import_file
 from toolkit.ingest.results import FileResult, ImportResult, Progress
 from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.sources import (
+from toolkit.ingest.split import load_seen
+from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.sources import (
     InputError,
     Limits,
     Source,
@@ -35,9 +37,7 @@ from toolkit.ingest.sources import (
     limits_hint,
     without_bom,
 )
-from toolkit.ingest.split import load_seen
-from toolkit.ingest.streams import head
-from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.streams import head
 from toolkit.store import Dataset, Staging
 
 

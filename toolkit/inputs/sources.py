@@ -20,7 +20,7 @@ import numpy as np
 import xxhash
 
 from toolkit._endings import naming
-from toolkit.ingest.streams import BOM, TooLarge, _Decompressor, _LineSafeReader
+from toolkit.inputs.streams import BOM, TooLarge, _Decompressor, _LineSafeReader
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
