@@ -188,7 +188,10 @@ def trace_summary() -> dict:
     sys.path.insert(0, str(ROOT))
     from toolkit.demo import SAMPLES
     from toolkit.ingest import import_traces
-    from toolkit.inputs.sources import is_data_file
+    try:
+        from toolkit.inputs.sources import is_data_file
+    except ImportError:  # a tree from before toolkit/inputs/ existed, measured for a before/after
+        from toolkit.ingest.sources import is_data_file
     from toolkit.report.build import build_report
 
     files = sorted(str(f) for f in SAMPLES.rglob("*") if is_data_file(f) and not f.name.startswith("golden_"))
