@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -212,7 +212,7 @@ def formats_cmd(
     from toolkit.importers import REGISTRY
     from toolkit.importers._common import describe_boundaries
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, imp in REGISTRY.items():
         rows.append({
             "name": name, "vantage": imp.vantage, "description": imp.docs.description, "files": imp.docs.file_hint,

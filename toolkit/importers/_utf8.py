@@ -45,7 +45,8 @@ def _valid(block: bytes | memoryview) -> bool:
 def _bad_spans(block: bytes) -> list[tuple[int, int]]:
     """(start, end) of each line of ``block`` (whole lines) that is not UTF-8: one decode per bad
     line, resumed after it (linear in the block; the loop runs once per bad line, not per row)."""
-    spans, pos, view = [], 0, memoryview(block)
+    spans: list[tuple[int, int]] = []
+    pos, view = 0, memoryview(block)
     while True:
         try:
             codecs.utf_8_decode(view[pos:], "strict", True)

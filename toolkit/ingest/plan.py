@@ -176,7 +176,8 @@ def import_traces(
                     if hasher:
                         hasher.join()
                         res.digest = src.digest
-                        if mark is not None and (prior := _known(ds, src, imp.name, seen_hashes)):
+                        if mark is not None and snapshot is not None and (
+                                prior := _known(ds, src, imp.name, seen_hashes)):
                             writer.rollback(mark)
                             seen.restore(snapshot)
                             results[-1] = res = FileResult(path=src.name, format=imp.name, size=src.size,
