@@ -59,7 +59,7 @@ class History:
 
 def build_history(paths: list[str], every: str = "1d", *, skip_bad: bool = False, threshold: float = 0.10,
                   alpha: float = 0.01, tail: float = 0.95, memory_limit: str | None = None,
-                  keep: int | None = None, filters: dict[str, str] | None = None) -> History:
+                  keep: int | None = None, filters: dict[str, str | None] | None = None) -> History:
     """The history of ``paths`` (report JSON files, folders of them, globs, datasets). A bad report
     JSON raises ``BadInput`` unless ``skip_bad``: then it is listed in ``skipped`` and left out.
     ``keep``: only the last ``keep`` nights of the calendar (gaps included). ``filters`` narrow the

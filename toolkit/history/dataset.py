@@ -37,15 +37,15 @@ def _r(x: float | None) -> float | None:
 
 
 def dataset_nights(dataset: str | Path, every: timedelta, tail: float = 0.95, memory_limit: str | None = None,
-                   filters: dict[str, str] | None = None) -> list[dict[str, Any]]:
+                   filters: dict[str, str | None] | None = None) -> list[dict[str, Any]]:
     """The nights of ``dataset`` (see the module docstring), in order; nights without a request are
     not rows here (``calendar`` adds them as gaps). ``filters``: the report's (model, service, replica,
     tenant); one that matches no request is a ``ValueError`` naming the values there are."""
-    filters = {k: v for k, v in (filters or {}).items() if v is not None}
+    given = {k: v for k, v in (filters or {}).items() if v is not None}
     con = queries.connect(dataset, None, memory_limit)
     queries.share_load(con)
-    _check_filters(con, dataset, filters)
-    where, fparams = _filter_sql(filters)
+    _check_filters(con, dataset, given)
+    where, fparams = _filter_sql(given)
     step = int(every.total_seconds() * 1_000_000)
     night = f"CAST(floor((epoch_us({{t}}) - {EPOCH_ORIGIN_US}) / {step}) AS BIGINT)"
     con.execute(f"""CREATE TEMP TABLE _nights AS
@@ -65,7 +65,7 @@ def dataset_nights(dataset: str | Path, every: timedelta, tail: float = 0.95, me
     specs = [SPECS[m] for m in METRICS]
     stages = stage_names_all([Group(con, "ok")], specs, views={"per_request": "_nights"})
     stats = family_stats_by(con, "_nights", "CAST(night AS VARCHAR)", {str(k): SEED for k in counts}, specs, stages,
-                            tail, where="ok", quantiles=SUMMARY_Q, sample=False)
+                            tail, where="ok", quantiles=SUMMARY_Q, bootstrap=False)
     busy = _periods(con, "busy_periods", night)
     slow = _periods(con, "slow_periods", night)
     out = []
