@@ -105,8 +105,8 @@ def build_history(paths: list[str], every: str = "1d", *, skip_bad: bool = False
     return History(rows, drift, trends, every, tail_name, threshold, alpha, notes, skipped)
 
 
-FLAGGED_MAX_NIGHTS = 120
-"""``flagged_on`` replays the test night by night: n runs of it, so only for histories up to this long."""
+FLAGGED_MAX_NIGHTS = 90
+"""``flagged_on`` replays the test night by night (n runs of it, each O(n²): about 2 CPU s at 90 nights, worst case): only this far."""
 
 
 def _flagged_on(nights: list[dict[str, Any]], drift: list[dict[str, Any]], tail: str, threshold: float,
@@ -122,7 +122,7 @@ def _flagged_on(nights: list[dict[str, Any]], drift: list[dict[str, Any]], tail:
     for end in range(dr.MIN_NIGHTS, len(nights) + 1):
         if nights[end - 1]["kind"] == "missing":
             continue
-        for tr in dr.trends(nights[:end], tail, threshold, alpha):
+        for tr in dr.trends(nights[:end], tail, threshold, alpha, tested_only=True):
             found = wanted.get((tr["metric"], tr["statistic"]))
             if found and found["flagged_on"] is None and tr["significant"] and tr["change"] * found["change"] > 0:
                 found["flagged_on"] = nights[end - 1]["night"]

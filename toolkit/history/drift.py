@@ -111,9 +111,12 @@ def holm(p: list[float]) -> list[float]:
     return adj
 
 
-def trends(nights: list[dict[str, Any]], tail: str, threshold: float, alpha: float) -> list[dict[str, Any]]:
+def trends(nights: list[dict[str, Any]], tail: str, threshold: float, alpha: float,
+           tested_only: bool = False) -> list[dict[str, Any]]:
     """One trend per series with at least ``MIN_NIGHTS`` nights: its test, slope, start and size, and
-    whether it is a significant drift (``significant``) in the worse direction (``worse``)."""
+    whether it is a significant drift (``significant``) in the worse direction (``worse``).
+    ``tested_only``: the hinge (start and size) only for the series that pass the test, which alone
+    can be significant (``flagged_on`` replays this night by night)."""
     t_all = np.array([_days(n["start"]) for n in nights])
     out = []
     for metric, stat, direction in series_list(tail):
@@ -123,21 +126,29 @@ def trends(nights: list[dict[str, Any]], tail: str, threshold: float, alpha: flo
         t = t_all[idx] - t_all[idx[0]]
         y = np.array([value(nights[i], metric, stat) for i in idx])
         s, p = mann_kendall(y)
-        _, slope = theil_sen(t, y)
-        k, a, b = hinge(t, y)
-        change = b * (t[-1] - t[k])
-        size = abs(change) if metric in RATES else (abs(change) / abs(a) if a else (math.inf if change else 0.0))
         out.append({"metric": metric, "statistic": stat, "direction": direction, "s": s, "p_value": p,
-                    "slope_per_day": slope, "start": a, "end": a + change, "change": change,
-                    "change_rel": change / abs(a) if a else None, "knot": idx[k],
-                    "first_night": nights[idx[min(k + 1, len(idx) - 1)] if k else idx[0]]["night"],
-                    "nights": len(idx), "large": size >= (MIN_POINTS if metric in RATES else threshold),
-                    "_idx": idx})
+                    "nights": len(idx), "_idx": idx, "_ty": (t, y)})
     for tr, adj in zip(out, holm([tr["p_value"] for tr in out]), strict=True):
         tr["p_adjusted"] = adj
+        if tested_only and adj >= alpha:
+            tr.update(significant=False, worse=False, large=None)
+            continue
+        _size(nights, tr, threshold)
         tr["significant"] = bool(adj < alpha and tr["large"] and np.sign(tr["s"]) == np.sign(tr["change"]))
         tr["worse"] = bool(tr["significant"] and tr["direction"] * tr["change"] > 0)
     return out
+
+
+def _size(nights: list[dict[str, Any]], tr: dict[str, Any], threshold: float) -> None:
+    """The trend's slope (Theil–Sen), start (the hinge's knot) and size, and whether it is large enough."""
+    (t, y), idx, metric = tr.pop("_ty"), tr["_idx"], tr["metric"]
+    _, slope = theil_sen(t, y)
+    k, a, b = hinge(t, y)
+    change = b * (t[-1] - t[k])
+    size = abs(change) if metric in RATES else (abs(change) / abs(a) if a else (math.inf if change else 0.0))
+    tr.update(slope_per_day=slope, start=a, end=a + change, change=change, change_rel=change / abs(a) if a else None,
+              knot=idx[k], first_night=nights[idx[min(k + 1, len(idx) - 1)] if k else idx[0]]["night"],
+              large=size >= (MIN_POINTS if metric in RATES else threshold))
 
 
 def _days(iso: str) -> float:
