@@ -118,7 +118,7 @@ def trends(nights: list[dict[str, Any]], tail: str, threshold: float, alpha: flo
     ``tested_only``: the hinge (start and size) only for the series that pass the test, which alone
     can be significant (``flagged_on`` replays this night by night)."""
     t_all = np.array([_days(n["start"]) for n in nights])
-    out = []
+    out: list[dict[str, Any]] = []
     for metric, stat, direction in series_list(tail):
         idx = [i for i, n in enumerate(nights) if n["kind"] != "missing" and value(n, metric, stat) is not None]
         if len(idx) < MIN_NIGHTS:
