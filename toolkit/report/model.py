@@ -76,6 +76,8 @@ class Report:
     compared: bool | None = None
     reason: str | None = None
     status: dict[str, Any] | None = None
+    mixed: dict[str, Any] | None = None
+    """Kinds the two sides differ in, compared anyway (``--allow-mixed``; ``toolkit/filters.py``)."""
 
     def __post_init__(self) -> None:
         from toolkit.report.headline import make_headline  # the one rule
@@ -105,4 +107,5 @@ class Report:
             "reason": self.reason,
             "headline": self.headline,
             "status": self.status,
+            **({"mixed": self.mixed} if self.mixed else {}),
         }
