@@ -414,17 +414,14 @@ def _joined_calls(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selectio
 
 
 def _context(kind: str, busy: list[dict], cur: Selection, base: Selection) -> str:
-    def hm(iso: str) -> str:
-        return iso[11:16]
-
-    def day_hm(iso: str) -> str:
-        return iso[:16].replace("T", " ")
-
     def span(start: str, end: str, dated: bool) -> str:
-        """HH:MM–HH:MM, with the dates when they are needed: a span over midnight says both."""
-        if start[:10] != end[:10]:
-            return f"{day_hm(start)}–{day_hm(end)}"
-        return f"{day_hm(start) if dated else hm(start)}–{hm(end)}"
+        """HH:MM–HH:MM, with the dates when they are needed: a span over midnight says both; a span
+        shorter than an hour to the second (HH:MM:SS), or a 40-second burst reads "23:31–23:31"."""
+        t0, t1 = _parse_window(f"{start}/{end}")
+        cut = 19 if (t1 - t0).total_seconds() < 3600 else 16
+        day = start[:10] != end[:10]
+        a = start[:cut].replace("T", " ") if dated or day else start[11:cut]
+        return f"{a}–{end[:cut].replace('T', ' ') if day else end[11:cut]}"
 
     if kind == "busy-vs-quiet":
         if not busy:
