@@ -17,19 +17,44 @@ from helpers import make_dataset, ms
 
 GAP_MS = (420_000, 480_000)
 BURST_MS = (200_000, 260_000)
-EXTRA = {"replica": ("r2", 10), "tenant": ("t2", 8), "service": ("svc2", 6), "source_format": ("other", 5),
-         "vantage": ("client", 7), "model": ("m2", 4)}
+EXTRA = {
+    "replica": ("r2", 10),
+    "tenant": ("t2", 8),
+    "service": ("svc2", 6),
+    "source_format": ("other", 5),
+    "vantage": ("client", 7),
+    "model": ("m2", 4),
+}
 
 
-def req(i: int, a: float, queue: float = 10.0, ttft_extra: float = 40.0, n: int = 20, tpot: float = 15.0,
-        **kw: Any) -> dict:
+def req(
+    i: int,
+    a: float,
+    queue: float = 10.0,
+    ttft_extra: float = 40.0,
+    n: int = 20,
+    tpot: float = 15.0,
+    **kw: Any,
+) -> dict:
     """One ok request arriving ``a`` ms after T0, with every scheduler boundary."""
     q0 = a + 1
     first = q0 + queue + ttft_extra
-    row = {"request_id": f"q{i}", "model": "m", "service": "svc", "replica": "r1", "tenant": "t1",
-           "ts_arrival": ms(a), "ts_queued": ms(q0), "ts_scheduled": ms(q0 + queue), "ts_first_token": ms(first),
-           "ts_last_token": ms(first + (n - 1) * tpot), "ts_end": ms(first + (n - 1) * tpot + 1),
-           "input_tokens": 100, "output_tokens": n, "status": "ok"}
+    row = {
+        "request_id": f"q{i}",
+        "model": "m",
+        "service": "svc",
+        "replica": "r1",
+        "tenant": "t1",
+        "ts_arrival": ms(a),
+        "ts_queued": ms(q0),
+        "ts_scheduled": ms(q0 + queue),
+        "ts_first_token": ms(first),
+        "ts_last_token": ms(first + (n - 1) * tpot),
+        "ts_end": ms(first + (n - 1) * tpot + 1),
+        "input_tokens": 100,
+        "output_tokens": n,
+        "status": "ok",
+    }
     return row | kw
 
 
@@ -54,6 +79,8 @@ def mixed_pair(tmp: Path) -> tuple[Path, Path]:
     """``ds-server`` (server records of model a) and ``ds-client-other-model`` (a client's records, of
     model b, TTFT 360 ms longer: what a client measures beyond the server)."""
     srv = [req(i, i * 1000.0, model="a") for i in range(60)]
-    cli = [req(i, i * 1000.0, model="b", vantage="client", source_format="openai-client", ttft_extra=400)
-           for i in range(60)]
+    cli = [
+        req(i, i * 1000.0, model="b", vantage="client", source_format="openai-client", ttft_extra=400)
+        for i in range(60)
+    ]
     return (make_dataset(tmp, srv, name="ds-server"), make_dataset(tmp, cli, name="ds-client-other-model"))

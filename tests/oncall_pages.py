@@ -18,8 +18,13 @@ from toolkit.report.build import build_report
 from toolkit.report.model import Report
 from toolkit.report.render_html import render_html
 
-SLOW = {"start": "2026-11-30T12:06:00Z", "end": "2026-11-30T12:06:40Z", "peak_concurrency": 1,
-        "mean_concurrency": 0.4, "metric": "e2e_ms"}
+SLOW = {
+    "start": "2026-11-30T12:06:00Z",
+    "end": "2026-11-30T12:06:40Z",
+    "peak_concurrency": 1,
+    "mean_concurrency": 0.4,
+    "metric": "e2e_ms",
+}
 
 
 @lru_cache(maxsize=1)

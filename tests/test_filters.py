@@ -36,21 +36,43 @@ def cli(*args: object):  # type: ignore[no-untyped-def]
 
 def test_mixed_sides_are_refused_with_exit_2(data: dict) -> None:
     res = cli("report", data["server"], "--baseline", data["client"], "--fail-on-regression")
-    line = one_error_line(res, 2, "vantage (current: server; baseline: client)", "model (current: a; baseline: b)",
-                          "source_format", "--vantage", "--model", "--allow-mixed", stdout_empty=True)
+    line = one_error_line(
+        res,
+        2,
+        "vantage (current: server; baseline: client)",
+        "model (current: a; baseline: b)",
+        "source_format",
+        "--vantage",
+        "--model",
+        "--allow-mixed",
+        stdout_empty=True,
+    )
     assert "REGRESSION" not in line
 
 
 def test_mixed_sides_allowed_are_said_in_every_output(data: dict) -> None:
     tmp: Path = data["tmp"]
     out = {k: tmp / f"mixed.{k}" for k in ("json", "md", "html")}
-    res = cli("report", data["server"], "--baseline", data["client"], "--allow-mixed",
-              "--json", out["json"], "--md", out["md"], "--html", out["html"])
+    res = cli(
+        "report",
+        data["server"],
+        "--baseline",
+        data["client"],
+        "--allow-mixed",
+        "--json",
+        out["json"],
+        "--md",
+        out["md"],
+        "--html",
+        out["html"],
+    )
     assert res.exit_code == 0, res.output
     report = json.loads(out["json"].read_text())
-    assert report["mixed"] == {"vantage": {"current": ["server"], "baseline": ["client"]},
-                               "source_format": {"current": ["test"], "baseline": ["openai-client"]},
-                               "model": {"current": ["a"], "baseline": ["b"]}}
+    assert report["mixed"] == {
+        "vantage": {"current": ["server"], "baseline": ["client"]},
+        "source_format": {"current": ["test"], "baseline": ["openai-client"]},
+        "model": {"current": ["a"], "baseline": ["b"]},
+    }
     assert "Mixed sides (--allow-mixed)" in report["warnings"][0]
     assert "Mixed sides" in res.stdout
     assert "Mixed sides" in out["md"].read_text()
@@ -58,8 +80,12 @@ def test_mixed_sides_allowed_are_said_in_every_output(data: dict) -> None:
 
 
 def test_compare_refuses_mixed_sides_and_allows_them_said(data: dict) -> None:
-    one_error_line(cli("compare", data["server"], data["client"]), 2, "differ in vantage (a: server; b: client)",
-                   "--allow-mixed")
+    one_error_line(
+        cli("compare", data["server"], data["client"]),
+        2,
+        "differ in vantage (a: server; b: client)",
+        "--allow-mixed",
+    )
     md = data["tmp"] / "cmp.md"
     res = cli("compare", data["server"], data["client"], "--allow-mixed", "--md", md)
     assert res.exit_code == 0 and "Mixed sides" in res.stdout and "Mixed sides" in md.read_text()
@@ -69,8 +95,19 @@ def test_compare_refuses_mixed_sides_and_allows_them_said(data: dict) -> None:
 
 def test_compare_sides_set_apart_by_their_own_filter_are_no_mix(data: dict) -> None:
     """``--a "model = 'm'" --b "model = 'm2'"`` asks for two models on purpose."""
-    res = cli("compare", data["incident"], "--a", "model = 'm'", "--b", "model = 'm2'", "--vantage", "server",
-              "--source-format", "test", "--json")
+    res = cli(
+        "compare",
+        data["incident"],
+        "--a",
+        "model = 'm'",
+        "--b",
+        "model = 'm2'",
+        "--vantage",
+        "server",
+        "--source-format",
+        "test",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     result = json.loads(res.stdout)
     assert "mixed" not in result and result["b"]["requests"] == EXTRA["model"][1]
@@ -108,12 +145,17 @@ def test_a_filter_matching_nothing_is_exit_2(data: dict, command: str, column: s
     args = [data["incident"], data["incident"]] if command == "compare" else [data["incident"]]
     if command == "whatif" and column == "model":
         pytest.skip("whatif's --model chooses the model to calibrate (its own message)")
-    one_error_line(cli(command, *args, flag, "nosuch"), 2, f"{flag} 'nosuch' matches no request", "values there:")
+    one_error_line(
+        cli(command, *args, flag, "nosuch"), 2, f"{flag} 'nosuch' matches no request", "values there:"
+    )
 
 
 def test_filters_that_match_apart_but_not_together(data: dict) -> None:
-    one_error_line(cli("report", data["incident"], "--replica", "r2", "--tenant", "t2"), 2,
-                   "no request matches all of them")
+    one_error_line(
+        cli("report", data["incident"], "--replica", "r2", "--tenant", "t2"),
+        2,
+        "no request matches all of them",
+    )
 
 
 def test_whatif_calibrates_on_the_filtered_requests(data: dict) -> None:

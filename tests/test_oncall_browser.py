@@ -27,8 +27,10 @@ from test_render_browser import CHROMIUM, FLAGS
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
-                       reason="Chromium is not installed (apt-get install -y chromium)"),
+    pytest.mark.skipif(
+        CHROMIUM is None and not os.environ.get("CI"),
+        reason="Chromium is not installed (apt-get install -y chromium)",
+    ),
 ]
 WIDTHS = (1400, 700)
 HEIGHT = 2400
@@ -47,9 +49,14 @@ class Browser:
             os.dup2(to_child, 3)
             os.dup2(from_child, 4)
 
-        self.proc = subprocess.Popen([CHROMIUM, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={profile}"],
-                                     preexec_fn=fds, pass_fds=(3, 4), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [CHROMIUM, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={profile}"],
+            preexec_fn=fds,
+            pass_fds=(3, 4),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_child)
         os.close(from_child)
         self._id, self._buf = 0, b""
@@ -58,7 +65,9 @@ class Browser:
         self.send("Page.enable", session=True)
         self.send("Page.setBypassCSP", {"enabled": True}, session=True)  # for the probe's evaluate only
 
-    def send(self, method: str, params: dict | None = None, session: bool = False, timeout: float = 60) -> Any:
+    def send(
+        self, method: str, params: dict | None = None, session: bool = False, timeout: float = 60
+    ) -> Any:
         self._id += 1
         msg: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
         if session:
@@ -79,12 +88,16 @@ class Browser:
             self._buf += chunk
 
     def evaluate(self, expression: str) -> Any:
-        return self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True},
-                         session=True)["result"].get("value")
+        return self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=True)[
+            "result"
+        ].get("value")
 
     def open(self, url: str, width: int) -> None:
-        self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False}, session=True)
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False},
+            session=True,
+        )
         self.send("Page.navigate", {"url": url}, session=True)
         for _ in range(200):
             if self.evaluate(f"document.readyState === 'complete' && location.href === {json.dumps(url)}"):
@@ -127,9 +140,9 @@ def png_pixels(path: Path) -> tuple[int, int, int]:
     w, h = struct.unpack(">II", raw[16:24])
     idat, pos = b"", 8
     while pos < len(raw):
-        n, kind = struct.unpack(">I4s", raw[pos:pos + 8])
+        n, kind = struct.unpack(">I4s", raw[pos : pos + 8])
         if kind == b"IDAT":
-            idat += raw[pos + 8:pos + 8 + n]
+            idat += raw[pos + 8 : pos + 8 + n]
         pos += 12 + n
     return w, h, len(set(zlib.decompress(idat)))
 
@@ -147,8 +160,10 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> dict:
         for name, url in urls.items():
             for width in WIDTHS:
                 browser.open(url, width)
-                out[(name, width)] = {"probe": json.loads(browser.evaluate(PROBE)),
-                                      "shot": browser.screenshot(tmp / f"{name}-{width}.png")}
+                out[(name, width)] = {
+                    "probe": json.loads(browser.evaluate(PROBE)),
+                    "shot": browser.screenshot(tmp / f"{name}-{width}.png"),
+                }
     finally:
         browser.close()
     keep = os.environ.get("STAGELENS_SCREENSHOT_DIR")

@@ -61,8 +61,11 @@ def test_no_time_axis_repeats_a_label(built: dict) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.floats(0, 4e9), st.sampled_from([5, 40, 180, 700, 3600, 5 * 3600, 3 * 86400, 40 * 86400]),
-       st.floats(0.5, 1.5))
+@given(
+    st.floats(0, 4e9),
+    st.sampled_from([5, 40, 180, 700, 3600, 5 * 3600, 3 * 86400, 40 * 86400]),
+    st.floats(0.5, 1.5),
+)
 def test_time_ticks_never_label_two_ticks_alike(lo_s: float, span: int, stretch: float) -> None:
     """The labels as Vega prints them (strftime in UTC) are distinct, and never more than 9."""
     lo = lo_s * 1000
@@ -103,8 +106,13 @@ def test_the_load_chart_is_drawn_with_busy_and_slow_periods_shaded(built: dict) 
 def test_not_compared_page_shows_only_what_was_measured(built: dict) -> None:
     report, page = built["reports"]["not_compared"], built["pages"]["not_compared"]
     assert report.compared is False and report.busy_periods == []
-    for gone in ("Replay of the worst busy window", 'id="waterfall"', 'id="attribution"',
-                 "Contributions by stage", "No comparison."):
+    for gone in (
+        "Replay of the worst busy window",
+        'id="waterfall"',
+        'id="attribution"',
+        "Contributions by stage",
+        "No comparison.",
+    ):
         assert gone not in page, gone
     for kept in ('id="latency"', 'id="load-time"', 'id="summary"', "NOT COMPARED".lower()):
         assert kept in page.lower() if kept.islower() else kept in page, kept

@@ -66,13 +66,24 @@ def check_matches(con: Any, dataset: str | Path, filters: dict[str, str], table:
     for col, val in filters.items():
         hits, values = con.execute(
             f"SELECT count_if({col} = $v), list(DISTINCT {col} ORDER BY {col}) FILTER (WHERE {col} IS NOT NULL) "
-            f"FROM {table}", {"v": val}).fetchone()
+            f"FROM {table}",
+            {"v": val},
+        ).fetchone()
         if not hits:
             values = values or []
-            known = (", ".join(repr(v) for v in values[:10]) + (f" and {len(values) - 10} more" if len(values) > 10 else "")
-                     if values else f"none (no request records a {col})")
-            raise ValueError(f"{flag(col)} {val!r} matches no request in {dataset}; {col} values there: {known}")
-    if len(filters) > 1 and not con.execute(f"SELECT count(*) FROM {table} WHERE {where_sql(filters)}").fetchone()[0]:
+            known = (
+                ", ".join(repr(v) for v in values[:10])
+                + (f" and {len(values) - 10} more" if len(values) > 10 else "")
+                if values
+                else f"none (no request records a {col})"
+            )
+            raise ValueError(
+                f"{flag(col)} {val!r} matches no request in {dataset}; {col} values there: {known}"
+            )
+    if (
+        len(filters) > 1
+        and not con.execute(f"SELECT count(*) FROM {table} WHERE {where_sql(filters)}").fetchone()[0]
+    ):
         given = " ".join(f"{flag(c)} {v!r}" for c, v in filters.items())
         raise ValueError(f"{given}: each matches requests in {dataset}, but no request matches all of them")
 
@@ -95,35 +106,49 @@ def kinds(con: Any, where: str = "true", params: list | dict | None = None) -> d
     return {c: list(v or []) for c, v in zip(KIND_COLUMNS, row, strict=True)}
 
 
-def mixed(current: dict[str, list[str]], baseline: dict[str, list[str]],
-          chosen: set[str] = frozenset()) -> dict[str, dict[str, list[str]]]:
+def mixed(
+    current: dict[str, list[str]], baseline: dict[str, list[str]], chosen: set[str] = frozenset()
+) -> dict[str, dict[str, list[str]]]:
     """``{column: {current, baseline}}`` for each kind the two sides do not share (a side with no
     value of a column, e.g. no model recorded, differs from none). ``chosen``: columns the user
     set apart on purpose (``compare --a "model = 'x'" --b "model = 'y'"``), never a mix."""
-    return {c: {"current": current.get(c, []), "baseline": baseline.get(c, [])} for c in KIND_COLUMNS
-            if c not in chosen and current.get(c) and baseline.get(c) and set(current[c]) != set(baseline[c])}
+    return {
+        c: {"current": current.get(c, []), "baseline": baseline.get(c, [])}
+        for c in KIND_COLUMNS
+        if c not in chosen and current.get(c) and baseline.get(c) and set(current[c]) != set(baseline[c])
+    }
 
 
 def describe(mix: dict[str, dict[str, list[str]]], names: tuple[str, str] = ("current", "baseline")) -> str:
     """``vantage (current: client; baseline: server), model (...)``."""
-    return ", ".join(f"{c} ({names[0]}: {', '.join(v['current'])}; {names[1]}: {', '.join(v['baseline'])})"
-                     for c, v in mix.items())
+    return ", ".join(
+        f"{c} ({names[0]}: {', '.join(v['current'])}; {names[1]}: {', '.join(v['baseline'])})"
+        for c, v in mix.items()
+    )
 
 
 class MixedSides(ValueError):
     """Two compared sides of different kinds, not allowed (exit 2)."""
 
 
-def refuse_mixed(mix: dict[str, dict[str, list[str]]], names: tuple[str, str] = ("current", "baseline")) -> None:
+def refuse_mixed(
+    mix: dict[str, dict[str, list[str]]], names: tuple[str, str] = ("current", "baseline")
+) -> None:
     """One line: what differs and the flags that make the sides alike (or ``--allow-mixed``)."""
     if not mix:
         return
     flags = " / ".join(flag(c) for c in mix)
-    raise MixedSides(f"the compared sides differ in {describe(mix, names)}: their latencies are not measured alike; "
-                     f"choose one with {flags}, or pass --allow-mixed to compare them anyway")
+    raise MixedSides(
+        f"the compared sides differ in {describe(mix, names)}: their latencies are not measured alike; "
+        f"choose one with {flags}, or pass --allow-mixed to compare them anyway"
+    )
 
 
-def mixed_warning(mix: dict[str, dict[str, list[str]]], names: tuple[str, str] = ("current", "baseline")) -> str:
+def mixed_warning(
+    mix: dict[str, dict[str, list[str]]], names: tuple[str, str] = ("current", "baseline")
+) -> str:
     """The sentence every output prints when a mix was allowed."""
-    return (f"Mixed sides (--allow-mixed): they differ in {describe(mix, names)}; a difference may come from "
-            "where or how latency was measured, or from the model, not from the service.")
+    return (
+        f"Mixed sides (--allow-mixed): they differ in {describe(mix, names)}; a difference may come from "
+        "where or how latency was measured, or from the model, not from the service."
+    )
