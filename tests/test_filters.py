@@ -10,6 +10,7 @@ then every output says so; and each filter narrows every view, busy periods incl
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from helpers import one_error_line
 from typer.testing import CliRunner
 
 from toolkit.cli import app
+from toolkit.report.compare_page import render_html as compare_html
+from toolkit.terminal import print_compare
 
 runner = CliRunner()
 
@@ -87,10 +90,15 @@ def test_compare_refuses_mixed_sides_and_allows_them_said(data: dict) -> None:
         "--allow-mixed",
     )
     md = data["tmp"] / "cmp.md"
-    res = cli("compare", data["server"], data["client"], "--allow-mixed", "--md", md)
-    assert res.exit_code == 0 and "Mixed sides" in res.stdout and "Mixed sides" in md.read_text()
-    res = cli("compare", data["server"], data["client"], "--allow-mixed", "--json")
-    assert json.loads(res.stdout)["mixed"]["model"] == {"a": ["a"], "b": ["b"]}
+    res = cli("compare", data["server"], data["client"], "--allow-mixed", "--md", md, "--json")
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout)
+    assert result["mixed"]["model"] == {"a": ["a"], "b": ["b"]}
+    assert result["mixed"]["vantage"] == {"a": ["server"], "b": ["client"]}
+    terminal = io.StringIO()
+    print_compare(result, terminal)  # what the command prints without --json
+    assert "Mixed sides" in terminal.getvalue() and "Mixed sides" in md.read_text()
+    assert "Mixed sides" in compare_html(result)
 
 
 def test_compare_sides_set_apart_by_their_own_filter_are_no_mix(data: dict) -> None:
