@@ -25,7 +25,9 @@ from toolkit.ingest import duck
 from toolkit.ingest.dispatch import digest_first, import_file
 from toolkit.ingest.results import FileResult, ImportResult, Progress
 from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.sources import (
+from toolkit.ingest.split import load_seen
+from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.sources import (
     InputError,
     Limits,
     Source,
@@ -35,9 +37,7 @@ from toolkit.ingest.sources import (
     limits_hint,
     without_bom,
 )
-from toolkit.ingest.split import load_seen
-from toolkit.ingest.streams import head
-from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.streams import head
 from toolkit.store import Dataset, Staging
 
 
@@ -176,7 +176,8 @@ def import_traces(
                     if hasher:
                         hasher.join()
                         res.digest = src.digest
-                        if mark is not None and (prior := _known(ds, src, imp.name, seen_hashes)):
+                        if mark is not None and snapshot is not None and (
+                                prior := _known(ds, src, imp.name, seen_hashes)):
                             writer.rollback(mark)
                             seen.restore(snapshot)
                             results[-1] = res = FileResult(path=src.name, format=imp.name, size=src.size,
