@@ -58,21 +58,22 @@ def req(
     return row | kw
 
 
-def incident_rows(burst: bool = True) -> list[dict]:
-    """The incident (``burst=False``: the same traffic without the burst, where nothing is busy)."""
+def incident_rows(burst: bool = True, extra: bool = True) -> list[dict]:
+    """The incident (``burst=False``: the same traffic without the burst, where nothing is busy;
+    ``extra=False``: without the rows of ``EXTRA``, one server's records alone)."""
     out = [req(k, k * 2000.0) for k in range(300) if not GAP_MS[0] <= k * 2000.0 < GAP_MS[1]]
     if burst:
         out += [req(1000 + k, BURST_MS[0] + k * 100.0, queue=100 + 8 * k) for k in range(600)]
     i = 2000
-    for col, (val, n) in EXTRA.items():
+    for col, (val, n) in EXTRA.items() if extra else ():
         for _ in range(n):
             out.append(req(i, 10_000 + (1000.0 * i) % 150_000, **{col: val}))
             i += 1
     return out
 
 
-def incident(tmp: Path, name: str = "incident", burst: bool = True) -> Path:
-    return make_dataset(tmp, incident_rows(burst), name=name)
+def incident(tmp: Path, name: str = "incident", burst: bool = True, extra: bool = True) -> Path:
+    return make_dataset(tmp, incident_rows(burst, extra), name=name)
 
 
 def mixed_pair(tmp: Path) -> tuple[Path, Path]:

@@ -30,10 +30,10 @@ SLOW = {
 @lru_cache(maxsize=1)
 def reports() -> dict[str, Report]:
     tmp = Path(tempfile.mkdtemp(prefix="oncall-"))
-    busy = build_report(incident(tmp), filters={"vantage": "server"})
+    busy = build_report(incident(tmp, extra=False))
     slow = copy.deepcopy(busy)
     slow.slow_periods = [SLOW]  # type: ignore[attr-defined]  # the key a slow-period report carries
-    quiet = build_report(incident(tmp, "steady", burst=False), filters={"vantage": "server"})
+    quiet = build_report(incident(tmp, "steady", burst=False, extra=False))
     return {"busy": busy, "slow": slow, "not_compared": quiet}
 
 

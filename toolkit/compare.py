@@ -341,7 +341,7 @@ def compare_datasets(
     }
     stats = {k: _side_stats(s) for k, s in sides.items()}
     warnings = []
-    mix = rowfilters.mixed(*(rowfilters.kinds(s.con, s.where, s.params) for s in (sides["a"], sides["b"])),
+    mix = rowfilters.mixed(rowfilters.kinds(con_a, wa, pa_), rowfilters.kinds(con_b, wb, pb),
                            chosen=filter_columns(filter_a) | filter_columns(filter_b))
     if not allow_mixed:
         rowfilters.refuse_mixed(mix, ("a", "b"))

@@ -119,7 +119,8 @@ def time_ticks(lo_ms: float, hi_ms: float, max_ticks: int = MAX_TICKS) -> tuple[
     if step is None:  # beyond weeks: whole weeks
         step = TICK_STEPS_S[-1] * math.ceil(span_s / TICK_STEPS_S[-1] / max_ticks)
     first = math.ceil(lo_ms / 1000 / step) * step
-    values = [float(t * 1000) for t in range(int(first), int(hi_ms / 1000) + 1, step)] or [float(lo_ms)]
+    values = [float(t * 1000) for t in range(int(first), int(hi_ms / 1000) + 1, step)]
+    values = [v for v in values if lo_ms <= v <= hi_ms] or [float(lo_ms)]
     if step >= 86400:
         fmt = "%b %d"
     elif span_s >= 86400 or time.gmtime(lo_ms / 1000)[:3] != time.gmtime(hi_ms / 1000)[:3]:
