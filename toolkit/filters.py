@@ -107,7 +107,9 @@ def kinds(con: Any, where: str = "true", params: list | dict | None = None) -> d
 
 
 def mixed(
-    current: dict[str, list[str]], baseline: dict[str, list[str]], chosen: set[str] | frozenset[str] = frozenset()
+    current: dict[str, list[str]],
+    baseline: dict[str, list[str]],
+    chosen: set[str] | frozenset[str] = frozenset(),
 ) -> dict[str, dict[str, list[str]]]:
     """``{column: {current, baseline}}`` for each kind the two sides do not share (a side with no
     value of a column, e.g. no model recorded, differs from none). ``chosen``: columns the user
