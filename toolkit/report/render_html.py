@@ -329,8 +329,8 @@ def _summary_table(report: Report) -> str:
                     if m in ("ttft_ms", "e2e_ms", "tpot_ms", "itl_ms", "turn_ms") else 99):
         for g, by_metric in s.items():
             st = by_metric.get(m) if isinstance(by_metric, dict) else None
-            if not isinstance(st, dict):
-                continue
+            if not isinstance(st, dict) or (not report.compared and not num(st.get("count"))):
+                continue  # not compared: a side with no request of that metric is no measurement
             cells = "".join(f'<td class="n">{e(fmt_ms(st.get(k), False))}</td>'
                             for k in ("mean", "p50", "p90", "p95", "p99"))
             rows.append(f"<tr><td>{e(metric_label(m))}</td><td>{e(labels.get(g, g))}</td>"
