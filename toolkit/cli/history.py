@@ -21,6 +21,7 @@ from toolkit.cli._app import (
     fail,
     write_output,
 )
+from toolkit.cli._filter_options import Model, Replica, Service, SourceFormat, Tenant, Vantage
 
 
 @app.command("history")
@@ -43,10 +44,12 @@ def history_cmd(
     alpha: Annotated[float, typer.Option(help="Family-wise significance level over every series tested "
                                               "(Holm).")] = 0.01,
     tail: Annotated[float, typer.Option(help="Tail percentile of datasets' nights (reports keep their own).")] = 95.0,
-    model: Annotated[str | None, typer.Option(help="Datasets: only this model.")] = None,
-    service: Annotated[str | None, typer.Option(help="Datasets: only this service.")] = None,
-    replica: Annotated[str | None, typer.Option(help="Datasets: only this replica.")] = None,
-    tenant: Annotated[str | None, typer.Option(help="Datasets: only this tenant.")] = None,
+    model: Model = None,
+    service: Service = None,
+    replica: Replica = None,
+    tenant: Tenant = None,
+    vantage: Vantage = None,
+    source_format: SourceFormat = None,
     memory_limit: MemoryLimit = None,
 ) -> None:
     """How every headline number moved across nights, and which stage a drift came from.
@@ -74,7 +77,8 @@ def history_cmd(
     try:
         history = build_history(reports_or_datasets, every, skip_bad=skip_bad, threshold=threshold, alpha=alpha, tail=tail / 100,
                                 memory_limit=memory_limit, keep=keep,
-                                filters={"model": model, "service": service, "replica": replica, "tenant": tenant})
+                                filters={"model": model, "vantage": vantage, "source_format": source_format,
+                                         "service": service, "replica": replica, "tenant": tenant})
     except BadInput as e:
         raise fail(str(e), EXIT_INPUT) from None
     except DatasetError as e:

@@ -22,11 +22,12 @@ from typing import Any
 
 import duckdb
 
+from toolkit import filters as rowfilters
 from toolkit import queries
 from toolkit.history.nights import HEADLINE, METRICS, ORIGIN, label_of
 from toolkit.report.attribution import METRICS as SPECS
 from toolkit.report.attribution import SEED, Group, family_stats_by, stage_names_all
-from toolkit.report.build import RB_COLUMNS, SUMMARY_Q, _check_filters, _filter_sql
+from toolkit.report.build import RB_COLUMNS, SUMMARY_Q
 from toolkit.report.status import OK_SQL, status_block
 
 EPOCH_ORIGIN_US = int((ORIGIN - ORIGIN.replace(year=1970, month=1, day=1)).total_seconds() * 1_000_000)
@@ -39,19 +40,19 @@ def _r(x: float | None) -> float | None:
 def dataset_nights(dataset: str | Path, every: timedelta, tail: float = 0.95, memory_limit: str | None = None,
                    filters: dict[str, str | None] | None = None) -> list[dict[str, Any]]:
     """The nights of ``dataset`` (see the module docstring), in order; nights without a request are
-    not rows here (``calendar`` adds them as gaps). ``filters``: the report's (model, service, replica,
-    tenant); one that matches no request is a ``ValueError`` naming the values there are."""
-    given = {k: v for k, v in (filters or {}).items() if v is not None}
-    con = queries.connect(dataset, None, memory_limit)
+    not rows here (``calendar`` adds them as gaps). ``filters``: the report's (toolkit/filters.py); one
+    that matches no request is a ``ValueError`` naming the values there are."""
+    given = rowfilters.normalize(filters)
+    # the filters are in the requests view itself (toolkit/filters.py), as the report's are
+    con = queries.connect(dataset, None, memory_limit, where=rowfilters.where_sql(given))
+    rowfilters.check_matches(con, dataset, given, "_requests_unfiltered")
     queries.share_load(con)
-    _check_filters(con, dataset, given)
-    where, fparams = _filter_sql(given)
     step = int(every.total_seconds() * 1_000_000)
     night = f"CAST(floor((epoch_us({{t}}) - {EPOCH_ORIGIN_US}) / {step}) AS BIGINT)"
     con.execute(f"""CREATE TEMP TABLE _nights AS
                     SELECT {night.format(t='ts_arrival')} AS night, {OK_SQL} AS ok, status, good,
                            {', '.join(RB_COLUMNS)}
-                    FROM per_request WHERE {where}""", fparams)
+                    FROM per_request WHERE counted""")
     counts: dict[int, list[tuple[str | None, int]]] = {}
     goodput: dict[int, tuple[int, int]] = {}
     for k, st, n, good, judged in con.execute(

@@ -79,6 +79,8 @@ class Report:
     compared: bool | None = None
     reason: str | None = None
     status: dict[str, Any] | None = None
+    mixed: dict[str, Any] | None = None
+    """Kinds the two sides differ in, compared anyway (``--allow-mixed``; ``toolkit/filters.py``)."""
     night: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -113,5 +115,6 @@ class Report:
             "reason": self.reason,
             "headline": self.headline,
             "status": self.status,
+            **({"mixed": self.mixed} if self.mixed else {}),
             "night": self.night,
         }

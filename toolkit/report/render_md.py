@@ -60,6 +60,8 @@ def _context(report: Report) -> str:
         parts.append(f"vs {md_escape(m['baseline_dataset'], 120)}")
     if m.get("comparison"):
         parts.append(md_escape(m["comparison"]))
+    if report.mixed:
+        parts.append(f"MIXED sides: {md_escape(', '.join(report.mixed))}")
     filters = m.get("filters") or {}
     if isinstance(filters, dict):
         parts += [f"{md_escape(k)}={md_escape(v, 80)}" for k, v in filters.items() if v not in (None, "", [])]
