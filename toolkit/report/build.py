@@ -44,6 +44,8 @@ from toolkit.report.headline import (  # noqa: F401  (re-exported for callers of
     make_headline,
     verdict,
 )
+from toolkit.report.engine import engine_block, engine_clause
+from toolkit.report.engine_chart import engine_series
 from toolkit.report.model import Report
 from toolkit.report.status import LATENCY_OVER, OK_SQL, error_rate_entry, status_block
 
@@ -235,6 +237,7 @@ def build_report(
         rb_stats |= family_stats_by(sels[0].con, "_rb", "CAST(side AS VARCHAR)", {s.label: SEED + (s is cur) for s in sels},
                                     rb_specs, rb_stages, tail, quantiles=SUMMARY_Q)
     attribution: list[dict] = []
+    engines = engine_block(cur, base)  # what the engines said of themselves in each window, if they did
     context = _context(kind, busy, cur, base)
     reason = None
     traces = _without_latency([cur, base], filt, fparams)
@@ -282,6 +285,7 @@ def build_report(
                 entry["verdict"] = verdict(entry, context, tail_name)
             attribution += entries
         warnings += _composite_warnings(attribution)
+        _cite_engine(attribution, engines)
         if kind == "busy-vs-quiet":
             _whatif_clause(dataset, con, attribution, busy, tail_name, threshold, filters)
 
@@ -319,10 +323,20 @@ def build_report(
     say("preparing charts")
     charts = _charts(con, busy, filt, fparams, sides, rb_stages["e2e_ms"] if cur.con is base.con else None,
                      timeline)
+    charts.engine = engine_series(con) if engines else []
     return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
                   warnings=warnings, quarantine=quarantine, charts=charts,
                   headline=make_headline(attribution, tail_name, threshold, context, reason),
-                  compared=bool(attribution), reason=None if attribution else reason, status=status)
+                  compared=bool(attribution), reason=None if attribution else reason, status=status,
+                  engine=engines)
+
+
+def _cite_engine(attribution: list[dict], engine: dict | None) -> None:
+    """Each verdict whose driver the engines speak of gains their words (toolkit/report/engine.py)."""
+    for entry in attribution if engine else []:
+        words = engine_clause(entry.get("driver"), engine) if entry.get("verdict") else None  # type: ignore[arg-type]
+        if words:
+            entry["verdict"] += " " + words
 
 
 def _turn_calls(con: duckdb.DuckDBPyConnection) -> None:

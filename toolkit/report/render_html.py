@@ -20,6 +20,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from toolkit.report import charts as ch
+from toolkit.report.engine import engine_text
+from toolkit.report.engine_chart import engine_chart
 from toolkit.report.model import ChartData, Report
 from toolkit.report.render_common import (
     comparison_title,
@@ -197,6 +199,8 @@ def _verdict(report: Report) -> str:
         out.append(_stage_strip(h))
     if report.status:
         out.append(f'<p class="status">{e(status_text(report))}</p>')
+    if report.engine:
+        out.append(f'<p class="status">{e(engine_text(report.engine))}</p>')
     if vs:
         out.append('<ul class="more">' + "".join(f"<li>{e(_without_context(v, title))}</li>" for v in vs[:4])
                    + "</ul>")
@@ -432,6 +436,10 @@ def render_html(report: Report) -> str:
         _section("Distributions", f"Cumulative share of requests below each latency, "
                  f"{e(labels['baseline'])} vs {e(labels['current'])}; dotted line: 95th percentile.",
                  _figure("cdf", "latency CDFs", lambda: ch.cdf_chart(c.cdf, labels)), "cdf"),
+        *([_section("Engine state", "What the engines said of themselves: requests running (dashed: the most they "
+                    "ever ran, their admission limit as observed) and waiting, and KV-cache usage; busy periods "
+                    "shaded.", _figure("eng", "engine state", lambda: engine_chart(c.engine, report.busy_periods)),
+                    "engine")] if c.engine else []),
         _section("Attribution", "Every comparison; rows in red are regressions (relative change above "
                  "the threshold). Mix vs rate: how much of a stage's change comes from the work "
                  "(tokens, calls) and how much from the time per unit.", _attribution_table(report),
