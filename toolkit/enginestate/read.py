@@ -73,7 +73,7 @@ def register_lines(con: duckdb.DuckDBPyConnection, src: Source) -> int:
     for encoding in ("utf-8", "latin-1"):
         sql = (f"CREATE OR REPLACE TEMP TABLE lines AS SELECT CAST(row_number() OVER () AS BIGINT) AS ln, "
                f"coalesce(line, '') AS line FROM read_csv(?, columns = {{'line': 'VARCHAR'}}, delim = chr(1), "
-               f"quote = '', escape = '', comment = '', new_line = '\\n', header = false, auto_detect = false, "
+               f"quote = '', escape = '', comment = '', header = false, auto_detect = false, "
                f"encoding = '{encoding}', max_line_size = {max(src.limits.max_line_bytes, 1 << 20)}, "
                f"compression = '{src.compression or 'none'}')")
         try:

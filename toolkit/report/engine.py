@@ -85,7 +85,8 @@ def engine_clause(driver: str | None, engine: dict[str, dict[str, Any]]) -> str 
 
 def _queue_words(c: dict[str, Any]) -> str:
     limit, share = c.get("running_limit"), c.get("at_limit_share") or 0.0
-    grew = f"waiting grew from {c.get('waiting_start') or 0} to {c.get('waiting_max') or 0}"
+    start, top = c.get("waiting_start") or 0, c.get("waiting_max") or 0
+    grew = f"waiting grew from {start} to {top}" if top > start else f"up to {top} requests waited"
     if c.get("waiting_max") and limit and share > AT_LIMIT_SHARE:
         return (f"Engine state: running sat at its limit of {limit} in {share:.0%} of the current window's samples "
                 f"while {grew}: the admission limit (--max-num-seqs, max running requests) held requests back, "
