@@ -288,3 +288,8 @@ def test_fuzz_corruption_is_quarantined_not_misread(tmp_path_factory: pytest.Tem
     assert res["read"] == res["imported"] + res["quarantined"] + res["duplicates"]
     got = _values(d / "ds")
     assert got <= _CLEAN[fmt], got - _CLEAN[fmt]
+
+
+def test_every_engine_format_has_a_page() -> None:
+    docs = Path(__file__).resolve().parent.parent / "docs" / "formats"
+    assert all((docs / f"{name}.md").is_file() for name in FORMATS), [n for n in FORMATS if not (docs / f"{n}.md").exists()]
