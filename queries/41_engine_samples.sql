@@ -8,7 +8,7 @@
 -- columns:
 --   ts: timestamp (UTC); when the engine's state was taken
 --   service: label; as imported (--service)
---   replica: label; the server (Prometheus instance, AIPerf endpoint); null for a log
+--   replica: label; the server (Prometheus instance, AIPerf endpoint; a log's file name)
 --   engine: label; the engine within the server (vLLM engine index, SGLang's TP/DP prefix)
 --   model: label; the served model, where the source says it
 --   source_format: label; the importer that read the sample

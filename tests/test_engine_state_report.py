@@ -21,16 +21,36 @@ def _requests(slow: str) -> list[dict]:
     rows = []
     for i in range(120):
         a = i * 1000
-        rows.append(dict(request_id=f"q{i}", ts_arrival=ms(a), ts_queued=ms(a), ts_scheduled=ms(a + 5),
-                         ts_first_token=ms(a + 50), ts_last_token=ms(a + 1000), ts_end=ms(a + 1000),
-                         input_tokens=50, output_tokens=20))
+        rows.append(
+            dict(
+                request_id=f"q{i}",
+                ts_arrival=ms(a),
+                ts_queued=ms(a),
+                ts_scheduled=ms(a + 5),
+                ts_first_token=ms(a + 50),
+                ts_last_token=ms(a + 1000),
+                ts_end=ms(a + 1000),
+                input_tokens=50,
+                output_tokens=20,
+            )
+        )
     for j in range(300):
         a = 60000 + j * 100
         q = j * 150 if slow == "queue" else 5
         d = 950 if slow == "queue" else 4000
-        rows.append(dict(request_id=f"b{j}", ts_arrival=ms(a), ts_queued=ms(a), ts_scheduled=ms(a + q),
-                         ts_first_token=ms(a + q + 45), ts_last_token=ms(a + q + 45 + d), ts_end=ms(a + q + 45 + d),
-                         input_tokens=50, output_tokens=20))
+        rows.append(
+            dict(
+                request_id=f"b{j}",
+                ts_arrival=ms(a),
+                ts_queued=ms(a),
+                ts_scheduled=ms(a + q),
+                ts_first_token=ms(a + q + 45),
+                ts_last_token=ms(a + q + 45 + d),
+                ts_end=ms(a + q + 45 + d),
+                input_tokens=50,
+                output_tokens=20,
+            )
+        )
     return rows
 
 
@@ -40,19 +60,29 @@ BUSY = range(60, 140)  # the burst and its queue's drain (the queue reaches 45 s
 def _engine(running_busy: int, kv_busy: float, preempt_busy: int) -> list[dict]:
     """A sample every 2 s to 150 s: in ``BUSY``, ``running_busy`` running and a queue that rises
     5 a sample-second and falls again; the limit (4) is also seen once, later, in every case."""
-    return [dict(ts=ms(k * 1000), engine="0", running=running_busy if k in BUSY else 1,
-                 waiting=min(k - 59, 140 - k) * 5 if k in BUSY else 0, kv_usage=kv_busy if k in BUSY else 0.05,
-                 prefix_hit_rate=0.1 if k in BUSY else 0.6, preemptions=preempt_busy if k in BUSY else 0,
-                 source_format="vllm-log")
-            for k in range(0, 150, 2)] + [dict(ts=ms(200_000), engine="0", running=4, waiting=0, kv_usage=0.1,
-                                               source_format="vllm-log")]
+    return [
+        dict(
+            ts=ms(k * 1000),
+            engine="0",
+            running=running_busy if k in BUSY else 1,
+            waiting=min(k - 59, 140 - k) * 5 if k in BUSY else 0,
+            kv_usage=kv_busy if k in BUSY else 0.05,
+            prefix_hit_rate=0.1 if k in BUSY else 0.6,
+            preemptions=preempt_busy if k in BUSY else 0,
+            source_format="vllm-log",
+        )
+        for k in range(0, 150, 2)
+    ] + [dict(ts=ms(200_000), engine="0", running=4, waiting=0, kv_usage=0.1, source_format="vllm-log")]
 
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     d = tmp_path_factory.mktemp("engrep")
-    cases = {"at_limit": ("queue", _engine(4, 0.3, 0)), "below": ("queue", _engine(2, 0.3, 0)),
-             "kv": ("decode", _engine(4, 0.97, 3))}
+    cases = {
+        "at_limit": ("queue", _engine(4, 0.3, 0)),
+        "below": ("queue", _engine(2, 0.3, 0)),
+        "kv": ("decode", _engine(4, 0.97, 3)),
+    }
     out = {}
     for name, (slow, eng) in cases.items():
         ds = make_dataset(d, _requests(slow), engine_rows=eng, name=name)
@@ -64,8 +94,10 @@ def _in_busy(report: dict) -> list[int]:
     """The planted sample seconds inside the report's busy periods."""
     from datetime import datetime
 
-    spans = [(datetime.fromisoformat(b["start"].rstrip("Z")), datetime.fromisoformat(b["end"].rstrip("Z")))
-             for b in report["busy_periods"]]
+    spans = [
+        (datetime.fromisoformat(b["start"].rstrip("Z")), datetime.fromisoformat(b["end"].rstrip("Z")))
+        for b in report["busy_periods"]
+    ]
     return [k for k in range(0, 150, 2) if any(s <= ms(k * 1000) < e for s, e in spans)]
 
 
@@ -74,8 +106,12 @@ def test_engine_block_per_side(reports: dict[str, dict]) -> None:
     e, ks = r["engine"], _in_busy(r)
     assert ks and set(ks) <= set(BUSY), ks  # the busy window found from the requests lies in the planted one
     want_waiting = max(min(k - 59, 140 - k) * 5 for k in ks)
-    assert (e["current"]["samples"], e["current"]["running_max"], e["current"]["running_limit"],
-            e["current"]["waiting_max"]) == (len(ks), 4, 4, want_waiting)
+    assert (
+        e["current"]["samples"],
+        e["current"]["running_max"],
+        e["current"]["running_limit"],
+        e["current"]["waiting_max"],
+    ) == (len(ks), 4, 4, want_waiting)
     assert e["current"]["at_limit_share"] == 1.0 and e["baseline"]["running_p50"] == 1.0
     assert e["current"]["prefix_hit_rate"] == pytest.approx(0.1) and e["baseline"]["prefix_hit_rate"] > 0.3
 
@@ -96,22 +132,38 @@ def test_decode_with_kv_near_full_and_preemptions_is_kv_capacity(reports: dict[s
     r = reports["kv"]
     assert r["headline"]["driver"] == "decode", r["headline"]
     n = 3 * len(_in_busy(r))
-    assert f"KV cache reached 97 % and the engine preempted {n} times: KV capacity" in r["headline"]["sentence"]
+    assert (
+        f"KV cache reached 97 % and the engine preempted {n} times: KV capacity" in r["headline"]["sentence"]
+    )
 
 
 def test_markdown_says_each_side(reports: dict[str, dict], tmp_path: Path) -> None:
     from toolkit.report.model import Report
 
     r = reports["at_limit"]
-    md = render_markdown(Report(meta=r["meta"], busy_periods=r["busy_periods"], attribution=r["attribution"],
-                                summary=r["summary"], warnings=r["warnings"], quarantine=r["quarantine"],
-                                status=r["status"], engine=r["engine"]))
+    md = render_markdown(
+        Report(
+            meta=r["meta"],
+            busy_periods=r["busy_periods"],
+            attribution=r["attribution"],
+            summary=r["summary"],
+            warnings=r["warnings"],
+            quarantine=r["quarantine"],
+            status=r["status"],
+            engine=r["engine"],
+        )
+    )
     assert "Engine state — baseline: running max 4 (limit 4" in md and "current: running max 4" in md
     assert engine_text(None) == ""
 
 
 def test_prefill_words_give_the_engines_hit_rate() -> None:
-    eng = {"baseline": {"samples": 3, "prefix_hit_rate": 0.6}, "current": {"samples": 3, "prefix_hit_rate": 0.1}}
-    assert engine_clause("prefill", eng) == ("Engine state: the engine's own prefix-cache hit rate was 60 % in the "
-                                             "baseline and 10 % in the current window.")
+    eng = {
+        "baseline": {"samples": 3, "prefix_hit_rate": 0.6},
+        "current": {"samples": 3, "prefix_hit_rate": 0.1},
+    }
+    assert engine_clause("prefill", eng) == (
+        "Engine state: the engine's own prefix-cache hit rate was 60 % in the "
+        "baseline and 10 % in the current window."
+    )
     assert engine_clause("tool", eng) is None and engine_clause(None, eng) is None

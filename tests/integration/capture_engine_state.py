@@ -59,8 +59,11 @@ def scrape(url: str, out: Path, stop: threading.Event) -> None:
 
 
 def stats_lines(log: Path) -> list[str]:
-    return [ln for ln in log.read_text(errors="replace").splitlines()
-            if "Avg prompt throughput" in ln or "vLLM API server version" in ln]
+    return [
+        ln
+        for ln in log.read_text(errors="replace").splitlines()
+        if "Avg prompt throughput" in ln or "vLLM API server version" in ln
+    ]
 
 
 def main() -> None:
@@ -74,19 +77,50 @@ def main() -> None:
     stop = threading.Event()
     env = {**vllm_env.vllm_env(), "TZ": "UTC", "VLLM_LOG_STATS_INTERVAL": "2"}
     try:
-        col = procs.start("collect", stagelens("collect", "--listen", f"127.0.0.1:{c_port}", "--out", str(otlp)),
-                          work / "collect.log", env=project_env())
+        col = procs.start(
+            "collect",
+            stagelens("collect", "--listen", f"127.0.0.1:{c_port}", "--out", str(otlp)),
+            work / "collect.log",
+            env=project_env(),
+        )
         wait_http(f"http://127.0.0.1:{c_port}/health", col, work / "collect.log", 60)
-        vllm = procs.start("vllm", [*vllm_env.vllm_command(py, model, v_port, f"http://127.0.0.1:{c_port}/v1/traces",
-                                                           max_num_seqs=MAX_NUM_SEQS), "--enforce-eager"],
-                           vlog, env=env)
+        vllm = procs.start(
+            "vllm",
+            [
+                *vllm_env.vllm_command(
+                    py, model, v_port, f"http://127.0.0.1:{c_port}/v1/traces", max_num_seqs=MAX_NUM_SEQS
+                ),
+                "--enforce-eager",
+            ],
+            vlog,
+            env=env,
+        )
         wait_http(f"http://127.0.0.1:{v_port}/health", vllm, vlog, 420)
-        scraper = threading.Thread(target=scrape, args=(f"http://127.0.0.1:{v_port}/metrics", prom, stop), daemon=True)
+        scraper = threading.Thread(
+            target=scrape, args=(f"http://127.0.0.1:{v_port}/metrics", prom, stop), daemon=True
+        )
         scraper.start()
-        rep = subprocess.run(stagelens("replay", str(TRACE), "--endpoint", f"http://127.0.0.1:{v_port}",
-                                       "--out", str(work / "replay-ds"), "--speed", str(SPEED), "--seed", "1",
-                                       "--timeout", "300", "--json"),
-                             capture_output=True, env=project_env(), timeout=900, stdin=subprocess.DEVNULL)
+        rep = subprocess.run(
+            stagelens(
+                "replay",
+                str(TRACE),
+                "--endpoint",
+                f"http://127.0.0.1:{v_port}",
+                "--out",
+                str(work / "replay-ds"),
+                "--speed",
+                str(SPEED),
+                "--seed",
+                "1",
+                "--timeout",
+                "300",
+                "--json",
+            ),
+            capture_output=True,
+            env=project_env(),
+            timeout=900,
+            stdin=subprocess.DEVNULL,
+        )
         if rep.returncode != 0:
             raise RuntimeError(rep.stderr.decode(errors="replace")[-2000:])
         time.sleep(8)  # the exporter flushes every 5 s; two more stats lines of the idle engine
@@ -102,8 +136,17 @@ def main() -> None:
         f.write("\n".join(stats_lines(vlog)) + "\n")
     with gzip.open(OUT / "mns4.metrics.prom.gz", "wt") as f:
         f.write(prom.read_text())
-    print(json.dumps({"spans": n, "stats_lines": len(stats_lines(vlog)), "work": str(work),
-                      "replay": json.loads(rep.stdout).get("by_status")}), flush=True)
+    print(
+        json.dumps(
+            {
+                "spans": n,
+                "stats_lines": len(stats_lines(vlog)),
+                "work": str(work),
+                "replay": json.loads(rep.stdout).get("by_status"),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from toolkit.enginestate import metrics, text
 
 _VLLM_LINE = re.compile(rb"(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[")
-_SGLANG_BATCH = re.compile(rb"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^\]]*)?\] (?:Prefill|Decode) batch[ .,\[]",
-                           re.M)
+_SGLANG_BATCH = re.compile(
+    rb"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^\]]*)?\] (?:Prefill|Decode) batch[ .,\[]", re.M
+)
 _PROM_SAMPLE = re.compile(rb"^(?:vllm|sglang):[a-z_]+(?:\{[^}\n]*\})? \S+", re.M)
 
 
@@ -66,34 +67,68 @@ def _prom_json(head: bytes) -> bool:
 
 def _aiperf(head: bytes) -> bool:
     first = head.lstrip().split(b"\n", 1)[0]
-    return first.startswith(b"{") and b'"endpoint_url"' in first and b'"timestamp_ns"' in first and \
-        b'"metrics"' in first
+    return (
+        first.startswith(b"{")
+        and b'"endpoint_url"' in first
+        and b'"timestamp_ns"' in first
+        and b'"metrics"' in first
+    )
 
 
-FORMATS: dict[str, EngineFormat] = {f.name: f for f in (
-    EngineFormat(
-        "vllm-log", "vLLM server log: the engine's periodic stats lines (every 10 s)", "the server's stdout/stderr",
-        "one `Avg prompt throughput` line", "per-request timing (that is vLLM's OTLP spans: --otlp-traces-endpoint); "
-        "the time has no year and no zone (read as UTC, in the import's year)", _vllm, text.vllm_sql,
-        note="engine state only: per-request timing comes from vLLM's --otlp-traces-endpoint spans"),
-    EngineFormat(
-        "sglang-log", "SGLang server log: the scheduler's Prefill batch / Decode batch lines", "the server's stdout/stderr",
-        "one batch line", "per-request timing (--log-requests, --export-metrics-to-file: format sglang)", _sglang,
-        text.sglang_sql),
-    EngineFormat(
-        "prometheus-text", "Prometheus /metrics scrapes (vLLM, SGLang), each after a `# scrape_time <unix s>` line",
-        "scrapes.prom", "one scrape of one engine; a bad sample on its own", "metrics other than the engine-state ones",
-        _prom_text, metrics.prometheus_text_sql),
-    EngineFormat(
-        "prometheus-json", "Prometheus HTTP API query result (query_range matrix or instant vector) of vLLM/SGLang "
-        "metrics", "query_range.json", "one time of one engine; a bad value on its own",
-        "metrics other than the engine-state ones", _prom_json, metrics.prometheus_json_sql,
-        unreadable=metrics.prometheus_json_unreadable),
-    EngineFormat(
-        "aiperf-server-metrics", "NVIDIA AIPerf server_metrics_export.jsonl (the engines' /metrics, scraped)",
-        "server_metrics_export.jsonl", "one line (one scrape of one endpoint)", "histograms (latency: the requests "
-        "tell it)", _aiperf, metrics.aiperf_sql, unreadable=metrics.aiperf_unreadable),
-)}
+FORMATS: dict[str, EngineFormat] = {
+    f.name: f
+    for f in (
+        EngineFormat(
+            "vllm-log",
+            "vLLM server log: the engine's periodic stats lines (every 10 s)",
+            "the server's stdout/stderr",
+            "one `Avg prompt throughput` line",
+            "per-request timing (that is vLLM's OTLP spans: --otlp-traces-endpoint); "
+            "the time has no year and no zone (read as UTC, in the import's year)",
+            _vllm,
+            text.vllm_sql,
+            note="engine state only: per-request timing comes from vLLM's --otlp-traces-endpoint spans",
+        ),
+        EngineFormat(
+            "sglang-log",
+            "SGLang server log: the scheduler's Prefill batch / Decode batch lines",
+            "the server's stdout/stderr",
+            "one batch line",
+            "per-request timing (--log-requests, --export-metrics-to-file: format sglang)",
+            _sglang,
+            text.sglang_sql,
+        ),
+        EngineFormat(
+            "prometheus-text",
+            "Prometheus /metrics scrapes (vLLM, SGLang), each after a `# scrape_time <unix s>` line",
+            "scrapes.prom",
+            "one scrape of one engine; a bad sample on its own",
+            "metrics other than the engine-state ones",
+            _prom_text,
+            metrics.prometheus_text_sql,
+        ),
+        EngineFormat(
+            "prometheus-json",
+            "Prometheus HTTP API query result (query_range matrix or instant vector) of vLLM/SGLang metrics",
+            "query_range.json",
+            "one time of one engine; a bad value on its own",
+            "metrics other than the engine-state ones",
+            _prom_json,
+            metrics.prometheus_json_sql,
+            unreadable=metrics.prometheus_json_unreadable,
+        ),
+        EngineFormat(
+            "aiperf-server-metrics",
+            "NVIDIA AIPerf server_metrics_export.jsonl (the engines' /metrics, scraped)",
+            "server_metrics_export.jsonl",
+            "one line (one scrape of one endpoint)",
+            "histograms (latency: the requests tell it)",
+            _aiperf,
+            metrics.aiperf_sql,
+            unreadable=metrics.aiperf_unreadable,
+        ),
+    )
+}
 
 
 def detect(head: bytes) -> EngineFormat | None:

@@ -58,9 +58,11 @@ def _value(text: str) -> str:
 
 def _bad_value(text: str, where: str) -> str:
     """SQL: the reason columns for a sample whose value is text, not a number."""
-    return (f"CASE WHEN lower(trim({text})) <> 'nan' AND TRY_CAST(trim({text}) AS DOUBLE) IS NULL THEN 'bad-type' END "
-            f"AS reason_code, CASE WHEN lower(trim({text})) <> 'nan' AND TRY_CAST(trim({text}) AS DOUBLE) IS NULL "
-            f"THEN {where} || ' value is not a number' END AS reason_detail")
+    return (
+        f"CASE WHEN lower(trim({text})) <> 'nan' AND TRY_CAST(trim({text}) AS DOUBLE) IS NULL THEN 'bad-type' END "
+        f"AS reason_code, CASE WHEN lower(trim({text})) <> 'nan' AND TRY_CAST(trim({text}) AS DOUBLE) IS NULL "
+        f"THEN {where} || ' value is not a number' END AS reason_detail"
+    )
 
 
 def prometheus_text_samples() -> str:
@@ -87,10 +89,10 @@ p AS (
 )
 SELECT coalesce(p.scrape_ln, p.ln) AS ln,
     coalesce(TRY_CAST(nullif(x.tms, '') AS BIGINT) * 1000, CAST(round(scrape_s * 1e6) AS BIGINT)) AS ts_us,
-    {_label('x.labels', 'instance')} AS replica,
-    coalesce({_label('x.labels', 'engine')}, {_label('x.labels', 'dp_rank')}) AS engine,
-    {_label('x.labels', 'model_name')} AS model,
-    m.col, m.kind, {_value('x.value')} AS v,
+    {_label("x.labels", "instance")} AS replica,
+    coalesce({_label("x.labels", "engine")}, {_label("x.labels", "dp_rank")}) AS engine,
+    {_label("x.labels", "model_name")} AS model,
+    m.col, m.kind, {_value("x.value")} AS v,
     CASE WHEN x.value = '' THEN 'truncated'
          WHEN scrape_s IS NULL AND x.tms = '' THEN 'missing-field' END AS reason_code0,
     CASE WHEN x.value = '' THEN m.name || ': the sample line is cut short or malformed'
@@ -204,11 +206,16 @@ def snapshots_sql(samples: str, per_line: bool, carry: bool) -> str:
     cols = (*GAUGES, *COUNTERS)
     carried = ", ".join(
         f"last_value({c} IGNORE NULLS) OVER (PARTITION BY {key} ORDER BY ts_us, ln ROWS UNBOUNDED PRECEDING) AS {c}"
-        if carry else c for c in cols)
+        if carry
+        else c
+        for c in cols
+    )
 
     def delta(c: str) -> str:
         prev = f"lag({c}) OVER w"
-        return f"CASE WHEN {prev} IS NULL THEN NULL WHEN {c} >= {prev} THEN {c} - {prev} ELSE {c} END AS d_{c}"
+        return (
+            f"CASE WHEN {prev} IS NULL THEN NULL WHEN {c} >= {prev} THEN {c} - {prev} ELSE {c} END AS d_{c}"
+        )
 
     return f"""
 WITH samples AS ({samples}),
@@ -221,7 +228,7 @@ filled AS (
     SELECT ln, ts_us, {key}, {carried} FROM snap
 ),
 d AS (
-    SELECT *, (ts_us - lag(ts_us) OVER w) / 1e6 AS dt, {', '.join(delta(c) for c in COUNTERS)}
+    SELECT *, (ts_us - lag(ts_us) OVER w) / 1e6 AS dt, {", ".join(delta(c) for c in COUNTERS)}
     FROM filled
     WINDOW w AS (PARTITION BY {key} ORDER BY ts_us, ln)
 )

@@ -11,8 +11,10 @@ is a duplicate (the same scrape exported twice).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from datetime import datetime
+from pathlib import Path
 
 import duckdb
 
@@ -27,13 +29,32 @@ KEY = "ts_us, replica, engine, model"
 _SEEN = "_engine_seen"  # the identities of this import's connection: the dataset's, then each file's
 
 
-def import_engine_file(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, ds: Dataset, src: Source,
-                       fmt: EngineFormat, options: ImportOptions, imported_at: datetime, res: FileResult) -> None:
+def import_engine_file(
+    con: duckdb.DuckDBPyConnection,
+    writer: BackgroundWriter,
+    ds: Dataset,
+    src: Source,
+    fmt: EngineFormat,
+    options: ImportOptions,
+    imported_at: datetime,
+    res: FileResult,
+) -> None:
     """Read ``src`` as ``fmt`` and queue its rows; ``res`` gets the counts (read = imported +
     quarantined + duplicates; lines that are no record of the format are ``skipped``)."""
-    year = datetime.fromtimestamp(options.clock_origin_us / 1e6).year if options.clock_origin_us else imported_at.year
-    for name, value in {"source_format": fmt.name, "source_file": src.name, "service": options.service,
-                        "model": options.model, "log_year": year, "imported_at": imported_at}.items():
+    year = (
+        datetime.fromtimestamp(options.clock_origin_us / 1e6).year
+        if options.clock_origin_us
+        else imported_at.year
+    )
+    for name, value in {
+        "source_format": fmt.name,
+        "source_file": src.name,
+        "service": options.service,
+        "model": options.model,
+        "log_year": year,
+        "log_replica": re.sub(r"\.(gz|zst)$", "", Path(src.name).name),  # a log compressed later: the same server
+        "imported_at": imported_at,
+    }.items():
         con.execute(f"SET VARIABLE {name} = ?", [value])
     lines = register_lines(con, src)
     con.execute(f"CREATE OR REPLACE TEMP TABLE _ec AS SELECT * FROM ({fmt.sql()})")
@@ -54,14 +75,18 @@ def import_engine_file(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter,
                                                   WHEN ts_us < 0 OR ts_us >= {TS_MAX_US}
                                                   THEN 'the time is outside 1970..2200' END) AS _detail
               FROM _ec) c""")
-    counts = con.execute("SELECT count(*), count(*) FILTER (WHERE _code IS NOT NULL), count(*) FILTER (WHERE _dup) "
-                         "FROM _ek").fetchone()
+    counts = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE _code IS NOT NULL), count(*) FILTER (WHERE _dup) FROM _ek"
+    ).fetchone()
     assert counts is not None
     res.read, res.quarantined, res.duplicates = counts
     res.imported = res.read - res.quarantined - res.duplicates
     res.skipped = max(0, lines - con.execute("SELECT count(DISTINCT ln) FROM _ek").fetchone()[0])  # type: ignore[index]
-    res.by_reason = dict(Counter(dict(con.execute("SELECT _code, count(*) FROM _ek WHERE _code IS NOT NULL "
-                                                  "GROUP BY 1").fetchall())))
+    res.by_reason = dict(
+        Counter(
+            dict(con.execute("SELECT _code, count(*) FROM _ek WHERE _code IS NOT NULL GROUP BY 1").fetchall())
+        )
+    )
     if fmt.note:
         res.note = fmt.note
     _write(con, writer)
@@ -71,21 +96,26 @@ def register_lines(con: duckdb.DuckDBPyConnection, src: Source) -> int:
     """The view ``lines(ln, line)`` of the whole file (a temp table: the SQL reads it more than
     once); returns its number of lines."""
     for encoding in ("utf-8", "latin-1"):
-        sql = (f"CREATE OR REPLACE TEMP TABLE lines AS SELECT CAST(row_number() OVER () AS BIGINT) AS ln, "
-               f"coalesce(line, '') AS line FROM read_csv(?, columns = {{'line': 'VARCHAR'}}, delim = chr(1), "
-               f"quote = '', escape = '', comment = '', header = false, auto_detect = false, "
-               f"encoding = '{encoding}', max_line_size = {max(src.limits.max_line_bytes, 1 << 20)}, "
-               f"compression = '{src.compression or 'none'}')")
+        sql = (
+            f"CREATE OR REPLACE TEMP TABLE lines AS SELECT CAST(row_number() OVER () AS BIGINT) AS ln, "
+            f"coalesce(line, '') AS line FROM read_csv(?, columns = {{'line': 'VARCHAR'}}, delim = chr(1), "
+            f"quote = '', escape = '', comment = '', header = false, auto_detect = false, "
+            f"encoding = '{encoding}', max_line_size = {max(src.limits.max_line_bytes, 1 << 20)}, "
+            f"compression = '{src.compression or 'none'}')"
+        )
         try:
             con.execute(sql, [str(src.path)])
             break
         except duckdb.InvalidInputException as e:
             if encoding == "utf-8" and "unicode" in str(e).lower():
                 continue
-            raise InputError(f"{src.name}: cannot be read as text lines ({str(e).splitlines()[0]}); "
-                             "nothing was imported") from None
+            raise InputError(
+                f"{src.name}: cannot be read as text lines ({str(e).splitlines()[0]}); nothing was imported"
+            ) from None
         except duckdb.IOException as e:
-            raise InputError(f"{src.name}: cannot be read ({str(e).splitlines()[0]}); nothing was imported") from None
+            raise InputError(
+                f"{src.name}: cannot be read ({str(e).splitlines()[0]}); nothing was imported"
+            ) from None
     # CR LF line ends: the CR is no part of a value
     con.execute("UPDATE lines SET line = rtrim(line, chr(13)) WHERE ends_with(line, chr(13))")
     n = con.execute("SELECT count(*) FROM lines").fetchone()
@@ -94,22 +124,29 @@ def register_lines(con: duckdb.DuckDBPyConnection, src: Source) -> int:
 
 def _load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, fmt: str) -> None:
     """The dataset's identities of ``fmt``, loaded once per import connection."""
-    con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_SEEN} (fmt VARCHAR, ts_us BIGINT, replica VARCHAR, "
-                "engine VARCHAR, model VARCHAR)")
+    con.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {_SEEN} (fmt VARCHAR, ts_us BIGINT, replica VARCHAR, "
+        "engine VARCHAR, model VARCHAR)"
+    )
     con.execute("CREATE TEMP TABLE IF NOT EXISTS _engine_seen_formats (fmt VARCHAR)")
     if con.execute("SELECT 1 FROM _engine_seen_formats WHERE fmt = ?", [fmt]).fetchone():
         return
     con.execute("INSERT INTO _engine_seen_formats VALUES (?)", [fmt])
     files = [str(ds.root / f) for f in ds.table_files("engine_state")]
     if files:
-        con.execute(f"INSERT INTO {_SEEN} SELECT source_format, epoch_us(ts), replica, engine, model "
-                    "FROM read_parquet(?) WHERE source_format = ?", [files, fmt])
+        con.execute(
+            f"INSERT INTO {_SEEN} SELECT source_format, epoch_us(ts), replica, engine, model "
+            "FROM read_parquet(?) WHERE source_format = ?",
+            [files, fmt],
+        )
 
 
 def _write(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter) -> None:
     """Queue the new rows and the quarantine rows; remember the new identities."""
-    con.execute(f"INSERT INTO {_SEEN} SELECT getvariable('source_format'), {KEY} FROM _ek "
-                "WHERE _code IS NULL AND NOT _dup")
+    con.execute(
+        f"INSERT INTO {_SEEN} SELECT getvariable('source_format'), {KEY} FROM _ek "
+        "WHERE _code IS NULL AND NOT _dup"
+    )
     rows = con.sql("""
         SELECT make_timestamp(ts_us) AS ts, getvariable('service') AS service, replica, engine, model,
             running, waiting, kv_usage, prefix_hit_rate, preemptions, prompt_tps, generation_tps,

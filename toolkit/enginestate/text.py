@@ -1,5 +1,9 @@
 """Engines' periodic stats lines, read with DuckDB regular expressions over the view ``lines(ln, line)``.
 
+A log is one server's: its ``replica`` is the log file's name (``getvariable('log_replica')``), so
+that the logs of four replicas, each ``Engine 000``, stay four engines (and are not duplicates of
+one another).
+
 Each SELECT gives one candidate per stats line (every other line of the log is skipped, not
 counted): the ``engine_state`` columns, ``ts_us`` (BIGINT microseconds), and ``reason_code`` /
 ``reason_detail`` for a line that looks like a stats line but cannot be read (``toolkit/enginestate/read.py``
@@ -41,8 +45,10 @@ NUM = r"([^ ,%]*)"  # a number's text: anything up to the separator, so "abc" is
 
 def _field(line: str, label: str, name: str, after: str = "") -> str:
     """SQL: the text of field ``name`` after ``label`` (NULL when the label is absent, '' when its value is)."""
-    return f"nullif(regexp_extract({line}, '{label}{NUM}{after}', 1), '') AS {name}_t, " \
-           f"contains({line}, '{label.replace(chr(92), '')}') AS {name}_has"
+    return (
+        f"nullif(regexp_extract({line}, '{label}{NUM}{after}', 1), '') AS {name}_t, "
+        f"contains({line}, '{label.replace(chr(92), '')}') AS {name}_has"
+    )
 
 
 def _checks(fields: list[tuple[str, bool]], what: str) -> str:
@@ -60,27 +66,38 @@ def _checks(fields: list[tuple[str, bool]], what: str) -> str:
     for name, required in fields:
         cond = f"{name}_t IS NULL" if required else f"{name}_has AND {name}_t IS NULL"
         details.append(f"WHEN {cond} THEN '{what}: {name} is missing (a line cut short?)'")
-        details.append(f"WHEN {name}_t IS NOT NULL AND TRY_CAST({name}_t AS DOUBLE) IS NULL "
-                       f"THEN '{what}: {name} is not a number'")
+        details.append(
+            f"WHEN {name}_t IS NOT NULL AND TRY_CAST({name}_t AS DOUBLE) IS NULL "
+            f"THEN '{what}: {name} is not a number'"
+        )
     return f"{code} AS reason_code, CASE " + " ".join(details) + " END AS reason_detail"
 
 
-VLLM_FIELDS = [("prompt_tps", True), ("generation_tps", True), ("running", True), ("waiting", True),
-               ("kv_usage", True), ("prefix_hit_rate", False), ("preemptions", False)]
+VLLM_FIELDS = [
+    ("prompt_tps", True),
+    ("generation_tps", True),
+    ("running", True),
+    ("waiting", True),
+    ("kv_usage", True),
+    ("prefix_hit_rate", False),
+    ("preemptions", False),
+]
 
 
 def vllm_sql() -> str:
     """The candidates of a vLLM server log: one per ``Avg prompt throughput`` line."""
-    fields = ", ".join([
-        _field("line", "Avg prompt throughput: ", "prompt_tps", " tokens/s"),
-        _field("line", "Avg generation throughput: ", "generation_tps", " tokens/s"),
-        _field("line", "Running: ", "running", " reqs"),
-        "nullif(regexp_extract(line, '(?:Waiting|Pending): ([^ ,%]*) reqs', 1), '') AS waiting_t, true AS waiting_has",
-        "nullif(regexp_extract(line, 'KV cache usage: ([^ ,%]*)%', 1), '') AS kv_usage_t, true AS kv_usage_has",
-        "nullif(regexp_extract(line, 'Prefix cache hit rate: (?:GPU: )?([^ ,%]*)%', 1), '') AS prefix_hit_rate_t, "
-        "contains(line, 'Prefix cache hit rate') AS prefix_hit_rate_has",
-        _field("line", "Preemptions: ", "preemptions"),
-    ])
+    fields = ", ".join(
+        [
+            _field("line", "Avg prompt throughput: ", "prompt_tps", " tokens/s"),
+            _field("line", "Avg generation throughput: ", "generation_tps", " tokens/s"),
+            _field("line", "Running: ", "running", " reqs"),
+            "nullif(regexp_extract(line, '(?:Waiting|Pending): ([^ ,%]*) reqs', 1), '') AS waiting_t, true AS waiting_has",
+            "nullif(regexp_extract(line, 'KV cache usage: ([^ ,%]*)%', 1), '') AS kv_usage_t, true AS kv_usage_has",
+            "nullif(regexp_extract(line, 'Prefix cache hit rate: (?:GPU: )?([^ ,%]*)%', 1), '') AS prefix_hit_rate_t, "
+            "contains(line, 'Prefix cache hit rate') AS prefix_hit_rate_has",
+            _field("line", "Preemptions: ", "preemptions"),
+        ]
+    )
     return f"""
 WITH hit AS (
     SELECT ln, line FROM lines WHERE contains(line, 'Avg prompt throughput')
@@ -104,7 +121,7 @@ f AS (
         {fields}
     FROM y
 )
-SELECT ln, ts_us, CAST(NULL AS VARCHAR) AS replica, engine, CAST(NULL AS VARCHAR) AS model,
+SELECT ln, ts_us, getvariable('log_replica') AS replica, engine, CAST(NULL AS VARCHAR) AS model,
     TRY_CAST(TRY_CAST(running_t AS DOUBLE) AS BIGINT) AS running,
     TRY_CAST(TRY_CAST(waiting_t AS DOUBLE) AS BIGINT) AS waiting,
     TRY_CAST(kv_usage_t AS DOUBLE) / 100 AS kv_usage,
@@ -114,25 +131,34 @@ SELECT ln, ts_us, CAST(NULL AS VARCHAR) AS replica, engine, CAST(NULL AS VARCHAR
          WHEN engine IS NOT NULL THEN 0 END AS preemptions,
     TRY_CAST(prompt_tps_t AS DOUBLE) AS prompt_tps,
     TRY_CAST(generation_tps_t AS DOUBLE) AS generation_tps,
-    {_checks(VLLM_FIELDS, 'vLLM stats line')}
+    {_checks(VLLM_FIELDS, "vLLM stats line")}
 FROM f"""
 
 
-SGLANG_FIELDS = [("waiting", True), ("running", False), ("kv_usage", False), ("new_tokens", False),
-                 ("cached_tokens", False), ("generation_tps", False), ("prompt_tps", False)]
+SGLANG_FIELDS = [
+    ("waiting", True),
+    ("running", False),
+    ("kv_usage", False),
+    ("new_tokens", False),
+    ("cached_tokens", False),
+    ("generation_tps", False),
+    ("prompt_tps", False),
+]
 
 
 def sglang_sql() -> str:
     """The candidates of an SGLang server log: one per ``Prefill batch`` / ``Decode batch`` line."""
-    fields = ", ".join([
-        _field("line", "#queue-req: ", "waiting"),
-        _field("line", "#running-req: ", "running"),
-        _field("line", "token usage: ", "kv_usage"),
-        _field("line", "#new-token: ", "new_tokens"),
-        _field("line", "#cached-token: ", "cached_tokens"),
-        _field("line", "gen throughput \\(token/s\\): ", "generation_tps"),
-        _field("line", "input throughput \\(token/s\\): ", "prompt_tps"),
-    ])
+    fields = ", ".join(
+        [
+            _field("line", "#queue-req: ", "waiting"),
+            _field("line", "#running-req: ", "running"),
+            _field("line", "token usage: ", "kv_usage"),
+            _field("line", "#new-token: ", "new_tokens"),
+            _field("line", "#cached-token: ", "cached_tokens"),
+            _field("line", "gen throughput \\(token/s\\): ", "generation_tps"),
+            _field("line", "input throughput \\(token/s\\): ", "prompt_tps"),
+        ]
+    )
     return f"""
 WITH hit AS (
     SELECT ln, line FROM lines WHERE regexp_matches(line, '\\] (?:Prefill|Decode) batch[ .,\\[]')
@@ -147,7 +173,7 @@ f AS (
 g AS (
     SELECT *, epoch_us(TRY_CAST(p.ts AS TIMESTAMP)) AS ts_us FROM f
 )
-SELECT ln, ts_us, CAST(NULL AS VARCHAR) AS replica, nullif(p.prefix, '') AS engine, CAST(NULL AS VARCHAR) AS model,
+SELECT ln, ts_us, getvariable('log_replica') AS replica, nullif(p.prefix, '') AS engine, CAST(NULL AS VARCHAR) AS model,
     TRY_CAST(TRY_CAST(running_t AS DOUBLE) AS BIGINT) AS running,
     TRY_CAST(TRY_CAST(waiting_t AS DOUBLE) AS BIGINT) AS waiting,
     TRY_CAST(kv_usage_t AS DOUBLE) AS kv_usage,
@@ -156,5 +182,5 @@ SELECT ln, ts_us, CAST(NULL AS VARCHAR) AS replica, nullif(p.prefix, '') AS engi
     CAST(NULL AS BIGINT) AS preemptions,
     TRY_CAST(prompt_tps_t AS DOUBLE) AS prompt_tps,
     TRY_CAST(generation_tps_t AS DOUBLE) AS generation_tps,
-    {_checks(SGLANG_FIELDS, 'SGLang batch line')}
+    {_checks(SGLANG_FIELDS, "SGLang batch line")}
 FROM g"""

@@ -35,6 +35,8 @@ from toolkit.report.attribution import (
     stage_names_all,
 )
 from toolkit.report.chart_data import RB_METRICS, _charts, _iso, _timeline
+from toolkit.report.engine import engine_block, engine_clause
+from toolkit.report.engine_chart import engine_series
 from toolkit.report.headline import (  # noqa: F401  (re-exported for callers of build)
     HEADLINE_ORDER,
     LABELS,
@@ -44,8 +46,6 @@ from toolkit.report.headline import (  # noqa: F401  (re-exported for callers of
     make_headline,
     verdict,
 )
-from toolkit.report.engine import engine_block, engine_clause
-from toolkit.report.engine_chart import engine_series
 from toolkit.report.model import Report
 from toolkit.report.status import LATENCY_OVER, OK_SQL, error_rate_entry, status_block
 

@@ -78,8 +78,10 @@ def engine_clause(driver: str | None, engine: dict[str, dict[str, Any]]) -> str 
     if "decode" in stages and (c.get("kv_usage_max") is not None or c.get("preemptions") is not None):
         return _decode_words(c)
     if "prefill" in stages and (c.get("prefix_hit_rate") is not None or b.get("prefix_hit_rate") is not None):
-        return (f"Engine state: the engine's own prefix-cache hit rate was {_pct(b.get('prefix_hit_rate'))} in the "
-                f"baseline and {_pct(c.get('prefix_hit_rate'))} in the current window.")
+        return (
+            f"Engine state: the engine's own prefix-cache hit rate was {_pct(b.get('prefix_hit_rate'))} in the "
+            f"baseline and {_pct(c.get('prefix_hit_rate'))} in the current window."
+        )
     return None
 
 
@@ -88,24 +90,34 @@ def _queue_words(c: dict[str, Any]) -> str:
     start, top = c.get("waiting_start") or 0, c.get("waiting_max") or 0
     grew = f"waiting grew from {start} to {top}" if top > start else f"up to {top} requests waited"
     if c.get("waiting_max") and limit and share > AT_LIMIT_SHARE:
-        return (f"Engine state: running sat at its limit of {limit} in {share:.0%} of the current window's samples "
-                f"while {grew}: the admission limit (--max-num-seqs, max running requests) held requests back, "
-                "not the engine's speed; raise the limit if KV cache allows it, or add replicas.")
+        return (
+            f"Engine state: running sat at its limit of {limit} in {share:.0%} of the current window's samples "
+            f"while {grew}: the admission limit (--max-num-seqs, max running requests) held requests back, "
+            "not the engine's speed; raise the limit if KV cache allows it, or add replicas."
+        )
     if c.get("waiting_max"):
-        return (f"Engine state: running stayed below its limit of {limit} (at it in {share:.0%} of the samples, "
-                f"median {c.get('running_p50')}) while {grew}: not the admission limit; look at the scheduler "
-                "(KV cache, tokens per batch, chunked prefill).")
-    return (f"Engine state: no request waited in the engine (running at most {c.get('running_max')}): the queue "
-            "is before the engine (the API server, a gateway or the router).")
+        return (
+            f"Engine state: running stayed below its limit of {limit} (at it in {share:.0%} of the samples, "
+            f"median {c.get('running_p50')}) while {grew}: not the admission limit; look at the scheduler "
+            "(KV cache, tokens per batch, chunked prefill)."
+        )
+    return (
+        f"Engine state: no request waited in the engine (running at most {c.get('running_max')}): the queue "
+        "is before the engine (the API server, a gateway or the router)."
+    )
 
 
 def _decode_words(c: dict[str, Any]) -> str:
     kv, pre = c.get("kv_usage_max"), c.get("preemptions")
     if c.get("kv_near_full") and pre:
-        return (f"Engine state: KV cache reached {_pct(kv)} and the engine preempted {pre} times: KV capacity "
-                "(more KV memory, fewer concurrent sequences, or shorter contexts).")
-    return (f"Engine state: KV cache peaked at {_pct(kv)} with {pre if pre is not None else 'unknown'} preemptions: "
-            "not KV capacity; look at the batch size and the hardware.")
+        return (
+            f"Engine state: KV cache reached {_pct(kv)} and the engine preempted {pre} times: KV capacity "
+            "(more KV memory, fewer concurrent sequences, or shorter contexts)."
+        )
+    return (
+        f"Engine state: KV cache peaked at {_pct(kv)} with {pre if pre is not None else 'unknown'} preemptions: "
+        "not KV capacity; look at the batch size and the hardware."
+    )
 
 
 def engine_text(engine: dict[str, dict[str, Any]] | None) -> str:
@@ -116,9 +128,11 @@ def engine_text(engine: dict[str, dict[str, Any]] | None) -> str:
     def side(d: dict[str, Any]) -> str:
         if not d.get("samples"):
             return "no sample"
-        return (f"running max {d.get('running_max')} (limit {d.get('running_limit')}, at it "
-                f"{(d.get('at_limit_share') or 0):.0%}), waiting {d.get('waiting_start') or 0} → max "
-                f"{d.get('waiting_max')}, KV max {_pct(d.get('kv_usage_max'))}, prefix hits "
-                f"{_pct(d.get('prefix_hit_rate'))}, preemptions {d.get('preemptions')}")
+        return (
+            f"running max {d.get('running_max')} (limit {d.get('running_limit')}, at it "
+            f"{(d.get('at_limit_share') or 0):.0%}), waiting {d.get('waiting_start') or 0} → max "
+            f"{d.get('waiting_max')}, KV max {_pct(d.get('kv_usage_max'))}, prefix hits "
+            f"{_pct(d.get('prefix_hit_rate'))}, preemptions {d.get('preemptions')}"
+        )
 
     return f"Engine state — baseline: {side(engine['baseline'])}; current: {side(engine['current'])}."

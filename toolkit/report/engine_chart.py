@@ -39,23 +39,50 @@ def engine_chart(rows: list[dict[str, Any]], busy_periods: list[dict[str, Any]])
         return None
     lo, hi = min(times), max(times)
     datasets: dict[str, list[dict[str, Any]]] = {}
-    reqs = [{"t": r["t"], "series": name, "n": r[col]}
-            for r in rows for name, col in (("running", "running"), ("running limit", "running_limit"),
-                                            ("waiting", "waiting")) if r.get(col) is not None]
+    reqs = [
+        {"t": r["t"], "series": name, "n": r[col]}
+        for r in rows
+        for name, col in (("running", "running"), ("running limit", "running_limit"), ("waiting", "waiting"))
+        if r.get(col) is not None
+    ]
     kv = [{"t": r["t"], "pct": 100 * r["kv_usage"]} for r in rows if r.get("kv_usage") is not None]
     panels = []
     if reqs:
-        line = alt.Chart(_named(datasets, "engine_requests", reqs)).mark_line(strokeWidth=1.6).encode(
-            x=_utc_x("t", domain=[lo, hi]), y=alt.Y("n:Q", title="requests", axis=alt.Axis(tickCount=4)),
-            color=alt.Color("series:N", title=None, legend=alt.Legend(symbolType="stroke"),
-                            scale=alt.Scale(domain=list(SERIES), range=list(SERIES.values()))),
-            strokeDash=alt.StrokeDash("series:N", title=None, legend=None,
-                                      scale=alt.Scale(domain=list(SERIES), range=[[1, 0], [4, 3], [1, 0]])))
+        line = (
+            alt.Chart(_named(datasets, "engine_requests", reqs))
+            .mark_line(strokeWidth=1.6)
+            .encode(
+                x=_utc_x("t", domain=[lo, hi]),
+                y=alt.Y("n:Q", title="requests", axis=alt.Axis(tickCount=4)),
+                color=alt.Color(
+                    "series:N",
+                    title=None,
+                    legend=alt.Legend(symbolType="stroke"),
+                    scale=alt.Scale(domain=list(SERIES), range=list(SERIES.values())),
+                ),
+                strokeDash=alt.StrokeDash(
+                    "series:N",
+                    title=None,
+                    legend=None,
+                    scale=alt.Scale(domain=list(SERIES), range=[[1, 0], [4, 3], [1, 0]]),
+                ),
+            )
+        )
         panels.append(_with_busy(line, busy_periods, lo, hi))
     if kv:
-        line = alt.Chart(_named(datasets, "engine_kv", kv)).mark_line(strokeWidth=1.6, color="#6f42c1").encode(
-            x=_utc_x("t", domain=[lo, hi]),
-            y=alt.Y("pct:Q", title="KV cache used (%)", scale=alt.Scale(domain=[0, 100]), axis=alt.Axis(tickCount=4)))
+        line = (
+            alt.Chart(_named(datasets, "engine_kv", kv))
+            .mark_line(strokeWidth=1.6, color="#6f42c1")
+            .encode(
+                x=_utc_x("t", domain=[lo, hi]),
+                y=alt.Y(
+                    "pct:Q",
+                    title="KV cache used (%)",
+                    scale=alt.Scale(domain=[0, 100]),
+                    axis=alt.Axis(tickCount=4),
+                ),
+            )
+        )
         panels.append(_with_busy(line, busy_periods, lo, hi))
     if not panels:
         return None
@@ -65,4 +92,3 @@ def engine_chart(rows: list[dict[str, Any]], busy_periods: list[dict[str, Any]])
 def _with_busy(line: alt.Chart, busy_periods: list[dict[str, Any]], lo: float, hi: float) -> Any:
     busy = _busy_layer(busy_periods, lo, hi)
     return (alt.layer(busy, line) if busy is not None else line).properties(width=WIDTH, height=120)
-
