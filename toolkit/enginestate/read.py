@@ -21,7 +21,8 @@ import duckdb
 from toolkit.enginestate import EngineFormat
 from toolkit.importers._common import TS_MAX_US, ImportOptions
 from toolkit.ingest.results import FileResult
-from toolkit.ingest.sources import InputError, Source
+from toolkit.ingest.sources import Source
+from toolkit.ingest.streams import TOO_LARGE, iter_lines
 from toolkit.ingest.writer import BackgroundWriter
 from toolkit.store import Dataset
 
@@ -60,6 +61,8 @@ def import_engine_file(
     con.execute(f"CREATE OR REPLACE TEMP TABLE _ec AS SELECT * FROM ({fmt.sql()})")
     if fmt.unreadable is not None:
         con.execute(f"INSERT INTO _ec BY NAME ({fmt.unreadable()})")
+    con.execute("INSERT INTO _ec BY NAME SELECT ln, 'too-large' AS reason_code, 'the line is longer than the bound "
+                "on a line (--max-line-mb): not read' AS reason_detail FROM lines WHERE line = ?", [TOO_LARGE])
     _load_seen(con, ds, fmt.name)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _ek AS
         SELECT *, CASE WHEN _code IS NULL THEN
@@ -89,35 +92,24 @@ def import_engine_file(
     )
     if fmt.note:
         res.note = fmt.note
+    if src.truncated:  # the compressed stream ended early: what followed the last whole line is lost
+        res.truncated = True
+        res.note = "the compressed stream is truncated: the lines after the last complete one are lost"
     _write(con, writer)
 
 
 def register_lines(con: duckdb.DuckDBPyConnection, src: Source) -> int:
-    """The view ``lines(ln, line)`` of the whole file (a temp table: the SQL reads it more than
-    once); returns its number of lines."""
-    for encoding in ("utf-8", "latin-1"):
-        sql = (
-            f"CREATE OR REPLACE TEMP TABLE lines AS SELECT CAST(row_number() OVER () AS BIGINT) AS ln, "
-            f"coalesce(line, '') AS line FROM read_csv(?, columns = {{'line': 'VARCHAR'}}, delim = chr(1), "
-            f"quote = '', escape = '', comment = '', header = false, auto_detect = false, "
-            f"encoding = '{encoding}', max_line_size = {max(src.limits.max_line_bytes, 1 << 20)}, "
-            f"compression = '{src.compression or 'none'}')"
-        )
-        try:
-            con.execute(sql, [str(src.path)])
-            break
-        except duckdb.InvalidInputException as e:
-            if encoding == "utf-8" and "unicode" in str(e).lower():
-                continue
-            raise InputError(
-                f"{src.name}: cannot be read as text lines ({str(e).splitlines()[0]}); nothing was imported"
-            ) from None
-        except duckdb.IOException as e:
-            raise InputError(
-                f"{src.name}: cannot be read ({str(e).splitlines()[0]}); nothing was imported"
-            ) from None
-    # CR LF line ends: the CR is no part of a value
-    con.execute("UPDATE lines SET line = rtrim(line, chr(13)) WHERE ends_with(line, chr(13))")
+    """The table ``lines(ln, line)`` of the whole file (the SQL reads it more than once); returns
+    its number of lines. Read by ingest's own line reader (``streams.iter_lines``: Arrow batches,
+    gzip/zstd, the bounds on input, invalid UTF-8 replaced; a real vLLM log with a progress bar's
+    bare CRs made DuckDB's ``read_csv`` give up), each batch appended by DuckDB. A line over the
+    length bound comes as ``TOO_LARGE`` (quarantined by ``import_engine_file``)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE lines (ln BIGINT, line VARCHAR)")
+    for batch in iter_lines(src):
+        con.register("_batch", batch)
+        # CR LF line ends: the CR is no part of a value
+        con.execute("INSERT INTO lines SELECT ln, rtrim(coalesce(line, ''), chr(13)) FROM _batch")
+        con.unregister("_batch")
     n = con.execute("SELECT count(*) FROM lines").fetchone()
     return int(n[0]) if n else 0
 

