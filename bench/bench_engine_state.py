@@ -51,6 +51,7 @@ con.execute('''COPY (
                   auto_detect = false)
     WHERE contains(line, 'Avg prompt throughput')
 ) TO ? (FORMAT parquet)''', [sys.argv[1], sys.argv[2]])
+print(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")))
 """
 
 IMPORT = """
@@ -58,6 +59,7 @@ import sys
 from toolkit.ingest import import_traces
 r = import_traces([sys.argv[1]], sys.argv[2], fmt="vllm-log").to_json()
 print(r["read"], r["imported"], r["quarantined"])
+print(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")))
 """
 
 
@@ -121,7 +123,9 @@ def generate(path: Path, n: int, share: float, seed: int = 7) -> int:
 
 
 def child(code: str, *args: str) -> tuple[float, float, float, str]:
-    """Run ``code`` in a child Python; (wall s, CPU s, peak RSS MB, stdout)."""
+    """Run ``code`` in a child Python; (wall s, CPU s, peak RSS MB, stdout less its last line). The
+    peak is the child's own VmHWM, its last line: ``wait4``'s ru_maxrss carries the forking parent's
+    over exec (this process holds the generated log's lines)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     t = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, env=env)
@@ -130,7 +134,8 @@ def child(code: str, *args: str) -> tuple[float, float, float, str]:
     out = p.stdout.read().decode() if p.stdout else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"child failed ({status}): {out}")
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, out.strip()
+    *rest, hwm_kb = out.strip().splitlines()
+    return wall, ru.ru_utime + ru.ru_stime, int(hwm_kb) / 1024, "\n".join(rest)
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -212,7 +212,7 @@ def formats_cmd(
     from toolkit.importers import REGISTRY
     from toolkit.importers._common import describe_boundaries
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, imp in REGISTRY.items():
         rows.append({
             "name": name, "vantage": imp.vantage, "description": imp.docs.description, "files": imp.docs.file_hint,
@@ -220,10 +220,10 @@ def formats_cmd(
         })
     from toolkit.enginestate import FORMATS
 
-    engine = [{"name": f.name, "vantage": f.vantage, "description": f.description, "files": f.file_hint,
+    engine: list[dict[str, str]] = [{"name": f.name, "vantage": f.vantage, "description": f.description, "files": f.file_hint,
                "table": "engine_state", "record": f.records, "cannot": f.cannot} for f in FORMATS.values()]
     if as_json:
-        typer.echo(json.dumps(rows + engine, indent=2))
+        typer.echo(json.dumps([*rows, *engine], indent=2))
         return
     for r in rows:
         typer.echo(f"{r['name']}  (vantage: {r['vantage']})  {r['description']}")
@@ -231,9 +231,9 @@ def formats_cmd(
         for b, how in r["boundaries"].items():
             typer.echo(f"  {b:<15} {how}")
         typer.echo(f"  cannot: {r['cannot']}\n")
-    for r in engine:  # engine state (the engine_state table), not requests
-        typer.echo(f"{r['name']}  (engine state)  {r['description']}")
-        typer.echo(f"  files: {r['files']}\n  a record: {r['record']}\n  cannot: {r['cannot']}\n")
+    for e in engine:  # engine state (the engine_state table), not requests
+        typer.echo(f"{e['name']}  (engine state)  {e['description']}")
+        typer.echo(f"  files: {e['files']}\n  a record: {e['record']}\n  cannot: {e['cannot']}\n")
 
 
 @app.command("schema")

@@ -42,6 +42,7 @@ class EngineFormat:
     sql: Callable[[], str]
     unreadable: Callable[[], str] | None = None
     note: str | None = None  # said of every file imported (what else the source holds)
+    keep: str | None = None  # SQL over ``line``: the only lines ``sql`` reads (the rest are skipped unread)
 
     @property
     def vantage(self) -> str:
@@ -88,6 +89,7 @@ FORMATS: dict[str, EngineFormat] = {
             _vllm,
             text.vllm_sql,
             note="engine state only: per-request timing comes from vLLM's --otlp-traces-endpoint spans",
+            keep="contains(line, 'Avg prompt throughput')",
         ),
         EngineFormat(
             "sglang-log",
@@ -97,6 +99,7 @@ FORMATS: dict[str, EngineFormat] = {
             "per-request timing (--log-requests, --export-metrics-to-file: format sglang)",
             _sglang,
             text.sglang_sql,
+            keep="contains(line, ' batch')",
         ),
         EngineFormat(
             "prometheus-text",

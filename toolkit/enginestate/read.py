@@ -57,7 +57,7 @@ def import_engine_file(
         "imported_at": imported_at,
     }.items():
         con.execute(f"SET VARIABLE {name} = ?", [value])
-    lines = register_lines(con, src)
+    lines = register_lines(con, src, fmt.keep)
     con.execute(f"CREATE OR REPLACE TEMP TABLE _ec AS SELECT * FROM ({fmt.sql()})")
     if fmt.unreadable is not None:
         con.execute(f"INSERT INTO _ec BY NAME ({fmt.unreadable()})")
@@ -98,20 +98,25 @@ def import_engine_file(
     _write(con, writer)
 
 
-def register_lines(con: duckdb.DuckDBPyConnection, src: Source) -> int:
+def register_lines(con: duckdb.DuckDBPyConnection, src: Source, keep: str | None = None) -> int:
     """The table ``lines(ln, line)`` of the whole file (the SQL reads it more than once); returns
     its number of lines. Read by ingest's own line reader (``streams.iter_lines``: Arrow batches,
     gzip/zstd, the bounds on input, invalid UTF-8 replaced; a real vLLM log with a progress bar's
     bare CRs made DuckDB's ``read_csv`` give up), each batch appended by DuckDB. A line over the
-    length bound comes as ``TOO_LARGE`` (quarantined by ``import_engine_file``)."""
+    length bound comes as ``TOO_LARGE`` (quarantined by ``import_engine_file``). ``keep``: only the
+    lines the format reads are stored (a log's stats lines; the count is of every line)."""
     con.execute("CREATE OR REPLACE TEMP TABLE lines (ln BIGINT, line VARCHAR)")
+    where = f"WHERE ({keep}) OR line = getvariable('too_large')" if keep else ""
+    con.execute("SET VARIABLE too_large = ?", [TOO_LARGE])
+    total = 0
     for batch in iter_lines(src):
         con.register("_batch", batch)
         # CR LF line ends: the CR is no part of a value
-        con.execute("INSERT INTO lines SELECT ln, rtrim(coalesce(line, ''), chr(13)) FROM _batch")
+        con.execute(f"INSERT INTO lines SELECT ln, rtrim(line, chr(13)) FROM "
+                    f"(SELECT ln, coalesce(line, '') AS line FROM _batch) {where}")
         con.unregister("_batch")
-    n = con.execute("SELECT count(*) FROM lines").fetchone()
-    return int(n[0]) if n else 0
+        total += batch.num_rows
+    return total
 
 
 def _load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, fmt: str) -> None:

@@ -40,14 +40,19 @@ def engine_block(cur: Selection, base: Selection) -> dict[str, dict[str, Any]] |
     """``{baseline, current}`` engine state of the two sides, or None without engine state."""
     out: dict[str, dict[str, Any]] = {}
     for name, sel in (("baseline", base), ("current", cur)):
-        if not sel.con.execute("SELECT count(*) FROM engine_state").fetchone()[0]:
+        if not _count(sel.con, "SELECT count(*) FROM engine_state"):
             return None
         _ensure_kv_full(sel)
         cur_ = sel.con.execute(_SIDE_SQL.format(cond=sel.cond.format(t="ts")), sel.params)
         names = [d[0] for d in cur_.description]
-        row = dict(zip(names, cur_.fetchone(), strict=True))
+        row = dict(zip(names, cur_.fetchone() or (), strict=True))
         out[name] = {k: _round(v) for k, v in row.items()}
     return out
+
+
+def _count(con: Any, sql: str) -> int:
+    got = con.execute(sql).fetchone()
+    return int(got[0]) if got else 0
 
 
 def _ensure_kv_full(sel: Selection) -> None:

@@ -21,7 +21,8 @@ SERIES = {"running": "#08519c", "running limit": "#6c757d", "waiting": "#d62728"
 
 def engine_series(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """``_engine_times`` rows for the chart (ISO-free: epoch ms), thinned to ``MAX_POINTS``."""
-    if not con.execute("SELECT count(*) FROM engine_state").fetchone()[0]:
+    got = con.execute("SELECT count(*) FROM engine_state").fetchone()
+    if not got or not got[0]:
         return []
     cur = con.execute(f"""
         SELECT epoch_us(ts) // 1000 AS t, running, running_limit, waiting, kv_usage
