@@ -167,3 +167,19 @@ def test_prefill_words_give_the_engines_hit_rate() -> None:
         "baseline and 10 % in the current window."
     )
     assert engine_clause("tool", eng) is None and engine_clause(None, eng) is None
+
+
+def test_html_draws_the_engine_chart_after_the_others(tmp_path: Path) -> None:
+    """The engine-state chart is its own section, after the distributions, with its series escaped."""
+    from toolkit.report.engine_chart import engine_chart
+    from toolkit.report.model import ChartData, Report
+    from toolkit.report.render_html import render_html
+
+    rows = [{"t": 1_796_040_000_000 + i * 2000, "running": min(i, 4), "running_limit": 4, "waiting": max(0, i - 4),
+             "kv_usage": 0.1 * (i % 10)} for i in range(20)]
+    assert engine_chart([], []) is None
+    page = render_html(Report(meta={"dataset": "<ds>"}, busy_periods=[], attribution=[], summary={}, warnings=[],
+                              quarantine={}, charts=ChartData(engine=rows), engine=None))
+    assert page.index('id="cdf"') < page.index('id="engine"') < page.index('id="attribution"')
+    section = page[page.index('id="engine"'):page.index('id="attribution"')]
+    assert "<svg" in section and "KV cache used" in section and "&lt;ds&gt;" in page
