@@ -237,7 +237,8 @@ def build_report(
         rb_stats |= family_stats_by(sels[0].con, "_rb", "CAST(side AS VARCHAR)", {s.label: SEED + (s is cur) for s in sels},
                                     rb_specs, rb_stages, tail, quantiles=SUMMARY_Q)
     attribution: list[dict] = []
-    engines = engine_block(cur, base)  # what the engines said of themselves in each window, if they did
+    # what the engines said of themselves in each window, if they did (DuckDB only, for now)
+    engines = engine_block(cur, base) if engine == "duckdb" else None
     context = _context(kind, busy, cur, base)
     reason = None
     traces = _without_latency([cur, base], filt, fparams)
