@@ -98,7 +98,8 @@ def _queue_words(c: dict[str, Any]) -> str:
         return (
             f"Engine state: running sat at its limit of {limit} in {share:.0%} of the current window's samples "
             f"while {grew}: the admission limit (--max-num-seqs, max running requests) held requests back, "
-            "not the engine's speed; raise the limit if KV cache allows it, or add replicas."
+            f"not the engine's speed; raise the limit if KV cache allows it (it peaked at {_pct(c.get('kv_usage_max'))}), "
+            "or add replicas."
         )
     if c.get("waiting_max"):
         return (
