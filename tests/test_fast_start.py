@@ -56,7 +56,7 @@ def test_a_small_query_sets_up_only_the_views_it_reads(tmp_path) -> None:  # typ
 def test_a_small_sql_imports_no_arrow(tmp_path, fmt: str) -> None:  # type: ignore[no-untyped-def]
     """`stagelens sql DS "SELECT 1"` (issue 22: < 0.4 CPU s) formats DuckDB's rows itself: pyarrow
     (with NumPy), polars and altair stay unimported, and the dataset's views are set up from the
-    Parquet footers DuckDB reads (toolkit/store.py), not pyarrow's."""
+    Parquet footers DuckDB reads (toolkit/store/dataset.py), not pyarrow's."""
     from helpers import make_dataset, ms
 
     ds = make_dataset(tmp_path, [{"request_id": "a", "ts_arrival": ms(0), "ts_end": ms(10)}])
@@ -90,7 +90,7 @@ print(json.dumps({"ma": "numpy.ma" in sys.modules, "imported": [c["imported"] fo
 def test_an_import_never_loads_numpy_ma(tmp_path, reader: str) -> None:
     """``pa.array`` on an ndarray imports ``numpy.ma`` (0.01 CPU s of each import):
     neither reader, nor the duplicate path (a file imported before, twice over in one file), nor nested
-    spans (OTLP) use it (toolkit/ingest/arrow.py).
+    spans (OTLP) use it (toolkit/inputs/arrow.py).
 
     The probe runs as the command's process does, finding no pandas: where pandas is installed
     (the spark extra brings it, for PySpark), pyarrow imports it at its first conversion of a

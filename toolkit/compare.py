@@ -56,7 +56,7 @@ def compile_filter(text: str | None) -> tuple[str, list]:
         raise FilterError(f"filter {text!r}: a subquery is not allowed (compare columns with literal values)")
     values: list = []
 
-    def build(node: exp.Expression) -> str:
+    def build(node: exp.Expr) -> str:
         if isinstance(node, exp.Paren):
             return f"({build(node.this)})"
         if isinstance(node, exp.And | exp.Or):
@@ -84,12 +84,12 @@ def compile_filter(text: str | None) -> tuple[str, list]:
         raise FilterError(f"filter {text!r}: {node.key} is not allowed (use comparisons, IN, LIKE, AND, OR, "
                           "NOT)")
 
-    def column(node: exp.Expression) -> str:
+    def column(node: exp.Expr) -> str:
         if not isinstance(node, exp.Column) or node.table or node.name not in FILTER_COLUMNS:
             raise FilterError(f"filter {text!r}: only these columns: {', '.join(sorted(FILTER_COLUMNS))}")
         return node.name
 
-    def value(node: exp.Expression) -> str:
+    def value(node: exp.Expr) -> str:
         if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
             values.append(-float(node.this.this))
         elif isinstance(node, exp.Literal):
@@ -124,6 +124,7 @@ def _side_stats(side: Side) -> dict:
                    count(*) FILTER (WHERE status = 'timeout'),
                    count(*) FILTER (WHERE status NOT IN ('ok', 'error', 'aborted', 'timeout'))
             FROM stages WHERE {cond}""", side.params).fetchone()
+    assert row is not None  # an aggregate without GROUP BY has one row
     n, ttft, tpot, med_out, max_out, vantages, formats, span_s, n_err, n_ab, n_to, n_other = row
     vantages, formats = vantages or [], formats or []  # no request matched: lists of nothing, not NULL
     bad = n_err + n_ab + n_to + n_other
@@ -276,9 +277,11 @@ def goodput(side: Side, ttft_slo_ms: float | None, tpot_slo_ms: float | None) ->
     for name, value in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms)):
         v = float("inf") if value is None else float(value)
         side.con.execute(f"SET VARIABLE {name} = CAST('{v!r}' AS DOUBLE)")  # a float's repr: no user text
-    judged, good, span = side.con.execute(
+    row = side.con.execute(
         f"""SELECT count(good), count_if(good), (epoch_us(max(ts_end)) - epoch_us(min(ts_arrival))) / 1e6
             FROM per_request WHERE counted AND ({side.where})""", side.params).fetchone()
+    assert row is not None  # an aggregate without GROUP BY has one row
+    judged, good, span = row
     return {"requests": judged, "good": good, "share": _r(good / judged) if judged else None,
             "rate_per_s": _r(good / span) if span else None}
 

@@ -9,8 +9,10 @@ is stale, and rendering a current file changes nothing.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from toolkit import schema
@@ -51,8 +53,8 @@ def engine_formats_markdown() -> str:
     return "\n".join(lines)
 
 
-BLOCKS = {"schema": lambda: schema.describe(markdown=True).rstrip(), "formats": formats_markdown,
-          "engine-formats": engine_formats_markdown}
+BLOCKS: dict[str, Callable[[], str]] = {"schema": lambda: schema.describe(markdown=True).rstrip(),
+                                         "formats": formats_markdown, "engine-formats": engine_formats_markdown}
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,10 +68,14 @@ def generated_files(root: Path = ROOT) -> list[Path]:
 BOUNDARIES_BLOCK = re.compile(r"(<!-- boundaries:([a-z0-9-]+):begin -->\n).*?(<!-- boundaries:\2:end -->)", re.S)
 
 
+def _fill(fn: Callable[[], str], m: re.Match[str]) -> str:
+    return m.group(1) + fn() + "\n" + m.group(2)
+
+
 def render(text: str) -> str:
     for name, fn in BLOCKS.items():
         pattern = re.compile(rf"(<!-- {name}:begin -->\n).*?(<!-- {name}:end -->)", re.S)
-        text = pattern.sub(lambda m, fn=fn: m.group(1) + fn() + "\n" + m.group(2), text)
+        text = pattern.sub(functools.partial(_fill, fn), text)
     return BOUNDARIES_BLOCK.sub(lambda m: m.group(1) + boundaries_markdown(m.group(2)) + "\n" + m.group(3), text)
 
 

@@ -78,7 +78,7 @@ def _nearest(line: bytes) -> list[str]:
     if not isinstance(record, dict) or not record:
         return []
     keys = [k for k in record if isinstance(k, str) and len(k) > 2]
-    scored = []
+    scored: list[tuple[int, int, str]] = []
     for name, imp in REGISTRY.items():
         try:
             text = inspect.getsource(inspect.getmodule(imp.sniff))  # type: ignore[arg-type]

@@ -496,7 +496,7 @@ def mixed_vantage_warnings(dataset: str | Path, sql: str, result: pa.Table | duc
     from toolkit import terminal
 
     out: list[str] = []
-    names = list(result.column_names) if hasattr(result, "column_names") else list(result.columns)
+    names = list(result.columns) if isinstance(result, duckdb.DuckDBPyRelation) else list(result.column_names)
     if "mixed_vantage" in names:
         dims = [c for c in ("model", "service", "replica", "tenant", "source_format", "period") if c in names]
         flagged = [r for r in terminal.rows(result) if r.get("mixed_vantage")]

@@ -54,7 +54,7 @@ def import_cmd(
     from toolkit.importers import UnknownFormat
     from toolkit.importers._common import ImportOptions
     from toolkit.ingest import import_traces
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
     from toolkit.store import DatasetError
 
     if not 0 <= max_bad_fraction <= 1:
@@ -92,7 +92,7 @@ def import_cmd(
     origin_us = _parse_clock_origin(clock_origin) if clock_origin is not None else None
     if min(max_line_mb, max_content_gb, max_ratio) <= 0:
         raise fail("--max-line-mb, --max-content-gb and --max-ratio are positive numbers", EXIT_USAGE)
-    from toolkit.ingest.sources import Limits
+    from toolkit.inputs.sources import Limits
     from toolkit.terminal import ImportProgress, progress_bar
 
     limits = Limits(max_line_bytes=int(max_line_mb * (1 << 20)), max_content_bytes=int(max_content_gb * (1 << 30)),

@@ -108,7 +108,7 @@ def replay_cmd(
     """
     from urllib.parse import urlsplit
 
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
     from toolkit.replay import ReplayError, replay
     from toolkit.store import DatasetError
     from toolkit.terminal import progress_bar
@@ -225,7 +225,7 @@ def demo_cmd(
     """Import the bundled sample_traces/ and print what they show: the one-minute tour."""
     from toolkit.demo import run_demo
     from toolkit.importers import UnknownFormat
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
     from toolkit.store import DatasetError
 
     try:

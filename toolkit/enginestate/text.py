@@ -6,7 +6,7 @@ one another).
 
 Each SELECT gives one candidate per stats line (every other line of the log is skipped, not
 counted): the ``engine_state`` columns, ``ts_us`` (BIGINT microseconds), and ``reason_code`` /
-``reason_detail`` for a line that looks like a stats line but cannot be read (``toolkit/enginestate/read.py``
+``reason_detail`` for a line that looks like a stats line but cannot be read (``toolkit/ingest/readers/engine_state.py``
 quarantines it with its line). A field is read by its own expression, so a line cut short or
 with text where a number belongs names the field it lacks.
 

@@ -37,7 +37,7 @@ import numpy as np
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest.results import FileResult, ImportResult
 from toolkit.ingest.seen import KEY_OF_HALVES, Identity, SeenSet, halves, keys_of, load_dataset_keys
-from toolkit.ingest.sources import InputError, Limits, Unrecognised, _source, close_spool
+from toolkit.inputs.sources import InputError, Limits, Source, Unrecognised, _source, close_spool
 from toolkit.store import Dataset, Staging
 
 J = TypeVar("J")
@@ -284,7 +284,7 @@ def import_fanned(
                          "save it to a file, or import it without --engine spark")
     ds, options = open_dataset(out, fmt, options)
     root = str(Path(ds.root).absolute())
-    sources = []
+    sources: list[Source] = []
     with ds.removed_if_unused(), ds.locked(lock_timeout_s):
         try:
             sources, empty, not_logs = find_inputs(paths, fmt, limits)
@@ -335,7 +335,8 @@ def _reconcile(ds: Dataset, sources: list[Any], empty: set[int], parts: dict[int
         if phase == "prepare" and all(p.phase == "prepare" for p in parts.values()) and not empty:
             raise no_log_file(not_logs)
     results: list[FileResult] = []
-    seen, loaded, seen_hashes = SeenSet(), set(), {}
+    seen, loaded = SeenSet(), set()
+    seen_hashes: dict[tuple[str, str], str] = {}
     drops: list[DropJob] = []
     outputs: dict[int, list[str]] = {}  # each file's parts that stay, adopted in input order
     con = duck.connect(1)

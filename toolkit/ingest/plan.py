@@ -20,15 +20,17 @@ from typing import Protocol
 from toolkit import __version__, _endings, schema
 from toolkit.enginestate import FORMATS, EngineFormat
 from toolkit.enginestate import detect as detect_engine
-from toolkit.enginestate.read import import_engine_file
 from toolkit.importers import detect, get_importer
 from toolkit.importers._common import ImportOptions
 from toolkit.importers.spec import Importer
 from toolkit.ingest import duck
 from toolkit.ingest.dispatch import digest_first, import_file
+from toolkit.ingest.readers.engine_state import import_engine_file
 from toolkit.ingest.results import FileResult, ImportResult, Progress
 from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.sources import (
+from toolkit.ingest.split import load_seen
+from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.sources import (
     InputError,
     Limits,
     Source,
@@ -38,9 +40,7 @@ from toolkit.ingest.sources import (
     limits_hint,
     without_bom,
 )
-from toolkit.ingest.split import load_seen
-from toolkit.ingest.streams import head
-from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.streams import head
 from toolkit.store import Dataset, Staging
 
 
@@ -191,7 +191,8 @@ def import_traces(
                     if hasher:
                         hasher.join()
                         res.digest = src.digest
-                        if mark is not None and (prior := _known(ds, src, imp.name, seen_hashes)):
+                        if mark is not None and snapshot is not None and (
+                                prior := _known(ds, src, imp.name, seen_hashes)):
                             writer.rollback(mark)
                             seen.restore(snapshot)
                             results[-1] = res = FileResult(path=src.name, format=imp.name, size=src.size,

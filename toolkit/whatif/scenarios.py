@@ -19,6 +19,7 @@ import itertools
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -242,7 +243,7 @@ def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, mo
             continue
         specs.append(spec)
 
-    scenarios = []
+    scenarios: list[dict[str, Any]] = []
     for spec in specs:
         src = other if spec.arrivals != "window" else own
         assert src is not None
@@ -305,7 +306,7 @@ def _s(ms: float | None) -> str:
 def sentence(scenarios: list[dict], ok: bool, off: list[str]) -> str:
     """One plain sentence: the answer, or why there is none."""
     base = scenarios[0]
-    pred, obs = base["predicted"]["ttft_ms"], (base["observed"] or {}).get("ttft_ms")
+    pred, obs = base["predicted"]["ttft_ms"], (base["observed"] or {}).get("ttft_ms") or {}
     if not ok:
         return (f"The model does not reproduce the window as observed ({', '.join(off)} off, over the "
                 f"{RELIABLE_PCT:.0f} % bound), so the scenarios are not answers: calibrate on a window with "

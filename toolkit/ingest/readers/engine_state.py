@@ -21,9 +21,9 @@ import duckdb
 from toolkit.enginestate import EngineFormat
 from toolkit.importers._common import TS_MAX_US, ImportOptions
 from toolkit.ingest.results import FileResult
-from toolkit.ingest.sources import Source
-from toolkit.ingest.streams import TOO_LARGE, iter_lines
 from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.sources import Source
+from toolkit.inputs.streams import TOO_LARGE, iter_lines
 from toolkit.store import Dataset
 
 KEY = "ts_us, replica, engine, model"
