@@ -7,9 +7,9 @@ Requests say how long each call waited; only the engine says why: a queue that g
 preemptions is KV capacity. The sources (one ``EngineFormat`` each, listed in ``FORMATS`` and
 nowhere else): vLLM's periodic stats lines and SGLang's batch lines (``text.py``), Prometheus
 ``/metrics`` scrapes, a Prometheus query export and AIPerf's server-metrics export (``metrics.py``).
-``toolkit/ingest/readers/engine_state.py`` imports a file of any of them: DuckDB reads the whole file (no per-line Python), the
-shared import (``toolkit/ingest/plan.py``) sniffs, hashes, stages and commits it like any other, and
-every record is counted: read = imported + quarantined + duplicates.
+``toolkit/ingest/readers/engine_state.py`` imports a file of any of them: DuckDB reads the whole
+file (no per-line Python), the shared import (``toolkit/ingest/plan.py``) sniffs, hashes, stages and
+commits it like any other, and every record is counted: read = imported + quarantined + duplicates.
 """
 
 from __future__ import annotations
