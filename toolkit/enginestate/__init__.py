@@ -43,6 +43,7 @@ class EngineFormat:
     unreadable: Callable[[], str] | None = None
     note: str | None = None  # said of every file imported (what else the source holds)
     keep: str | None = None  # SQL over ``line``: the only lines ``sql`` reads (the rest are skipped unread)
+    document: bool = False  # one JSON document: its records are numbered by position, no line is "skipped"
 
     @property
     def vantage(self) -> str:
@@ -119,6 +120,7 @@ FORMATS: dict[str, EngineFormat] = {
             _prom_json,
             metrics.prometheus_json_sql,
             unreadable=metrics.prometheus_json_unreadable,
+            document=True,
         ),
         EngineFormat(
             "aiperf-server-metrics",

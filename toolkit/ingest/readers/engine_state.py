@@ -84,7 +84,8 @@ def import_engine_file(
     assert counts is not None
     res.read, res.quarantined, res.duplicates = counts
     res.imported = res.read - res.quarantined - res.duplicates
-    res.skipped = max(0, lines - con.execute("SELECT count(DISTINCT ln) FROM _ek").fetchone()[0])  # type: ignore[index]
+    recorded = con.execute("SELECT count(DISTINCT ln) FROM _ek").fetchone()
+    res.skipped = 0 if fmt.document else max(0, lines - (recorded[0] if recorded else 0))
     res.by_reason = dict(
         Counter(
             dict(con.execute("SELECT _code, count(*) FROM _ek WHERE _code IS NOT NULL GROUP BY 1").fetchall())
