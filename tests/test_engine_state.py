@@ -403,3 +403,46 @@ def test_every_engine_format_has_a_page() -> None:
     assert all((docs / f"{name}.md").is_file() for name in FORMATS), [
         n for n in FORMATS if not (docs / f"{n}.md").exists()
     ]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(st.integers(0, 50), min_size=2, max_size=12),
+    fmt=st.sampled_from(["prometheus-text", "prometheus-json"]),
+)
+def test_counter_changes_follow_prometheus_increase(
+    tmp_path_factory: pytest.TempPathFactory, values: list[int], fmt: str
+) -> None:
+    """A counter scraped at 10 s steps, with resets wherever it goes down: each scrape's change is
+    ``b - a``, or ``b`` after a reset (Prometheus' ``increase``), and the rate is that over 10 s."""
+    d = tmp_path_factory.mktemp("counter")
+    if fmt == "prometheus-text":
+        text = "".join(
+            f'# scrape_time {T + 10 * i}\nvllm:num_preemptions_total{{engine="0"}} {v}\n'
+            f'vllm:prompt_tokens_total{{engine="0"}} {v * 10}\n'
+            for i, v in enumerate(values)
+        )
+    else:
+        text = json.dumps(
+            {
+                "status": "success",
+                "data": {
+                    "resultType": "matrix",
+                    "result": [
+                        _series(
+                            "vllm:num_preemptions_total", [(T + 10 * i, str(v)) for i, v in enumerate(values)]
+                        ),
+                        _series(
+                            "vllm:prompt_tokens_total",
+                            [(T + 10 * i, str(v * 10)) for i, v in enumerate(values)],
+                        ),
+                    ],
+                },
+            }
+        )
+    (d / "c").write_text(text)
+    import_traces([str(d / "c")], d / "ds", fmt=fmt)
+    got = rows(d / "ds", fmt)
+    want = [None] + [b - a if b >= a else b for a, b in zip(values, values[1:], strict=False)]
+    assert [r["preemptions"] for r in got] == want
+    assert [r["prompt_tps"] for r in got] == [None if w is None else w * 10 / 10 for w in want]

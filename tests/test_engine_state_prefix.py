@@ -25,19 +25,24 @@ def ds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("prefix") / "ds"
     res = import_traces([str(DATA / "metrics.prom.gz"), str(DATA / "vllm-server.log.gz")], out).to_json()
     assert res["quarantined"] == 0 and {f: c["imported"] for f, c in res["by_format"].items()} == {
-        "prometheus-text": 82, "vllm-log": 32}
+        "prometheus-text": 82,
+        "vllm-log": 32,
+    }
     return out
 
 
 def _halves(ds: Path, fmt: str) -> list[dict]:
     """Per source: the mean hit rate in the first and the last 45 s of samples that have one."""
-    return queries.run_sql(ds, f"""
+    return queries.run_sql(
+        ds,
+        f"""
         WITH s AS (SELECT ts, prefix_hit_rate AS h FROM engine_state WHERE source_format = '{fmt}' AND prefix_hit_rate IS NOT NULL),
         b AS (SELECT min(ts) AS t0, max(ts) AS t1 FROM s)
         SELECT avg(h) FILTER (WHERE ts < t0 + INTERVAL 45 SECOND) AS first,
                avg(h) FILTER (WHERE ts > t1 - INTERVAL 45 SECOND) AS last,
                max(h) AS top, arg_max(h, ts) AS final
-        FROM s, b""").to_pylist()
+        FROM s, b""",
+    ).to_pylist()
 
 
 def test_the_scrapes_interval_hit_rate_falls_to_zero(ds: Path) -> None:

@@ -175,11 +175,29 @@ def test_html_draws_the_engine_chart_after_the_others(tmp_path: Path) -> None:
     from toolkit.report.model import ChartData, Report
     from toolkit.report.render_html import render_html
 
-    rows = [{"t": 1_796_040_000_000 + i * 2000, "running": min(i, 4), "running_limit": 4, "waiting": max(0, i - 4),
-             "kv_usage": 0.1 * (i % 10)} for i in range(20)]
+    rows = [
+        {
+            "t": 1_796_040_000_000 + i * 2000,
+            "running": min(i, 4),
+            "running_limit": 4,
+            "waiting": max(0, i - 4),
+            "kv_usage": 0.1 * (i % 10),
+        }
+        for i in range(20)
+    ]
     assert engine_chart([], []) is None
-    page = render_html(Report(meta={"dataset": "<ds>"}, busy_periods=[], attribution=[], summary={}, warnings=[],
-                              quarantine={}, charts=ChartData(engine=rows), engine=None))
+    page = render_html(
+        Report(
+            meta={"dataset": "<ds>"},
+            busy_periods=[],
+            attribution=[],
+            summary={},
+            warnings=[],
+            quarantine={},
+            charts=ChartData(engine=rows),
+            engine=None,
+        )
+    )
     assert page.index('id="cdf"') < page.index('id="engine"') < page.index('id="attribution"')
-    section = page[page.index('id="engine"'):page.index('id="attribution"')]
+    section = page[page.index('id="engine"') : page.index('id="attribution"')]
     assert "<svg" in section and "KV cache used" in section and "&lt;ds&gt;" in page

@@ -53,7 +53,9 @@ def import_engine_file(
         "service": options.service,
         "model": options.model,
         "log_year": year,
-        "log_replica": re.sub(r"\.(gz|zst)$", "", Path(src.name).name),  # a log compressed later: the same server
+        "log_replica": re.sub(
+            r"\.(gz|zst)$", "", Path(src.name).name
+        ),  # a log compressed later: the same server
         "imported_at": imported_at,
     }.items():
         con.execute(f"SET VARIABLE {name} = ?", [value])
@@ -61,8 +63,11 @@ def import_engine_file(
     con.execute(f"CREATE OR REPLACE TEMP TABLE _ec AS SELECT * FROM ({fmt.sql()})")
     if fmt.unreadable is not None:
         con.execute(f"INSERT INTO _ec BY NAME ({fmt.unreadable()})")
-    con.execute("INSERT INTO _ec BY NAME SELECT ln, 'too-large' AS reason_code, 'the line is longer than the bound "
-                "on a line (--max-line-mb): not read' AS reason_detail FROM lines WHERE line = ?", [TOO_LARGE])
+    con.execute(
+        "INSERT INTO _ec BY NAME SELECT ln, 'too-large' AS reason_code, 'the line is longer than the bound "
+        "on a line (--max-line-mb): not read' AS reason_detail FROM lines WHERE line = ?",
+        [TOO_LARGE],
+    )
     _load_seen(con, ds, fmt.name)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _ek AS
         SELECT *, CASE WHEN _code IS NULL THEN
@@ -113,8 +118,10 @@ def register_lines(con: duckdb.DuckDBPyConnection, src: Source, keep: str | None
     for batch in iter_lines(src):
         con.register("_batch", batch)
         # CR LF line ends: the CR is no part of a value
-        con.execute(f"INSERT INTO lines SELECT ln, rtrim(line, chr(13)) FROM "
-                    f"(SELECT ln, coalesce(line, '') AS line FROM _batch) {where}")
+        con.execute(
+            f"INSERT INTO lines SELECT ln, rtrim(line, chr(13)) FROM "
+            f"(SELECT ln, coalesce(line, '') AS line FROM _batch) {where}"
+        )
         con.unregister("_batch")
         total += batch.num_rows
     return total
