@@ -44,11 +44,12 @@ def test_a_small_query_sets_up_only_the_views_it_reads(tmp_path) -> None:  # typ
 
     ds = make_dataset(tmp_path, [{"request_id": "a", "ts_arrival": ms(0), "ts_end": ms(10)}])
     views = "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1"
-    assert queries.connect(ds, sql="SELECT 1").sql(views).fetchall() == [("quarantine",), ("requests",), ("spans",)]
+    assert queries.connect(ds, sql="SELECT 1").sql(views).fetchall() == [("engine_state",), ("quarantine",),
+                                                                         ("requests",), ("spans",)]
     some = {v for (v,) in queries.connect(ds, sql="SELECT * FROM busy_periods").sql(views).fetchall()}
-    assert some == {"quarantine", "requests", "spans", "_links", "_bounds", "_load_calls", "_bucket_load", "load",
-                    "busy_periods"}
-    assert len(queries.connect(ds).sql(views).fetchall()) == 3 + sum(q.is_view for q in queries.list_queries())
+    assert some == {"engine_state", "quarantine", "requests", "spans", "_links", "_bounds", "_load_calls",
+                    "_bucket_load", "load", "busy_periods"}
+    assert len(queries.connect(ds).sql(views).fetchall()) == 4 + sum(q.is_view for q in queries.list_queries())
 
 
 @pytest.mark.parametrize("fmt", ["table", "line", "json", "markdown"])

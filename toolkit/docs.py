@@ -2,7 +2,7 @@
 
 ``python -m toolkit.docs`` (``python3 dev.py readme``) rewrites the blocks between
 ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in every file of ``generated_files()``: ``formats``
-in the README, ``schema`` in docs/data-model.md, and ``boundaries:IMPORTER`` in the format pages
+and ``engine-formats`` in the README, ``schema`` in docs/data-model.md, and ``boundaries:IMPORTER`` in the format pages
 (docs/formats/). Given paths, it rewrites those instead. ``tests/test_docs.py`` fails when a file
 is stale, and rendering a current file changes nothing.
 """
@@ -42,7 +42,19 @@ def boundaries_markdown(name: str) -> str:
     return "\n".join(lines)
 
 
-BLOCKS: dict[str, Callable[[], str]] = {"schema": lambda: schema.describe(markdown=True).rstrip(), "formats": formats_markdown}
+def engine_formats_markdown() -> str:
+    """The engine-state formats (toolkit/enginestate/): what each reads into ``engine_state``."""
+    from toolkit.enginestate import FORMATS
+
+    lines = ["| format | reads | a record | cannot |", "|---|---|---|---|"]
+    for f in FORMATS.values():
+        cell = [f"[`{f.name}`](docs/formats/{f.name}.md)", f.description, f.records, f.cannot]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cell) + " |")
+    return "\n".join(lines)
+
+
+BLOCKS: dict[str, Callable[[], str]] = {"schema": lambda: schema.describe(markdown=True).rstrip(),
+                                         "formats": formats_markdown, "engine-formats": engine_formats_markdown}
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -28,7 +28,8 @@ def unrecognised(name: str, head: bytes, verify: bool = True) -> str:
     if _VLLM_TEXT.search(head) or b"vLLM API server" in head:
         return (f"{base}: it looks like a vLLM server's text log, which holds no per-request timing; "
                 "start vLLM with --otlp-traces-endpoint http://127.0.0.1:4318/v1/traces and receive its "
-                "spans with `stagelens collect` (docs/incident-workflow.md)")
+                "spans with `stagelens collect` (docs/incident-workflow.md); its engine stats lines (none in "
+                "the first 256 KB here) import with --format vllm-log")
     first = head.split(b"\n", 1)[0].strip()
     if first and not first.startswith((b"{", b"[")) and (first.count(b",") >= 2 or first.count(b"\t") >= 2):
         return (f"{base}: it looks like a CSV/TSV table; describe its columns in a TOML file and import it "

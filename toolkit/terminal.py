@@ -481,6 +481,10 @@ def print_report(report: Any, out: IO[str] | None = None) -> None:
     con.print(_t(headline_sentence(j) or next(iter(verdicts(report)), "No comparison could be made."), "bold"))
     if report.status:  # what latency is over, and the failures it leaves out, on every page
         con.print(_t(status_text(report)))
+    if report.engine:  # what the engines said of themselves in each window
+        from toolkit.report.engine import engine_text
+
+        con.print(_t(engine_text(report.engine)))
     entries = ordered_attribution(report)
     rates = error_rate_entries(report)
     if entries or rates:

@@ -218,8 +218,12 @@ def formats_cmd(
             "name": name, "vantage": imp.vantage, "description": imp.docs.description, "files": imp.docs.file_hint,
             "boundaries": dict(describe_boundaries(imp)), "cannot": imp.docs.cannot,
         })
+    from toolkit.enginestate import FORMATS
+
+    engine: list[dict[str, str]] = [{"name": f.name, "vantage": f.vantage, "description": f.description, "files": f.file_hint,
+               "table": "engine_state", "record": f.records, "cannot": f.cannot} for f in FORMATS.values()]
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps([*rows, *engine], indent=2))
         return
     for r in rows:
         typer.echo(f"{r['name']}  (vantage: {r['vantage']})  {r['description']}")
@@ -227,6 +231,9 @@ def formats_cmd(
         for b, how in r["boundaries"].items():
             typer.echo(f"  {b:<15} {how}")
         typer.echo(f"  cannot: {r['cannot']}\n")
+    for e in engine:  # engine state (the engine_state table), not requests
+        typer.echo(f"{e['name']}  (engine state)  {e['description']}")
+        typer.echo(f"  files: {e['files']}\n  a record: {e['record']}\n  cannot: {e['cannot']}\n")
 
 
 @app.command("schema")

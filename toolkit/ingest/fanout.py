@@ -121,6 +121,7 @@ def import_part(job: PartJob) -> PartResult:
     (it is returned: the driver decides what it means)."""
     import duckdb
 
+    from toolkit.enginestate import EngineFormat
     from toolkit.ingest import duck
     from toolkit.ingest.dispatch import digest_first, import_file
     from toolkit.ingest.plan import _prepare, check_whole, note_nothing_read
@@ -142,6 +143,10 @@ def import_part(job: PartJob) -> PartResult:
             return out
         except InputError as e:  # recognised, refused (an option it needs): said, never skipped as "not logs"
             out.error, out.phase = str(e), "import"
+            return out
+        if isinstance(imp, EngineFormat):  # engine state (toolkit/enginestate/): read by the sequential import
+            out.error, out.phase = (f"{src.name}: engine state ({imp.name}) is imported with --engine duckdb, not in "
+                                    "Spark tasks"), "import"
             return out
         res = FileResult(path=src.name, format=imp.name, size=src.size, digest="")
         out.res, out.identity, out.compression = res, Identity.of(imp), src.compression

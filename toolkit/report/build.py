@@ -36,6 +36,8 @@ from toolkit.report.attribution import (
     stage_names_all,
 )
 from toolkit.report.chart_data import RB_METRICS, _charts, _iso, _timeline
+from toolkit.report.engine import engine_block, engine_clause
+from toolkit.report.engine_chart import engine_series
 from toolkit.report.headline import (  # noqa: F401  (re-exported for callers of build)
     HEADLINE_ORDER,
     LABELS,
@@ -218,6 +220,8 @@ def build_report(
         rb_stats |= family_stats_by(sels[0].con, "_rb", "CAST(side AS VARCHAR)", {s.label: SEED + (s is cur) for s in sels},
                                     rb_specs, rb_stages, tail, quantiles=SUMMARY_Q)
     attribution: list[dict] = []
+    # what the engines said of themselves in each window, if they did (DuckDB only, for now)
+    engines = engine_block(cur, base) if engine == "duckdb" else None
     context = _context(kind, busy, cur, base)
     reason = None
     traces = _without_latency([cur, base], filt, fparams)
@@ -265,6 +269,7 @@ def build_report(
                 entry["verdict"] = verdict(entry, context, tail_name)
             attribution += entries
         warnings += _composite_warnings(attribution)
+        _cite_engine(attribution, engines)
         if kind == "busy-vs-quiet":
             _whatif_clause(dataset, con, attribution, busy, tail_name, threshold, filters)
 
@@ -304,12 +309,21 @@ def build_report(
     say("preparing charts")
     charts = _charts(con, busy, filt, fparams, sides, rb_stages["e2e_ms"] if cur.con is base.con else None,
                      timeline)
+    charts.engine = engine_series(con) if engines else []
     night = night_block(cur.con, rb_stats[cur.label], cur.label, tail_name)  # history reads it (docs/history.md)
     return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
                   warnings=warnings, quarantine=quarantine, charts=charts, night=night,
                   headline=make_headline(attribution, tail_name, threshold, context, reason),
                   compared=bool(attribution), reason=None if attribution else reason, status=status,
-                  mixed=mix or None)
+                  mixed=mix or None, engine=engines)
+
+
+def _cite_engine(attribution: list[dict], engine: dict | None) -> None:
+    """Each verdict whose driver the engines speak of gains their words (toolkit/report/engine.py)."""
+    for entry in attribution if engine else []:
+        words = engine_clause(entry.get("driver"), engine) if entry.get("verdict") else None  # type: ignore[arg-type]
+        if words:
+            entry["verdict"] += " " + words
 
 
 def _turn_calls(con: duckdb.DuckDBPyConnection) -> None:

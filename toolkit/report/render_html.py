@@ -21,6 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from toolkit.report import charts as ch
+from toolkit.report.engine import engine_text
+from toolkit.report.engine_chart import engine_chart
 from toolkit.report.model import ChartData, Report
 from toolkit.report.render_common import (
     comparison_title,
@@ -200,6 +202,8 @@ def _verdict(report: Report) -> str:
         out.append(_stage_strip(h))
     if report.status:
         out.append(f'<p class="status">{e(status_text(report))}</p>')
+    if report.engine:
+        out.append(f'<p class="status">{e(engine_text(report.engine))}</p>')
     if vs:
         out.append('<ul class="more">' + "".join(f"<li>{e(_without_context(v, title))}</li>" for v in vs[:4])
                    + "</ul>")
@@ -425,6 +429,10 @@ def render_html(report: Report) -> str:
                  f"load that decides what is busy; {shaded}.",
                  _figure("loadt", "load over time",
                          lambda: ch.load_over_time_chart(c.series, report.busy_periods, slow)), "load-time"),
+        *([_section("Engine state", "What the engines said of themselves: requests running (dashed: the most they "
+                    "ever ran, their admission limit as observed) and waiting, and KV-cache usage; busy periods "
+                    "shaded.", _figure("eng", "engine state", lambda: engine_chart(c.engine, report.busy_periods)),
+                    "engine")] if c.engine else []),
         _section("Where the time went", "Mean milliseconds per stage for requests arriving in each bucket "
                  f"(stacked, they make the mean e2e); {shaded}.",
                  _figure("comp", "stage composition over time",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from toolkit.report.engine import engine_text
 from toolkit.report.model import Report
 from toolkit.report.render_common import (
     error_rate_entries,
@@ -115,6 +116,8 @@ def render_markdown(report: Report) -> str:
     lines += ["", _context(report), ""]
     if report.status:
         lines += [f"_{md_escape(status_text(report), 400)}_", ""]
+    if report.engine:
+        lines += [f"_{md_escape(engine_text(report.engine), 600)}_", ""]
     if report.attribution:
         lines += _table(report) + [""]
     lines.append(_busy(report))
