@@ -2,7 +2,7 @@
 -- kind: view
 -- description: One row per request: its latency split into stages (fine and composite) that sum exactly to e2e_ms, plus TTFT and TPOT.
 -- percentiles: none
--- requires: requests, _bounds, _links
+-- requires: _bounds
 -- columns:
 --   request_id: id; as the source gave it
 --   preprocess_ms: ms; arrival -> queued (null when either boundary is missing)
@@ -30,7 +30,7 @@
 --   ts_arrival: timestamp (UTC); start of the request at its vantage
 --   ts_end: timestamp (UTC); end of the request at its vantage
 --   input_tokens: tokens; prompt tokens
---   cached_input_tokens: tokens; prompt tokens served from a prefix cache: as the record gives it or, for a gateway or server record without it, as the client or gateway record of the same call gives it (_links; null where no record of the call says)
+--   cached_input_tokens: tokens; prompt tokens served from a prefix cache: as the record gives it or, for a gateway or server record without it, as the client or gateway record of the same call gives it (_bounds.linked_cached_input_tokens); null where no record of the call says
 --   output_tokens: tokens; generated tokens
 --   decode_tokens: tokens; output_tokens - 1, at least 0: the tokens after the first, decode's work; the divisor of tpot_ms and the token count of decode's time per token in attribution (0 when output_tokens is null)
 --   tpot_basis: name; 'decode' (first -> last token) or 'decode+postprocess' (first token -> end, no last token recorded)
@@ -53,11 +53,6 @@
 -- stages it covers; a row has at most two. stage_ms assembles, per pattern, the fine columns and
 -- those composites into one map: it restates no boundary arithmetic, only which keys a pattern has
 -- (tests/test_queries_property.py checks the composite columns are stage_ms's composite entries).
--- Cached tokens through the join: an engine's spans may not carry the prefix-cache hits (vLLM's
--- do not) while the usage the engine returned to the client does (prompt_tokens_details), so a
--- server record takes its call's count from the client or gateway record _links joins it to. Only
--- rows that lack a count, in a dataset where some joined record has one, compute the row key
--- (the CASE): a dataset of server records alone pays one empty scan.
 -- Why plain composite columns: a reader of composites alone (the report's materialized rows,
 -- attribution) then never builds the map (about 3 CPU s at 10 M rows, and 0.4 GB held for the 39 %
 -- of rows with a composite in bench_queries.py's mixed set); the names are an ENUM (1 byte a row).
@@ -68,16 +63,6 @@
 -- stage_names and stage_values_ms are map_keys / map_values of it; tpot_basis is an ENUM too.
 -- Spark port: CAST(STRUCT AS MAP) and CAST(x AS ENUM(...)) have rules there
 -- (toolkit/engines/translate.py: map(k1, v1, ...), STRING).
-WITH linked AS (
-    -- the cached count of each gateway/server record's joined client or gateway record(s)
-    SELECT l.lower_key, max(u.cached_input_tokens) AS linked_cached_input_tokens
-    FROM _links AS l
-    JOIN (SELECT hash(source_format, source_file, source_line, span_id, request_id) AS upper_key, cached_input_tokens
-          FROM requests
-          WHERE vantage IN ('client', 'gateway') AND cached_input_tokens IS NOT NULL) AS u
-      ON u.upper_key = l.upper_key
-    GROUP BY l.lower_key
-)
 SELECT
     request_id,
     preprocess_ms,
@@ -232,11 +217,6 @@ FROM (
                     'name1': 'preprocess+queue+prefill+decode+postprocess', 'ms1': (e_us - a_us) / 1e3,
                     'name2': CAST(NULL AS VARCHAR), 'ms2': CAST(NULL AS DOUBLE)}
             END AS composites
-        FROM _bounds AS bd
-        CROSS JOIN (SELECT count(*) > 0 AS any_linked FROM linked) AS al
-        LEFT JOIN linked
-          ON CASE WHEN al.any_linked AND bd.vantage <> 'client' AND bd.cached_input_tokens IS NULL
-                  THEN hash(bd.source_format, bd.source_file, bd.source_line, bd.span_id, bd.request_id) END
-             = linked.lower_key
+        FROM _bounds
     ) AS f
 ) AS b
