@@ -95,3 +95,50 @@ def test_otlp_genai_cache_read(kit, tmp_path: Path) -> None:  # type: ignore[no-
         "aaaa000000000001": (900, 768),
         "aaaa000000000002": (900, None),
     }  # no attribute: unknown, not a miss
+
+
+def test_vllm_span_cached_tokens_attribute(kit, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``gen_ai.usage.cached_tokens`` (newer vLLM tracing, SGLang's spans) where a span has it; vLLM
+    0.32's spans have none (tests/data/prefix-cache/README.md) and stay null."""
+
+    def span(sid: str, cached: int | None) -> dict:
+        lat = {
+            "time_to_first_token": 0.05,
+            "e2e": 0.5,
+            "time_in_queue": 0.001,
+            "time_in_model_prefill": 0.04,
+            "time_in_model_decode": 0.4,
+        }
+        attrs = [{"key": f"gen_ai.latency.{k}", "value": {"doubleValue": v}} for k, v in lat.items()]
+        attrs += [
+            {"key": "gen_ai.usage.prompt_tokens", "value": {"intValue": "400"}},
+            {"key": "gen_ai.usage.completion_tokens", "value": {"intValue": "16"}},
+            {"key": "gen_ai.request.id", "value": {"stringValue": f"cmpl-{sid}"}},
+        ]
+        if cached is not None:
+            attrs.append({"key": "gen_ai.usage.cached_tokens", "value": {"intValue": str(cached)}})
+        return {
+            "traceId": "56fa6a59c40896e248a8a7b7154a1c6c",
+            "spanId": sid,
+            "name": "llm_request",
+            "kind": 2,
+            "startTimeUnixNano": "1795995104713637632",
+            "endTimeUnixNano": "1795995105213637632",
+            "attributes": attrs,
+            "status": {},
+        }
+
+    spans = [span("bb65000484a51c29", 384), span("bb65000484a51c30", None)]
+    doc = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": []},
+                "scopeSpans": [{"scope": {"name": "vllm.tracing.otel"}, "spans": spans}],
+            }
+        ]
+    }
+    f = tmp_path / "vllm.jsonl"
+    f.write_text(json.dumps(doc) + "\n")
+    kit.run([f], tmp_path / "ds", fmt="vllm-otlp")
+    got = {r["span_id"]: r["cached_input_tokens"] for r in kit.rows(tmp_path / "ds", "requests")}
+    assert got == {"bb65000484a51c29": 384, "bb65000484a51c30": None}
