@@ -33,7 +33,7 @@
 --   ts_arrival: timestamp (UTC); start of the request at its vantage
 --   ts_end: timestamp (UTC); end of the request at its vantage
 --   input_tokens: tokens; prompt tokens
---   cached_input_tokens: tokens; prompt tokens served from a prefix cache (null where the source does not say)
+--   cached_input_tokens: tokens; prompt tokens served from a prefix cache, the record's own or its call's joined client/gateway record's (see stages; null where no record of the call says)
 --   output_tokens: tokens; generated tokens
 --   decode_tokens: tokens; output_tokens - 1, at least 0: the tokens after the first, decode's work; the divisor of tpot_ms and the token count of decode's time per token in attribution (0 when output_tokens is null)
 --   tpot_basis: name; 'decode' (first -> last token) or 'decode+postprocess' (first token -> end, no last token recorded)
