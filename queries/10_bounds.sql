@@ -45,13 +45,9 @@ keyed AS (
     FROM (
         SELECT upper_key AS key, true AS is_upper, CAST(NULL AS BIGINT) AS cached FROM _links
         UNION ALL
-        SELECT l.lower_key AS key, false AS is_upper, u.cached_input_tokens AS cached
-        FROM _links AS l
-        JOIN (SELECT hash(source_format, source_file, source_line, span_id, request_id) AS upper_key,
-                     cached_input_tokens
-              FROM requests
-              WHERE vantage IN ('client', 'gateway') AND cached_input_tokens IS NOT NULL) AS u
-          ON u.upper_key = l.upper_key
+        SELECT lower_key AS key, false AS is_upper, upper_cached_input_tokens AS cached
+        FROM _links
+        WHERE upper_cached_input_tokens IS NOT NULL
     ) AS k
     GROUP BY key
 ),
