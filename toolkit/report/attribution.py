@@ -362,7 +362,7 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
                         c_sum, c_count = vals[at : at + 2]
                         at += 2
                         full = bool(tokens[s][2] and c_count == n and c_sum and t_sum)
-                        computed[s] = (float(c_sum) / float(t_sum) if full else float("nan"), full, int(c_count or 0))
+                        computed[s] = (float(c_sum or 0) / float(t_sum or 1) if full else float("nan"), full, int(c_count or 0))
                 stats.append(GroupStats(n=n, pctl=pq[0], mean=float(mean) if mean is not None else float("nan"),
                                         stage_mean=stage_mean, tokens=tokens, sample={},
                                         quantiles=dict(zip(quantiles, pq[1:], strict=True)), computed=computed))
