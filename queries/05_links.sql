@@ -12,6 +12,7 @@
 --   lower_vantage: name; gateway or server
 --   join_key: name; 'trace' (same trace id, the lower call inside the upper's time window), 'request-id' (X-Request-Id or response id, vLLM's chatcmpl-/cmpl-...-0 forms normalised), or 'time-tokens' (same token counts, arrival within 2 s: a last resort, flagged)
 --   gap_ms: ms; lower arrival - upper arrival (the uplink, if clocks agree)
+--   upper_cached_input_tokens: tokens; the upper record's cached-token count (prefix-cache hits its usage reported), null where it has none: what the lower record takes when it has none of its own (_bounds)
 --
 -- Keys, strongest first (docs/stages.md "Calls across vantages"): the W3C trace (a client that sent
 -- traceparent shares its trace id with the server's span; vLLM's parentSpanId is the client's HTTP
@@ -28,6 +29,7 @@ WITH r AS (
         trace_id,
         input_tokens,
         output_tokens,
+        cached_input_tokens,
         CASE
             WHEN starts_with(request_id, 'chatcmpl-') THEN substr(request_id, 10)
             WHEN starts_with(request_id, 'cmpl-') THEN regexp_replace(substr(request_id, 6), '-[0-9]+$', '')
@@ -57,18 +59,21 @@ low AS (
 pairs AS (
     SELECT up.row_key AS upper_key, low.row_key AS lower_key, up.vantage AS upper_vantage,
            low.vantage AS lower_vantage, 'trace' AS join_key, 1 AS strength, up.a_us AS ua, low.a_us AS la,
-           up.e_us AS ue
+           up.e_us AS ue, up.cached_input_tokens AS upper_cached
     FROM up JOIN low ON up.trace_id = low.trace_id
     UNION ALL
-    SELECT up.row_key, low.row_key, up.vantage, low.vantage, 'request-id', 2, up.a_us, low.a_us, up.e_us
+    SELECT up.row_key, low.row_key, up.vantage, low.vantage, 'request-id', 2, up.a_us, low.a_us, up.e_us,
+           up.cached_input_tokens
     FROM up JOIN low ON up.rid = low.rid
     UNION ALL
-    SELECT up.row_key, low.row_key, up.vantage, low.vantage, 'time-tokens', 3, up.a_us, low.a_us, up.e_us
+    SELECT up.row_key, low.row_key, up.vantage, low.vantage, 'time-tokens', 3, up.a_us, low.a_us, up.e_us,
+           up.cached_input_tokens
     FROM up JOIN low
       ON up.input_tokens = low.input_tokens AND up.output_tokens = low.output_tokens
      AND CAST(floor(up.a_us / 1e6) AS BIGINT) = CAST(floor(low.a_us / 1e6) AS BIGINT)
     UNION ALL
-    SELECT up.row_key, low.row_key, up.vantage, low.vantage, 'time-tokens', 3, up.a_us, low.a_us, up.e_us
+    SELECT up.row_key, low.row_key, up.vantage, low.vantage, 'time-tokens', 3, up.a_us, low.a_us, up.e_us,
+           up.cached_input_tokens
     FROM up JOIN low
       ON up.input_tokens = low.input_tokens AND up.output_tokens = low.output_tokens
      AND CAST(floor(up.a_us / 1e6) AS BIGINT) + 1 = CAST(floor(low.a_us / 1e6) AS BIGINT)
@@ -88,6 +93,7 @@ ranked AS (
         row_number() OVER (PARTITION BY lower_key, upper_vantage ORDER BY strength, abs(la - ua), upper_key) AS best_for_lower
     FROM candidates
 )
-SELECT upper_key, lower_key, upper_vantage, lower_vantage, join_key, (la - ua) / 1e3 AS gap_ms
+SELECT upper_key, lower_key, upper_vantage, lower_vantage, join_key, (la - ua) / 1e3 AS gap_ms,
+       upper_cached AS upper_cached_input_tokens
 FROM ranked
 WHERE best_for_upper = 1 AND best_for_lower = 1

@@ -9,6 +9,7 @@
 --   segments: list of {stage, t0, t1} (us); one entry per interval between consecutive known boundaries, named by the stages it covers joined with '+'
 --   counted: bool; true for the record a call is counted by (docs/stages.md): its finest record, i.e. every row that _links does not join to a record nearer the model (a client row joined to a gateway or server row, a gateway row joined to a server row are not counted)
 --   in_load: bool; counted and on the dataset's main clock (wall when any wall-clock row exists), so relative-clock rows never stretch the time axis
+--   linked_cached_input_tokens: tokens; for a gateway or server record without its own cached-token count, the count of the client or gateway record _links joins it to (the largest, if several); else null
 --
 -- Why segments: a missing boundary merges its two neighbouring stages into one composite
 -- (docs/stages.md), so each known boundary except ts_end starts exactly one segment that runs to the
@@ -20,6 +21,12 @@
 -- Cost: only client and gateway rows can be upper records, so only they get a row key and probe
 -- the (anti-)join; a dataset of server records alone pays one empty scan (_links is empty). The
 -- report materializes _links once, so its views read the copy (toolkit/report/build.py).
+-- Cached tokens through the join: an engine's spans may not carry the prefix-cache hits (vLLM's
+-- do not) while the usage it returned to the client does (prompt_tokens_details.cached_tokens),
+-- so a lower record takes its call's count from its upper record (stages' cached_input_tokens).
+-- Both uses share the one join: `keyed` holds each linked row key once, with whether it is an
+-- upper record and the count its upper record gives it; a lower row computes its key only when
+-- it lacks a count and some upper record has one (so server records alone still compute none).
 WITH r AS (
     SELECT
         *,
@@ -31,9 +38,21 @@ WITH r AS (
         epoch_us(ts_end) AS e_us
     FROM requests
 ),
--- the upper records of links: rows joined to a record nearer the model, which are not counted
-upper AS (
-    SELECT upper_key FROM _links
+-- the upper records of links (rows joined to a record nearer the model, which are not counted),
+-- and the lower records whose upper record has a cached-token count, with that count
+keyed AS (
+    SELECT key, bool_or(is_upper) AS is_upper, max(cached) AS linked_cached_input_tokens
+    FROM (
+        SELECT upper_key AS key, true AS is_upper, CAST(NULL AS BIGINT) AS cached FROM _links
+        UNION ALL
+        SELECT lower_key AS key, false AS is_upper, upper_cached_input_tokens AS cached
+        FROM _links
+        WHERE upper_cached_input_tokens IS NOT NULL
+    ) AS k
+    GROUP BY key
+),
+any_cached AS (
+    SELECT count_if(NOT is_upper) > 0 AS linked FROM keyed
 ),
 main_clock AS (
     SELECT CASE WHEN count_if(clock = 'wall') > 0 OR count(*) = 0 THEN 'wall' ELSE 'relative' END AS clock
@@ -70,11 +89,14 @@ SELECT
         {'stage': CASE WHEN l_us IS NULL THEN NULL ELSE 'postprocess' END,
          't0': l_us, 't1': e_us}
     ], lambda x: x.stage IS NOT NULL) AS segments,
-    u.upper_key IS NULL AS counted,
-    u.upper_key IS NULL AND r.clock = c.clock AS in_load
+    NOT coalesce(u.is_upper, false) AS counted,
+    NOT coalesce(u.is_upper, false) AND r.clock = c.clock AS in_load,
+    CASE WHEN r.cached_input_tokens IS NULL THEN u.linked_cached_input_tokens END AS linked_cached_input_tokens
 FROM r
 CROSS JOIN main_clock AS c
--- the row key (_links') only where the row can be an upper record: no hash over server rows
-LEFT JOIN upper AS u
-  ON CASE WHEN r.vantage IN ('client', 'gateway')
-          THEN hash(r.source_format, r.source_file, r.source_line, r.span_id, r.request_id) END = u.upper_key
+CROSS JOIN any_cached AS ac
+-- the row key (_links') only where the row can be an upper record, or a lower one that may take a
+-- cached count: no hash over server records otherwise
+LEFT JOIN keyed AS u
+  ON CASE WHEN r.vantage IN ('client', 'gateway') OR (ac.linked AND r.cached_input_tokens IS NULL)
+          THEN hash(r.source_format, r.source_file, r.source_line, r.span_id, r.request_id) END = u.key

@@ -30,6 +30,7 @@
 --   ts_arrival: timestamp (UTC); start of the request at its vantage
 --   ts_end: timestamp (UTC); end of the request at its vantage
 --   input_tokens: tokens; prompt tokens
+--   cached_input_tokens: tokens; prompt tokens served from a prefix cache: as the record gives it or, for a gateway or server record without it, as the client or gateway record of the same call gives it (_bounds.linked_cached_input_tokens); null where no record of the call says
 --   output_tokens: tokens; generated tokens
 --   decode_tokens: tokens; output_tokens - 1, at least 0: the tokens after the first, decode's work; the divisor of tpot_ms and the token count of decode's time per token in attribution (0 when output_tokens is null)
 --   tpot_basis: name; 'decode' (first -> last token) or 'decode+postprocess' (first token -> end, no last token recorded)
@@ -95,6 +96,7 @@ SELECT
     ts_arrival,
     ts_end,
     input_tokens,
+    coalesce(cached_input_tokens, linked_cached_input_tokens) AS cached_input_tokens,
     output_tokens,
     decode_tokens,
     CAST(CASE WHEN f_us IS NULL THEN NULL WHEN l_us IS NOT NULL THEN 'decode' ELSE 'decode+postprocess' END

@@ -33,6 +33,7 @@
 --   ts_arrival: timestamp (UTC); start of the request at its vantage
 --   ts_end: timestamp (UTC); end of the request at its vantage
 --   input_tokens: tokens; prompt tokens
+--   cached_input_tokens: tokens; prompt tokens served from a prefix cache, the record's own or its call's joined client/gateway record's (see stages; null where no record of the call says)
 --   output_tokens: tokens; generated tokens
 --   decode_tokens: tokens; output_tokens - 1, at least 0: the tokens after the first, decode's work; the divisor of tpot_ms and the token count of decode's time per token in attribution (0 when output_tokens is null)
 --   tpot_basis: name; 'decode' (first -> last token) or 'decode+postprocess' (first token -> end, no last token recorded)
@@ -44,6 +45,7 @@
 --   counted: bool; this row is the record its call is counted by in turns, load and metrics (see _bounds)
 --   in_load: bool; counted and on the dataset's main clock: the rows load and the busy/quiet periods are made of (see _bounds)
 --   period: name; busy or quiet: whether the request arrived in a busy bucket of load (null for rows off the main clock, which load leaves out)
+--   computed_input_tokens: tokens; input_tokens - cached_input_tokens, the prompt tokens prefill computed: null where the cached count is unknown (never taken as 0), at least 0; prefill's token basis in attribution's cache split and the what-if's prefill fit
 --   good: bool; status ok (or unknown), ttft_ms <= $ttft_slo_ms and tpot_ms <= $tpot_slo_ms (a reply of one token has no TPOT and meets that objective); null when the request has no TTFT and cannot be judged
 --
 -- The columns up to in_load are those of stages, unchanged (defined there).
@@ -52,6 +54,9 @@
 -- busy buckets), so the Python side and an analyst's SQL cannot disagree. Python reads these
 -- columns; where it needs a fast copy it materializes this view's own rows, never a re-derivation.
 -- goodput and metrics read period and good from here.
+-- Computed prefill tokens: a prefix-cache hit skips the prefill of the cached tokens, so prefill's
+-- work is the prompt less its cached part. An unknown cached count stays unknown (a source that
+-- does not report it may still have hit the cache), so the column is null there, not the prompt.
 -- Period: the bucket of the arrival (bucket index = arrival epoch us // bucket width), busy as in
 -- load; busy_periods are runs of those buckets, so "arrived inside a busy period" is the same test.
 -- Goodput rule (DistServe, vLLM bench): a request that failed (error, aborted, timeout) is judged
@@ -72,6 +77,9 @@ SELECT
         THEN CASE WHEN epoch_us(s.ts_arrival) // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets)
                   THEN 'busy' ELSE 'quiet' END
         END AS period,
+    -- greatest() skips NULLs (DuckDB and Spark alike): the CASE keeps an unknown count unknown
+    CASE WHEN s.input_tokens IS NOT NULL AND s.cached_input_tokens IS NOT NULL
+        THEN greatest(s.input_tokens - s.cached_input_tokens, 0) END AS computed_input_tokens,
     CASE WHEN s.ttft_ms IS NOT NULL
         THEN coalesce(s.status, 'ok') = 'ok' AND s.ttft_ms <= $ttft_slo_ms
              AND (s.tpot_ms IS NULL OR s.tpot_ms <= $tpot_slo_ms)

@@ -2,12 +2,13 @@
 -- kind: view
 -- description: Calibration inputs of `stagelens whatif`: each server request's stages and token counts, with how many sequences its replica was running when it was scheduled and, on average, while it decoded.
 -- percentiles: none
--- requires: stages
+-- requires: per_request
 -- columns:
 --   model: name; model
 --   replica: name; replica (the sweep counts sequences per model and replica)
 --   ts_arrival: timestamp (UTC); arrival at the server
 --   input_tokens: tokens; prompt tokens
+--   computed_input_tokens: tokens; as per_request: the prompt tokens prefill computed (less the prefix-cache hits), null where the cached count is unknown
 --   output_tokens: tokens; generated tokens
 --   preprocess_ms: ms; as stages (null without ts_queued)
 --   queue_ms: ms; as stages (null without ts_queued)
@@ -25,6 +26,8 @@
 --
 -- Rows: counted server records whose scheduling and first token are known (prefill not null),
 -- the only ones that can calibrate a per-replica service model (toolkit/whatif/calibrate.py).
+-- Read from per_request (stages' columns, plus the computed prompt tokens defined there): prefill
+-- is fitted on computed tokens where every row has its cached count.
 -- Without a last token (SGLang's request log) the decode runs to the end, postprocess included,
 -- as stages' TPOT basis 'decode+postprocess' does: e2e - ttft is that interval.
 -- "Running" is scheduled -> last token: a sequence holds a batch slot from admission to its last
@@ -48,13 +51,13 @@
 -- instants, so rows that tie on all of them are interchangeable and the numbering may swap them.
 WITH r AS (
     SELECT
-        model, replica, ts_arrival, input_tokens, output_tokens, preprocess_ms, queue_ms, prefill_ms, decode_ms,
-        postprocess_ms, ttft_ms, tpot_ms, e2e_ms,
+        model, replica, ts_arrival, input_tokens, computed_input_tokens, output_tokens, preprocess_ms, queue_ms,
+        prefill_ms, decode_ms, postprocess_ms, ttft_ms, tpot_ms, e2e_ms,
         row_number() OVER (ORDER BY ts_arrival, ttft_ms, prefill_ms, decode_ms, e2e_ms, request_id, span_id) AS k,
         epoch_us(ts_arrival) + CAST(round((ttft_ms - prefill_ms) * 1e3) AS BIGINT) AS s_us,
         epoch_us(ts_arrival) + CAST(round(ttft_ms * 1e3) AS BIGINT) AS f_us,
         epoch_us(ts_arrival) + CAST(round((ttft_ms + coalesce(decode_ms, e2e_ms - ttft_ms)) * 1e3) AS BIGINT) AS l_us
-    FROM stages
+    FROM per_request
     WHERE counted AND vantage = 'server' AND prefill_ms IS NOT NULL
 ),
 events AS (
@@ -94,7 +97,7 @@ per_request AS (
     GROUP BY k
 )
 SELECT
-    r.model, r.replica, r.ts_arrival, r.input_tokens, r.output_tokens, r.preprocess_ms, r.queue_ms, r.prefill_ms,
+    r.model, r.replica, r.ts_arrival, r.input_tokens, r.computed_input_tokens, r.output_tokens, r.preprocess_ms, r.queue_ms, r.prefill_ms,
     r.decode_ms, r.postprocess_ms, r.ttft_ms, r.tpot_ms, r.e2e_ms,
     CAST(p.running_at_schedule AS BIGINT) AS running_at_schedule,
     CASE WHEN r.l_us > r.f_us THEN (p.area_l - p.area_f) / nullif(r.l_us - r.f_us, 0) END AS running_during_decode,

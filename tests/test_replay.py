@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from toolkit import queries
 from toolkit.replay import Arrival, ReplayError, load_arrivals, replay, schedule
 
 SECRET = "zebrafish"  # every generated token's text: must never reach a record or the dataset
@@ -36,6 +37,7 @@ class FakeOpenAI(ThreadingHTTPServer):
         self.hang: set[int] = set()  # ... that stall after the first token
         self.weird: set[int] = set()  # ... that stream chunks of the wrong shape
         self.reject_extras = False
+        self.cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, as vLLM's option sends
         self.t0 = time.perf_counter()
 
     @property
@@ -125,7 +127,10 @@ class _Handler(BaseHTTPRequestHandler):
                 if idx in srv.hang:
                     time.sleep(5)
                     return
-            send({"id": rid_out, "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n}})
+            usage: dict = {"prompt_tokens": prompt_tokens, "completion_tokens": n}
+            if srv.cached_tokens is not None:
+                usage["prompt_tokens_details"] = {"cached_tokens": srv.cached_tokens}
+            send({"id": rid_out, "choices": [], "usage": usage})
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
@@ -240,7 +245,19 @@ def test_records_join_on_traceparent_and_request_id(server, tmp_path, kit):
         assert len(r["itl_ms"]) == 3
         assert r["ts_arrival"] <= r["ts_first_token"] <= r["ts_last_token"] <= r["ts_end"]
         assert r["vantage"] == "client" and r["clock"] == "wall" and r["derived"] == []
+        assert r["cached_input_tokens"] is None  # the server said nothing of its prefix cache: unknown, not 0
     assert len({e["rid"] for e in server.stream_log()}) == 3
+
+
+def test_prefix_cache_hits_are_recorded(server, tmp_path, kit):
+    """usage.prompt_tokens_details.cached_tokens (vLLM with --enable-prompt-tokens-details) is the
+    record's cached_input_tokens, and per_request's computed prompt tokens follow from it."""
+    server.cached_tokens = 32
+    replay(mooncake(tmp_path / "t.jsonl", [0, 20], inp=60, out=3), server.url, tmp_path / "ds")
+    rows = kit.rows(tmp_path / "ds", "requests")
+    assert len(rows) == 2 and all(r["cached_input_tokens"] == 32 for r in rows)
+    got = queries.run_sql(tmp_path / "ds", "SELECT input_tokens, computed_input_tokens FROM per_request").to_pylist()
+    assert all(r["computed_input_tokens"] == r["input_tokens"] - 32 for r in got)
 
 
 def test_completions_api(server, tmp_path, kit):

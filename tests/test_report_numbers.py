@@ -296,7 +296,7 @@ def test_entries_are_the_statistic_and_contributions_sum_to_the_decomposition(ba
                    CAST(NULL AS DOUBLE) AS composite2_ms,
                    pre + q + pf AS ttft_ms, pre + q + pf + d + post AS e2e_ms,
                    CASE WHEN out_tokens > 1 THEN d / (out_tokens - 1) END AS tpot_ms, 'decode' AS tpot_basis,
-                   100 AS input_tokens, out_tokens AS output_tokens, greatest(out_tokens - 1, 0) AS decode_tokens FROM t""")
+                   100 AS input_tokens, CAST(NULL AS BIGINT) AS computed_input_tokens, out_tokens AS output_tokens, greatest(out_tokens - 1, 0) AS decode_tokens FROM t""")
     specs = [METRICS[m] for m in ("ttft_ms", "e2e_ms", "tpot_ms")]
     groups = [attribution_group(con, "b"), attribution_group(con, "c")]
     stages = stage_names_all(groups, specs, {"per_request": "_rb"})

@@ -11,7 +11,9 @@ Each request asks for the recorded output length (``max_tokens``, plus ``ignore_
 about the recorded input length (random words from a fixed list, so prefix caches do not merge
 requests; the tokens-per-word ratio and the template's tokens are calibrated with probe requests). It
 streams with ``stream_options.include_usage``, sends a W3C ``traceparent`` and an
-``X-Request-Id``, and records per chunk only the arrival time and text length — never text.
+``X-Request-Id``, and records per chunk only the arrival time and text length — never text. From
+the final usage it records the token counts, and the prefix-cache hits where the server reports
+them (``prompt_tokens_details.cached_tokens``; vLLM needs ``--enable-prompt-tokens-details``).
 
 Pacing is open loop: arrivals are started on schedule whatever is in flight (``max_concurrency``
 caps what is in flight; arrivals then wait for a slot, and that wait shows as lag). Every request
@@ -373,8 +375,18 @@ async def _send(client, target: Target, rec: Recorder, prompt: str, arrival: Arr
         "itl_ms": [round((b - a) * 1e3, 3) for a, b in zip(token_times, token_times[1:], strict=False)],
         "status": status, "error_type": error_type, "http_status": http_status, "finish_reason": finish,
         "input_tokens": (usage or {}).get("prompt_tokens"), "output_tokens": (usage or {}).get("completion_tokens"),
+        "cached_input_tokens": _cached_tokens(usage),
     })
     return out
+
+
+def _cached_tokens(usage: dict | None) -> int | None:
+    """Prompt tokens the server served from its prefix cache: OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens`` (vLLM sends it with ``--enable-prompt-tokens-details``);
+    None when the server does not say (not 0: an unknown count is not a miss)."""
+    details = (usage or {}).get("prompt_tokens_details")
+    n = details.get("cached_tokens") if isinstance(details, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
 def _token_chars(choice: dict, api: str) -> int | None:

@@ -146,9 +146,11 @@ LATENCIES = {
     "prefill": "gen_ai.latency.time_in_model_prefill",
     "decode": "gen_ai.latency.time_in_model_decode",
 }
+# gen_ai.usage.cached_tokens: prefix-cache hits, in the SpanAttributes of newer vLLM tracing and of
+# SGLang's; vLLM 0.32's llm_request spans do not carry it (tests/data/prefix-cache/README.md)
 _VLLM_KEYS = {**LATENCIES, "request_id": "gen_ai.request.id", "prompt": "gen_ai.usage.prompt_tokens",
-              "completion": "gen_ai.usage.completion_tokens", "response_model": "gen_ai.response.model",
-              "request_model": "gen_ai.request.model"}
+              "completion": "gen_ai.usage.completion_tokens", "cached": "gen_ai.usage.cached_tokens",
+              "response_model": "gen_ai.response.model", "request_model": "gen_ai.request.model"}
 
 
 def llm_request_stages(p: str = "", gate: str | None = None) -> list[list[str]]:
@@ -175,6 +177,7 @@ def llm_request_stages(p: str = "", gate: str | None = None) -> list[list[str]]:
         *(f"{p}ix_{n} IS NOT NULL AS {p}has_{n}" for n in LATENCIES),
         f"{bigint(v['prompt'])} AS {p}input_tokens",
         f"{bigint(v['completion'])} AS {p}output_tokens",
+        f"{bigint(v['cached'])} AS {p}cached_input_tokens",
         f"coalesce({v['response_model']}['stringValue'], {v['request_model']}['stringValue']) AS {p}span_model",
         f"{g('r_service')} AS {p}resource_service",
         f"{g('coalesce(r_instance, r_process)')} AS {p}resource_replica",
@@ -235,6 +238,7 @@ def llm_request_columns(p: str = "") -> dict[str, str]:
         "ts_last_token": f"CASE WHEN {l_raw} IS NOT NULL THEN greatest(least({l_raw}, {e_at}), {f_at}) END",
         "ts_end": e_at,
         "input_tokens": f"{p}input_tokens", "output_tokens": f"{p}output_tokens",
+        "cached_input_tokens": f"{p}cached_input_tokens",
         "status": f"CASE WHEN {p}status_code IN ('2', 'STATUS_CODE_ERROR') THEN 'error' ELSE 'ok' END",
         "clock_skew_ms": f"CASE WHEN {p}shift > 0 THEN {p}shift / 1e3 END",
         "derived": derived_list([("ts_queued", f"{q_raw} IS NOT NULL"), ("ts_scheduled", f"{s_raw} IS NOT NULL"),

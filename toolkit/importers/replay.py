@@ -7,7 +7,8 @@ chunk does not count, a token that decodes to empty text does), ``t_end_us`` (st
 or timeout). ``itl_ms`` are the gaps between those chunks. ``trace_id`` / ``span_id`` are the W3C
 ``traceparent`` the client sent (the server's span has the client's ``span_id`` as its parent), and
 ``request_id`` the ``X-Request-Id`` (vLLM: ``chatcmpl-<id>``, completions span ``cmpl-<id>-0``).
-Errors and timeouts are rows too (``status``, ``error_type`` = HTTP status or exception class).
+``cached_input_tokens`` is the usage's ``prompt_tokens_details.cached_tokens`` (prefix-cache hits;
+null when the server did not report it). Errors and timeouts are rows too (``status``, ``error_type`` = HTTP status or exception class).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ _SPEC = json.dumps({
     "stagelens_replay": "BIGINT", "request_id": "VARCHAR", "trace_id": "VARCHAR", "span_id": "VARCHAR",
     "model": "VARCHAR", "t_send_us": "BIGINT", "t_first_token_us": "BIGINT", "t_last_token_us": "BIGINT",
     "t_end_us": "BIGINT", "itl_ms": "FLOAT[]", "status": "VARCHAR", "error_type": "VARCHAR",
-    "finish_reason": "VARCHAR", "input_tokens": "BIGINT", "output_tokens": "BIGINT",
+    "finish_reason": "VARCHAR", "input_tokens": "BIGINT", "output_tokens": "BIGINT", "cached_input_tokens": "BIGINT",
 })
 
 
@@ -64,6 +65,7 @@ SELECT ln,
     j['t_end_us'] AS ts_end,
     j['input_tokens'] AS input_tokens,
     j['output_tokens'] AS output_tokens,
+    j['cached_input_tokens'] AS cached_input_tokens,
     coalesce(j['status'], 'ok') AS status,
     j['finish_reason'] AS finish_reason,
     j['error_type'] AS error_type,

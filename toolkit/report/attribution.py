@@ -10,6 +10,8 @@ Method (docs/attribution.md:
 * **Mix vs rate**: a token-driven stage's mean is (mean tokens) x (time per token), with time per
   token = sum(stage) / sum(tokens). Its change splits exactly (two-factor Shapley) into
   ``mix = dT·(R0+R1)/2`` and ``rate = dR·(T0+T1)/2``: "longer prompts" versus "slower prefill".
+  **Cache vs rate**: where every row has a cached-token count, prefill splits three ways instead
+  (mix, cache, rate per computed token; toolkit/report/effects.py).
 * **Uncertainty**: a Poisson bootstrap (each request gets a Poisson(1) weight per replicate),
   vectorized as matrix products over at most ``BOOT_ROWS`` sampled requests per group; the spread
   is rescaled by sqrt(sample / group size) (m-out-of-n) and centred on the full-data estimate.
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 import duckdb
 import numpy as np
 
+from toolkit.report.effects import token_effects
 from toolkit.report.quantiles import exact_quantiles
 
 BOOT_REPLICATES = 200
@@ -81,6 +84,7 @@ class MetricSpec:
     stage_map: str | None = None  # views without boundaries: a MAP column of stage -> ms
     stage_filter: frozenset[str] | None = None  # keep only stages made of these
     effects: dict[str, str] = field(default_factory=dict)  # stage -> SQL token count
+    computed: dict[str, str] = field(default_factory=dict)  # effect stage -> SQL computed-token count (cache split)
     stage_sql: Callable[[str], str] | None = None  # stage -> SQL, for per-request views
     names_sql: str | None = None  # per-request views: SQL naming the row's one stage (TPOT's basis)
 
@@ -92,6 +96,7 @@ class MetricSpec:
 
 _IN = "CAST(input_tokens AS DOUBLE)"
 _OUT = "CAST(decode_tokens AS DOUBLE)"  # per_request's decode_tokens (queries/20_stages.sql): decode's work
+_COMPUTED = {"prefill": "CAST(computed_input_tokens AS DOUBLE)"}  # per_request's: prompt less its cached part
 
 # TTFT, e2e and TPOT are per_request's columns (queries/45_per_request.sql, from stages): nothing
 # here computes a metric or a stage from boundaries. TPOT is one stage per row, the one its
@@ -100,11 +105,12 @@ METRICS: dict[str, MetricSpec] = {
     "ttft_ms": MetricSpec(
         "ttft_ms", "per_request", "ttft_ms", "first token - arrival, at the row's vantage",
         require="ttft_ms IS NOT NULL", stage_filter=frozenset(PRE_FIRST_TOKEN), effects={"prefill": _IN},
-        stage_sql=request_stage_sql,
+        computed=_COMPUTED, stage_sql=request_stage_sql,
     ),
     "e2e_ms": MetricSpec(
         "e2e_ms", "per_request", "e2e_ms", "end - arrival, at the row's vantage",
-        effects={"prefill": _IN, "decode": _OUT, "decode+postprocess": _OUT}, stage_sql=request_stage_sql,
+        effects={"prefill": _IN, "decode": _OUT, "decode+postprocess": _OUT}, computed=_COMPUTED,
+        stage_sql=request_stage_sql,
     ),
     "tpot_ms": MetricSpec(
         "tpot_ms", "per_request", "tpot_ms", "decode time / (output tokens - 1), first token excluded",
@@ -141,6 +147,8 @@ class GroupStats:
     tokens: dict[str, tuple[float, float, bool]]  # stage -> (mean tokens, time per token, complete)
     sample: dict[str, np.ndarray]  # m, S (n x k), T (n x e)
     quantiles: dict[float, float | None] = field(default_factory=dict)  # exact (quantile_cont), pass 1
+    # effect stage -> (sum(computed) / sum(tokens), every row has a computed count, rows with one)
+    computed: dict[str, tuple[float, bool, int]] = field(default_factory=dict)
 
 
 def stage_names(groups: list[Group], spec: MetricSpec, views: dict[str, str] | None = None) -> list[str]:
@@ -251,6 +259,8 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
         raw.append(f"CASE WHEN {sp.require} THEN CAST({sp.value} AS DOUBLE) END AS m{i}")
         raw += [f"CAST({sp.expr(st)} AS DOUBLE) AS s{i}_{j}" for j, st in enumerate(names)]
         raw += [f"{sp.effects[st]} AS t{i}_{j}" for j, st in enumerate(eff)]
+        ceff = [j for j, st in enumerate(eff) if st in sp.computed]
+        raw += [f"{sp.computed[eff[j]]} AS c{i}_{j}" for j in ceff]
         # aggregates ignore NULLs: mask each column to the rows a statistic counts (cheaper than FILTER)
         for cond, cols, aggs in ((f"m{i} IS NOT NULL", masked, aggs1), (f"m{i} >= _thr{i}", tail_masked, aggs2)):
             cols.append(f"CASE WHEN {cond} THEN m{i} END AS m{i}")
@@ -259,10 +269,12 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
                 k = names.index(st)
                 cols += [f"CASE WHEN {cond} THEN t{i}_{j} END AS t{i}_{j}",
                          f"CASE WHEN {cond} AND t{i}_{j} IS NOT NULL THEN s{i}_{k} END AS st{i}_{j}"]
+            cols += [f"CASE WHEN {cond} AND t{i}_{j} IS NOT NULL THEN c{i}_{j} END AS c{i}_{j}" for j in ceff]
             aggs += [f"count(m{i})", f"avg(m{i})"] + [f"avg(s{i}_{j})" for j in range(len(names))]
             for j in range(len(eff)):
                 aggs += [f"avg(t{i}_{j})", f"sum(st{i}_{j})", f"sum(t{i}_{j})", f"count(t{i}_{j})"]
-        widths.append(2 + len(names) + 4 * len(eff))
+            aggs += [a for j in ceff for a in (f"sum(c{i}_{j})", f"count(c{i}_{j})")]
+        widths.append(2 + len(names) + 4 * len(eff) + 2 * len(ceff))
     qs = [tail, *quantiles]
     raw_names = [c.rsplit(" AS ", 1)[1] for c in raw]
     m_sql = [f"CASE WHEN {sp.require} THEN CAST({sp.value} AS DOUBLE) END" for sp in specs]
@@ -342,14 +354,19 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
                 vals = r[pos : pos + width] if r else (0, None) + (None,) * (width - 2)
                 n, mean = int(vals[0] or 0), vals[1]
                 stage_mean = {s: float(vals[2 + k] or 0.0) for k, s in enumerate(st_names)}
-                tokens = {}
+                tokens, computed, at = {}, {}, 2 + len(st_names) + 4 * len(eff)
                 for k, s in enumerate(eff):
                     t_mean, s_sum, t_sum, t_count = vals[2 + len(st_names) + 4 * k : 2 + len(st_names) + 4 * k + 4]
                     rate = (s_sum / t_sum) if (t_sum and s_sum is not None) else float("nan")
                     tokens[s] = (float(t_mean) if t_mean is not None else float("nan"), rate, n > 0 and t_count == n)
+                    if s in sp.computed:  # its sum and count of computed tokens follow every stage's four
+                        c_sum, c_count = vals[at : at + 2]
+                        at += 2
+                        full = bool(tokens[s][2] and c_count == n and c_sum and t_sum)
+                        computed[s] = (float(c_sum or 0) / float(t_sum or 1) if full else float("nan"), full, int(c_count or 0))
                 stats.append(GroupStats(n=n, pctl=pq[0], mean=float(mean) if mean is not None else float("nan"),
                                         stage_mean=stage_mean, tokens=tokens, sample={},
-                                        quantiles=dict(zip(quantiles, pq[1:], strict=True))))
+                                        quantiles=dict(zip(quantiles, pq[1:], strict=True)), computed=computed))
             pos += width
             # fetchnumpy gives NULLs as masked entries whose data is 0: make them NaN, so rows where the
             # metric is undefined (no first token, one output token) stay out of the bootstrap
@@ -360,6 +377,9 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
                 "S": (np.column_stack([np.asarray(sample[f"s{i}_{k}"], dtype=float)[keep] for k in range(len(st_names))])
                       if st_names else np.zeros((int(keep.sum()), 0))),
                 "T": (np.column_stack([np.nan_to_num(np.asarray(sample[f"t{i}_{k}"], dtype=float))[keep]
+                                       for k in range(len(eff))]) if eff else np.zeros((int(keep.sum()), 0))),
+                "C": (np.column_stack([np.nan_to_num(np.asarray(sample[f"c{i}_{k}"], dtype=float))[keep]
+                                       if f"c{i}_{k}" in sample else np.full(int(keep.sum()), np.nan)
                                        for k in range(len(eff))]) if eff else np.zeros((int(keep.sum()), 0))),
                 "eff_idx": np.array([st_names.index(s) for s in eff], dtype=int),
                 "W": W_full if keep.all() else W_full[:, keep],
@@ -384,14 +404,16 @@ def _boot_means(sample: dict[str, np.ndarray], tail: float | None, seed: int) ->
     ``q`` (tails only) is the replicate's percentile: the smallest metric value in its tail.
     """
     m, S, T = sample["m"], sample["S"], sample["T"]
+    C = sample.get("C", np.full(T.shape, np.nan))
     n, k_s, k_t = len(m), S.shape[1], T.shape[1]
     eff_idx = sample.get("eff_idx", np.arange(0))
     if n == 0:
         nan = np.full(BOOT_REPLICATES, np.nan)
         return {"m": nan, "q": nan, "S": np.full((BOOT_REPLICATES, k_s), np.nan),
-                "T": np.full((BOOT_REPLICATES, k_t), np.nan), "TS": np.full((BOOT_REPLICATES, len(eff_idx)), np.nan)}
+                "T": np.full((BOOT_REPLICATES, k_t), np.nan), "TS": np.full((BOOT_REPLICATES, len(eff_idx)), np.nan),
+                "C": np.full((BOOT_REPLICATES, k_t), np.nan)}
     W = sample["W"] if "W" in sample else _boot_weights(n, seed)
-    X = np.column_stack([m, S, T]).astype(np.float64)
+    X = np.column_stack([m, S, T, C]).astype(np.float64)
     if tail is not None:
         order = np.argsort(m, kind="stable")
         need = (1.0 - tail) * W.sum(axis=1, dtype=np.float64)  # integer weights: exact sums
@@ -413,7 +435,8 @@ def _boot_means(sample: dict[str, np.ndarray], tail: float | None, seed: int) ->
     wsum[wsum == 0] = np.nan
     means = (W @ X) / wsum[:, None]
     S_means = means[:, 1 : 1 + k_s]
-    out = {"m": means[:, 0], "S": S_means, "T": means[:, 1 + k_s :], "TS": S_means[:, eff_idx]}
+    out = {"m": means[:, 0], "S": S_means, "T": means[:, 1 + k_s : 1 + k_s + k_t], "TS": S_means[:, eff_idx],
+           "C": means[:, 1 + k_s + k_t :]}
     if tail is not None:
         out["q"] = q
     return out
@@ -460,27 +483,13 @@ def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStat
     b_value = _f(b_mean.pctl) if is_tail else b.mean
     c_value = _f(c_mean.pctl) if is_tail else c.mean
     delta = c_value - b_value
-    effects = {}
-    for s in eff:
-        (t0, r0, ok0), (t1, r1, ok1) = b.tokens[s], c.tokens[s]
-        if ok0 and ok1 and all(np.isfinite([t0, r0, t1, r1])):
-            effects[s] = {"mix": round((t1 - t0) * (r0 + r1) / 2, 3), "rate": round((r1 - r0) * (t0 + t1) / 2, 3),
-                          "tokens_baseline": round(t0, 2), "tokens_current": round(t1, 2),
-                          "ms_per_token_baseline": round(r0, 5), "ms_per_token_current": round(r1, 5)}
     tq = tail if is_tail else None
     bb = _rescale(_boot_means(b.sample, tq, SEED + 2), np.sqrt(len(b.sample["m"]) / max(b_mean.n, 1)))
     cb = _rescale(_boot_means(c.sample, tq, SEED + 3), np.sqrt(len(c.sample["m"]) / max(c_mean.n, 1)))
     intervals = {s: _interval(contributions[s], cb["S"][:, j] - bb["S"][:, j]) for j, s in enumerate(stages)}
     dec_interval = _interval(dec_delta, cb["m"] - bb["m"])
     delta_interval = _interval(delta, cb["q"] - bb["q"]) if is_tail else dec_interval
-    for j, s in enumerate(eff):
-        if s not in effects:
-            continue
-        t0, t1 = bb["T"][:, j], cb["T"][:, j]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            r0, r1 = bb["TS"][:, j] / t0, cb["TS"][:, j] / t1
-        effects[s]["mix_interval"] = _interval(effects[s]["mix"], (t1 - t0) * (r0 + r1) / 2)
-        effects[s]["rate_interval"] = _interval(effects[s]["rate"], (r1 - r0) * (t0 + t1) / 2)
+    effects = token_effects(b, c, bb, cb, eff, _interval)
 
     floor = MIN_SHARE * threshold * abs(b.mean) if np.isfinite(b.mean) else 0.0
     significant = [s for s in stages

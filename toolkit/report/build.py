@@ -531,7 +531,7 @@ def _materialize(sides: list[Selection], filt: str) -> None:
 
 
 RB_COLUMNS = ("ttft_ms", "tpot_ms", "tpot_basis", "e2e_ms", *(f"{s}_ms" for s in FINE), *COMPOSITE_COLUMNS,
-              "input_tokens", "decode_tokens")
+              "input_tokens", "computed_input_tokens", "decode_tokens")
 """per_request's columns copied into ``_rb``: what the statistics, the charts and the attribution's
 effects read (``toolkit/report/attribution.py`` METRICS), nothing more."""
 

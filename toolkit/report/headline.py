@@ -31,6 +31,57 @@ LABELS = {"ttft_ms": "TTFT", "e2e_ms": "e2e latency", "tpot_ms": "time per outpu
 PER_UNIT = {"prefill": "prompt token", "decode": "output token", "decode+postprocess": "output token",
             "tool": "tool call"}
 """What a stage's rate effect is a rate of: the unchanged-rate sentence names it."""
+CACHE_HINT = "what changed the prompts' prefixes, cache capacity and eviction, routing affinity"
+NO_CACHED_COUNTS = "no cached-token counts, so the rate includes any change of prefix-cache hits"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f} %"
+
+
+def _within_noise(iv: list[float] | None) -> bool:
+    return bool(iv) and iv[0] <= 0 <= iv[1]  # type: ignore[index]
+
+
+def _hits_and_rate(eff: dict) -> tuple[str, str]:
+    """The cached share's and the time per computed token's change, in words (unchanged within noise)."""
+    b, c = eff["cached_share_baseline"], eff["cached_share_current"]
+    hits = (f"prefix-cache hits unchanged at {_pct(c)} of prompt tokens" if _within_noise(eff.get("cache_interval"))
+            or _pct(b) == _pct(c) else
+            f"prefix-cache hits {'fell' if c < b else 'rose'} from {_pct(b)} to {_pct(c)} of prompt tokens")
+    q0, q1 = eff["ms_per_computed_token_baseline"], eff["ms_per_computed_token_current"]
+    rate = ("time per computed token unchanged" if _within_noise(eff.get("rate_interval")) else
+            f"time per computed token {q0:.3g} → {q1:.3g} ms")
+    return hits, rate
+
+
+def _cache_words(eff: dict) -> str:
+    """The three-way prefill split in words (toolkit/report/effects.py): its parts, then the largest
+    part's reading: the prefix cache (hits rose or fell), the time per computed token, or the prompts."""
+    hits, rate = _hits_and_rate(eff)
+    parts = {k: eff[k] for k in ("mix", "cache", "rate")}
+    text = f" (mix {_signed(parts['mix'])}, cache {_signed(parts['cache'])}, rate {_signed(parts['rate'])})"
+    largest = max(parts, key=lambda k: abs(parts[k]))
+    if largest == "cache":
+        return f"{text}: {hits}; {rate} → look at {CACHE_HINT}."
+    if largest == "rate":
+        return (f"{text} → prefill got {'slower' if parts['rate'] > 0 else 'faster'} per computed token "
+                f"({rate}; {hits}): chunked prefill, contention on the GPU.")
+    return f"{text} → {RATE_HINTS['prefill'][0]} ({hits}; {rate})."
+
+
+def _cache_aside(entry: dict, driver: str) -> str:
+    """When another stage drives the change but prefill's cache part moved beyond noise and is its
+    largest part, the cache is said too: prefixes the cache no longer serves are recomputed, which
+    also takes capacity (a queue can follow), so "look at the queue" alone would hide a cause."""
+    for s, eff in entry["effects"].items():
+        if s == driver or eff.get("split") != "mix/cache/rate" or _within_noise(eff.get("cache_interval")):
+            continue
+        if eff.get("cache_interval") and abs(eff["cache"]) >= max(abs(eff["mix"]), abs(eff["rate"])):
+            hits, rate = _hits_and_rate(eff)
+            return (f" {s.capitalize()} {_signed(entry['contributions'].get(s, 0.0))}: {hits}, cache "
+                    f"{_signed(eff['cache'])}; {rate} → look at {CACHE_HINT}.")
+    return ""
 
 
 def _ms(x: float) -> str:
@@ -73,19 +124,24 @@ def verdict(entry: dict, context: str, tail_name: str) -> str:
     if others:
         text += ", then " + ", ".join(f"{s} {_signed(entry['contributions'][s])}" for s in others[:2])
     eff = entry["effects"].get(driver)
-    if eff and driver in RATE_HINTS:
+    if eff and eff.get("split") == "mix/cache/rate":
+        text += _cache_words(eff)
+    elif eff and driver in RATE_HINTS:
         mix_hint, rate_hint = RATE_HINTS[driver]
+        why = f" ({NO_CACHED_COUNTS})" if "cached_counts" in eff else ""
         text += (f" (mix {_signed(eff['mix'])}, rate {_signed(eff['rate'])})"
-                 f" → {mix_hint if abs(eff['mix']) > abs(eff['rate']) else rate_hint}.")
+                 f" → {mix_hint if abs(eff['mix']) > abs(eff['rate']) else rate_hint}{why}.")
     elif "+" in driver:
         text += (f" → the source records no boundary inside {driver}, so it cannot say which of "
                  f"{' or '.join(driver.split('+'))} grew.")
     else:
         text += f" → look at {HINTS.get(driver, driver)}."
-    unchanged = [s for s, e in entry["effects"].items()
-                 if s != driver and e.get("rate_interval") and e["rate_interval"][0] <= 0 <= e["rate_interval"][1]]
+    text += _cache_aside(entry, driver)
+    unchanged = {s: e for s, e in entry["effects"].items() if s != driver and _within_noise(e.get("rate_interval"))}
     if unchanged:  # the change there is the mix (more or longer work), not each unit slower
-        said = "; ".join(f"{s} is no slower per {PER_UNIT.get(s, 'unit of work')}" for s in unchanged)
+        said = "; ".join(f"{s} is no slower per "
+                         f"{'computed ' if unchanged[s].get('split') == 'mix/cache/rate' else ''}"
+                         f"{PER_UNIT.get(s, 'unit of work')}" for s in unchanged)
         text += f" {said[0].upper()}{said[1:]} (within noise)."
     return text
 

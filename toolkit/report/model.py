@@ -48,7 +48,8 @@ class Report:
     * ``busy_periods``: ``[{start, end, peak_concurrency, mean_concurrency}]`` (ISO UTC).
     * ``attribution``: one dict per comparison, with the keys of docs/command-line.md: ``metric``,
       ``statistic``, ``baseline``, ``current``, ``delta``, ``contributions`` (stage -> ms,
-      summing to delta), ``effects`` (stage -> {mix, rate}), ``driver``, ``regression``; plus
+      summing to delta), ``effects`` (stage -> {split, mix, rate}; prefill -> {split, mix, cache, rate}
+      where every request has a cached-token count: toolkit/report/effects.py), ``driver``, ``regression``; plus
       ``decomposition`` (``{of, baseline, current, delta}``: what ``contributions`` sum to: for a
       tail statistic the tail means, while ``baseline``/``current``/``delta`` are the true
       percentiles; for the mean, the means), ``intervals`` (stage -> [lo, hi], 95 % bootstrap),

@@ -303,9 +303,12 @@ def _contributions(a: dict[str, Any], open_: bool) -> str:
             f"<tr><td>{_stage(s)}{' <b>(driver)</b>' if s == a.get('driver') else ''}</td>"
             f'<td class="n">{e(fmt_signed_ms(c, False))}</td><td class="n">{e(fmt_interval(intervals.get(s)))}</td>'
             f'<td class="n">{e(share)}</td><td class="n">{e(fmt_signed_ms(eff.get("mix"), False))}</td>'
+            f'<td class="n">{e(fmt_signed_ms(eff.get("cache"), False))}</td>'
             f'<td class="n">{e(fmt_signed_ms(eff.get("rate"), False))}</td></tr>')
+    # cache ms: prefill's prefix-cache part where cached counts exist (toolkit/report/effects.py), else blank
     head = ('<tr><th>stage</th><th class="n">contribution ms</th><th class="n">95% interval</th>'
-            '<th class="n">share of delta</th><th class="n">mix ms</th><th class="n">rate ms</th></tr>')
+            '<th class="n">share of delta</th><th class="n">mix ms</th><th class="n">cache ms</th>'
+            '<th class="n">rate ms</th></tr>')
     title = (f"{comparison_title(a)}: {fmt_signed_ms(a.get('delta'))}"
              f"{' — regression' if a.get('regression') else ''}")
     verdict = f'<p class="small">{e(a.get("verdict"))}</p>' if a.get("verdict") else ""

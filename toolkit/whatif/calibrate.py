@@ -115,9 +115,13 @@ class Calibration:
     preprocess_ms: np.ndarray = field(repr=False)
     postprocess_ms: np.ndarray = field(repr=False)
     notes: list[str] = field(default_factory=list)
+    prefill_tokens: str = "input_tokens"
+    """The prefill fit's token basis: ``computed_input_tokens`` (the prompt less its prefix-cache hits,
+    per_request's) where every fitted request had its cached count, else ``input_tokens``."""
 
-    def prefill_ms(self, input_tokens: np.ndarray | float, running: np.ndarray | float) -> np.ndarray:
-        return np.maximum(self.prefill.predict(input_tokens=input_tokens, running=running), 0.0)
+    def prefill_ms(self, tokens: np.ndarray | float, running: np.ndarray | float) -> np.ndarray:
+        """A prefill step's ms for ``tokens`` of the fit's basis (``prefill_tokens``) and ``running``."""
+        return np.maximum(self.prefill.predict(**{self.prefill_tokens: tokens, "running": running}), 0.0)
 
     @property
     def prefill_steps(self) -> bool:
@@ -135,9 +139,10 @@ class Calibration:
 
         return {
             "model": self.model, "replicas": self.replicas, "requests": self.requests,
-            "prefill": {"formula": "prefill step ms = intercept + input_tokens * b + running * c (input_tokens of "
-                                   "every request the step prefills; fitted on requests prefilled alone)",
-                        **self.prefill.to_json()},
+            "prefill": {"formula": f"prefill step ms = intercept + {self.prefill_tokens} * b + running * c "
+                                   f"({self.prefill_tokens} of every request the step prefills; fitted on requests "
+                                   "prefilled alone)",
+                        "tokens": self.prefill_tokens, **self.prefill.to_json()},
             "decode_step": {"formula": "step_ms = intercept + running * e (fitted with prefill_holds_decode: TPOT = "
                                        "step_ms + prefill_holds_decode * prefill stall per token)",
                             **self.decode.to_json()},
@@ -149,7 +154,8 @@ class Calibration:
         }
 
 
-INPUT_COLUMNS = ("model, replica, epoch_us(ts_arrival) AS a_us, input_tokens, output_tokens, preprocess_ms, "
+INPUT_COLUMNS = ("model, replica, epoch_us(ts_arrival) AS a_us, input_tokens, computed_input_tokens, output_tokens, "
+                 "preprocess_ms, "
                  "queue_ms, prefill_ms, decode_ms, postprocess_ms, ttft_ms, tpot_ms, e2e_ms, "
                  "running_at_schedule, running_during_decode, prefill_overlap_ms, prefill_stall_per_token_ms")
 PREFILL_ALONE_MIN = 3
@@ -230,7 +236,8 @@ def calibrate(inputs: dict[str, np.ndarray], model: str | None = None) -> Calibr
     else:
         notes.append(f"only {int(alone.sum())} requests were prefilled alone: the prefill is fitted on every request, "
                      "so steps shared by several prefills count for each of them")
-    prefill = fit_linear("prefill_ms", pre[ok], {"input_tokens": inp[ok], "running": run_s[ok]})
+    basis, tokens = _prefill_basis(inputs, ok, notes)
+    prefill = fit_linear("prefill_ms", pre[ok], {basis: tokens[ok], "running": run_s[ok]})
     tpot, run_d = _floats(inputs["tpot_ms"]), _floats(inputs["running_during_decode"])
     stall = np.nan_to_num(_floats(inputs["prefill_stall_per_token_ms"]))
     okd = np.isfinite(tpot) & np.isfinite(run_d)
@@ -271,8 +278,21 @@ def calibrate(inputs: dict[str, np.ndarray], model: str | None = None) -> Calibr
         model=model, replicas=max(1, replicas), requests=n, prefill=prefill, decode=decode,
         max_num_seqs=max(1, limit), limit_reached=limit_reached, prefill_holds_decode=float(holds),
         preprocess_ms=_finite(inputs["preprocess_ms"]), postprocess_ms=_finite(inputs["postprocess_ms"]),
-        notes=notes,
+        notes=notes, prefill_tokens=basis,
     )
+
+
+def _prefill_basis(inputs: dict[str, np.ndarray], rows: np.ndarray, notes: list[str]) -> tuple[str, np.ndarray]:
+    """The prefill fit's token count: the computed prompt tokens (whatif_inputs, from per_request) when
+    every fitted request has one (a prefix-cache hit skips the prefill of its cached tokens, so a fit
+    on prompt tokens would charge hits as misses and miss-heavy windows as cheap), else the prompt's."""
+    computed = _floats(inputs["computed_input_tokens"]) if "computed_input_tokens" in inputs else None
+    if computed is not None and rows.any() and np.isfinite(computed[rows]).all():
+        return "computed_input_tokens", computed
+    if computed is not None and np.isfinite(computed[rows]).any():
+        notes.append(f"{int((~np.isfinite(computed[rows])).sum())} of {int(rows.sum())} requests have no cached-token "
+                     "count: prefill is fitted on prompt tokens, prefix-cache hits included")
+    return "input_tokens", _floats(inputs["input_tokens"])
 
 
 REPLICA_BUCKET_US = 60_000_000

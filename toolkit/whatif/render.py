@@ -56,7 +56,8 @@ def calibration_lines(cal: dict) -> list[str]:
 
     return [
         f"calibration: {cal['requests']} requests, {cal['replicas']} replica(s), model {cal['model'] or '(unnamed)'}",
-        f"  prefill step_ms = {p['intercept_ms']:.2f} + {p['coef_ms']['input_tokens']:.4f} x input_tokens + "
+        f"  prefill step_ms = {p['intercept_ms']:.2f} + {p['coef_ms'][p.get('tokens', 'input_tokens')]:.4f} x "
+        f"{p.get('tokens', 'input_tokens')} + "
         f"{p['coef_ms']['running']:.2f} x running   (R² {r2(p['r2'])}, |residual| p95 {fmt_ms(p['abs_residual_ms']['p95'])})",
         f"  decode step_ms = {d['intercept_ms']:.2f} + {d['coef_ms']['running']:.3f} x running   "
         f"(R² {r2(d['r2'])}, |residual| p95 {fmt_ms(d['abs_residual_ms']['p95'])})",

@@ -166,12 +166,14 @@ def _arrivals(tbl: pa.Table) -> Arrivals:
     for x in (inp, out):
         fill = np.nanmedian(x) if np.isfinite(x).any() else 1.0
         x[~np.isfinite(x)] = fill
-    # each request's own preprocess / postprocess, through stages (null where a boundary is missing)
+    # each request's own preprocess / postprocess (null where a boundary is missing) and computed
+    # prompt tokens (null where the cached count is unknown), through per_request
     con = _over(tbl, objectives())
-    pre, post = (np.asarray(c, dtype=float) for c in zip(*con.execute(
-        "SELECT coalesce(preprocess_ms, 'NaN'), coalesce(postprocess_ms, 'NaN') FROM stages ORDER BY ts_arrival, "
-        "request_id, span_id").fetchall(), strict=True)) if tbl.num_rows else (np.array([]), np.array([]))
-    return Arrivals(a.astype(np.int64), inp, out, pre, post)
+    pre, post, computed = (np.asarray(c, dtype=float) for c in zip(*con.execute(
+        "SELECT coalesce(preprocess_ms, 'NaN'), coalesce(postprocess_ms, 'NaN'), "
+        "coalesce(CAST(computed_input_tokens AS DOUBLE), 'NaN') FROM per_request ORDER BY ts_arrival, "
+        "request_id, span_id").fetchall(), strict=True)) if tbl.num_rows else (np.array([]),) * 3
+    return Arrivals(a.astype(np.int64), inp, out, pre, post, computed)
 
 
 def _connect(dataset: str | Path, filters: dict[str, str] | None) -> duckdb.DuckDBPyConnection:

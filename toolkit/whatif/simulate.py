@@ -50,13 +50,22 @@ class Arrivals:
     output_tokens: np.ndarray
     preprocess_ms: np.ndarray | None = None
     postprocess_ms: np.ndarray | None = None
+    computed_tokens: np.ndarray | None = None  # per_request's computed_input_tokens (NaN: cached count unknown)
 
     def take(self, idx: np.ndarray, a_us: np.ndarray | None = None) -> Arrivals:
         def pick(x: np.ndarray | None) -> np.ndarray | None:
             return None if x is None else x[idx]
 
         return Arrivals(self.a_us[idx] if a_us is None else a_us, self.input_tokens[idx], self.output_tokens[idx],
-                        pick(self.preprocess_ms), pick(self.postprocess_ms))
+                        pick(self.preprocess_ms), pick(self.postprocess_ms), pick(self.computed_tokens))
+
+    def prefill_tokens(self, basis: str) -> np.ndarray:
+        """Each request's tokens on a prefill fit's basis: its computed tokens for a fit on them (the
+        prompt where the count is unknown: a full prefill), else its prompt tokens."""
+        inp = np.nan_to_num(self.input_tokens.astype(float))
+        if basis != "computed_input_tokens" or self.computed_tokens is None:
+            return inp
+        return np.where(np.isfinite(self.computed_tokens), self.computed_tokens, inp)
 
     def __len__(self) -> int:
         return len(self.a_us)
@@ -209,10 +218,10 @@ def simulate(arr: Arrivals, cal: Calibration, replicas: int, max_num_seqs: int, 
     t0 = int(arr.a_us[0]) if n else 0
     a_ms = (arr.a_us - t0) / 1e3
     q_ms = a_ms + pre
-    inp = np.nan_to_num(arr.input_tokens.astype(float))
+    inp = arr.prefill_tokens(cal.prefill_tokens)
     out = np.maximum(np.nan_to_num(arr.output_tokens.astype(float)), 1).astype(np.int64)
     out_list = out.tolist()
-    token_cost = (cal.prefill.coef.get("input_tokens", 0.0) * inp).tolist()
+    token_cost = (cal.prefill.coef.get(cal.prefill_tokens, 0.0) * inp).tolist()
     # plain lists inside the event loop: indexing a numpy array from Python is several times slower
     s, f, last = [0.0] * n, [0.0] * n, [0.0] * n
     reps = [_Replica(max_num_seqs, cal, token_cost, out_list, s, f, last) for _ in range(replicas)]
