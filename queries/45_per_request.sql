@@ -8,11 +8,14 @@
 --   $tpot_slo_ms DOUBLE = 100  TPOT objective: tpot_ms <= this
 -- columns:
 --   request_id: id; as the source gave it
---   preprocess_ms: ms; arrival -> queued (null when either boundary is missing)
+--   preprocess_ms: ms; arrival (the router's hand-off where recorded) -> queued (null when either boundary is missing)
 --   queue_ms: ms; queued -> scheduled (null when either boundary is missing)
---   prefill_ms: ms; scheduled -> first token (null when either boundary is missing)
+--   prefill_ms: ms; scheduled -> first token, or -> prefill done on a disaggregated request (null when either boundary is missing)
 --   decode_ms: ms; first token -> last token (null when either boundary is missing)
 --   postprocess_ms: ms; last token -> end (null when either boundary is missing)
+--   route_ms: ms; arrival -> the router's hand-off to the worker (null without ts_routed)
+--   kv_transfer_ms: ms; prefill done -> the decode worker holds the KV cache (null unless both are recorded)
+--   decode_queue_ms: ms; the decode worker holds the KV cache -> first token out (null unless both are recorded)
 --   ttft_ms: ms; first token - arrival at the row's vantage (null without a first token)
 --   tpot_ms: ms/token; (last token - first token) / (output_tokens - 1), first token excluded; when the last token is missing, (end - first token) / (output_tokens - 1) and tpot_basis says so; null when output_tokens <= 1 or no first token
 --   e2e_ms: ms; end - arrival
@@ -20,6 +23,8 @@
 --   composite1_ms: ms; its duration, the same value as stage_ms holds for it
 --   composite2_name: name; the second composite stage, when two boundaries apart are missing ('preprocess+queue' then 'decode+postprocess'), else null
 --   composite2_ms: ms; its duration, the same value as stage_ms holds for it
+--   composite3_name: name; the third composite stage, possible only on a routed or disaggregated record with three runs of boundaries missing, else null
+--   composite3_ms: ms; its duration, the same value as stage_ms holds for it
 --   span_id: id; the span, for span formats
 --   trace_id: id; the turn / agent run the call belongs to
 --   model: name; model

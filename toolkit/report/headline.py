@@ -16,6 +16,10 @@ HINTS = {
     "uplink": "the network or client between the caller and the service",
     "gateway": "the gateway in front of the model server",
     "delivery": "the stream back to the client (network, proxies buffering the stream)",
+    "route": "the router: its scoring (KV-aware or prefix-cache scorers, endpoint picking) and its queue",
+    "kv_transfer": ("the KV-cache transfer from prefill to decode workers: the transfer backend (NIXL, Mooncake, "
+                    "LMCache), the network between the prefill and decode pools, the P:D ratio"),
+    "decode_queue": "the decode workers' wait for a slot after the KV arrived: decode-pool capacity, the P:D ratio",
 }
 RATE_HINTS = {
     "prefill": ("prompt length: customers sent longer prompts (mix), the system is not slower",
