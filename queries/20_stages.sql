@@ -16,6 +16,8 @@
 --   ttft_ms: ms; first token - arrival at the row's vantage (null without a first token)
 --   tpot_ms: ms/token; (last token - first token) / (output_tokens - 1), first token excluded; when the last token is missing, (end - first token) / (output_tokens - 1) and tpot_basis says so; null when output_tokens <= 1 or no first token
 --   e2e_ms: ms; end - arrival
+--   prefill_ttft_ms: ms; the prefill worker's first token - arrival: prefill done - arrival on a disaggregated request (Dynamo's own ttft_ms), ttft_ms on one worker (null when unknown)
+--   handoff_ms: ms; prefill done -> first token out of the decode worker: the hop between the workers, kv_transfer + decode_queue or the composite of them (null on one worker)
 --   composite1_name: name; the row's first composite stage in boundary order ('decode+postprocess'), null when every boundary is known
 --   composite1_ms: ms; its duration, the same value as stage_ms holds for it
 --   composite2_name: name; the second composite stage, when two boundaries apart are missing ('preprocess+queue' then 'decode+postprocess'), else null
@@ -26,7 +28,8 @@
 --   trace_id: id; the turn / agent run the call belongs to
 --   model: name; model
 --   service: name; service
---   replica: name; replica
+--   replica: name; replica (in disaggregated serving the decode worker)
+--   prefill_replica: name; the prefill worker in disaggregated serving (the same as replica on one worker; null where not recorded)
 --   tenant: name; tenant
 --   status: name; ok, error, aborted, timeout
 --   source_format: name; importer that read the row
@@ -45,6 +48,7 @@
 --   derived: list of names; boundaries computed rather than read
 --   counted: bool; this row is the record its call is counted by in turns, load and metrics (see _bounds)
 --   in_load: bool; counted and on the dataset's main clock: the rows load and the busy/quiet periods are made of (see _bounds)
+--   hop: bool; a routed or disaggregated record: ts_routed, ts_prefill_done or ts_kv_ready is known (its stages come from _bounds' segments)
 --
 -- Column order: what a person reads first comes first (the request's id, its stage milliseconds,
 -- then TTFT, TPOT and e2e), so `SELECT * FROM stages` in an 80-column terminal shows stages, not
@@ -84,21 +88,23 @@ SELECT
     (f_us - a_us) / 1e3 AS ttft_ms,
     CASE WHEN decode_tokens > 0 THEN (coalesce(l_us, e_us) - f_us) / 1e3 / nullif(decode_tokens, 0) END AS tpot_ms,
     (e_us - a_us) / 1e3 AS e2e_ms,
+    (CASE WHEN p_us IS NOT NULL THEN p_us WHEN k_us IS NULL THEN f_us END - a_us) / 1e3 AS prefill_ttft_ms,
+    (f_us - p_us) / 1e3 AS handoff_ms,
     CAST(composites.name1 AS ENUM(
-        'decode+postprocess', 'prefill+decode', 'prefill+decode+postprocess', 'preprocess+queue',
-        'preprocess+queue+prefill', 'preprocess+queue+prefill+decode', 'preprocess+queue+prefill+decode+postprocess',
-        'queue+prefill', 'queue+prefill+decode', 'queue+prefill+decode+postprocess',
-        'prefill+kv_transfer', 'queue+prefill+kv_transfer', 'preprocess+queue+prefill+kv_transfer',
-        'kv_transfer+decode_queue', 'kv_transfer+decode_queue+decode', 'kv_transfer+decode_queue+decode+postprocess',
-        'decode_queue+decode', 'decode_queue+decode+postprocess')) AS composite1_name,
+        'decode+postprocess', 'decode_queue+decode', 'decode_queue+decode+postprocess', 'kv_transfer+decode_queue',
+        'kv_transfer+decode_queue+decode', 'kv_transfer+decode_queue+decode+postprocess', 'prefill+decode',
+        'prefill+decode+postprocess', 'prefill+kv_transfer', 'preprocess+queue', 'preprocess+queue+prefill',
+        'preprocess+queue+prefill+decode', 'preprocess+queue+prefill+decode+postprocess',
+        'preprocess+queue+prefill+kv_transfer', 'queue+prefill', 'queue+prefill+decode',
+        'queue+prefill+decode+postprocess', 'queue+prefill+kv_transfer')) AS composite1_name,
     composites.ms1 AS composite1_ms,
     CAST(composites.name2 AS ENUM(
-        'decode+postprocess', 'prefill+decode', 'prefill+decode+postprocess', 'preprocess+queue',
-        'preprocess+queue+prefill', 'preprocess+queue+prefill+decode', 'preprocess+queue+prefill+decode+postprocess',
-        'queue+prefill', 'queue+prefill+decode', 'queue+prefill+decode+postprocess',
-        'prefill+kv_transfer', 'queue+prefill+kv_transfer', 'preprocess+queue+prefill+kv_transfer',
-        'kv_transfer+decode_queue', 'kv_transfer+decode_queue+decode', 'kv_transfer+decode_queue+decode+postprocess',
-        'decode_queue+decode', 'decode_queue+decode+postprocess')) AS composite2_name,
+        'decode+postprocess', 'decode_queue+decode', 'decode_queue+decode+postprocess', 'kv_transfer+decode_queue',
+        'kv_transfer+decode_queue+decode', 'kv_transfer+decode_queue+decode+postprocess', 'prefill+decode',
+        'prefill+decode+postprocess', 'prefill+kv_transfer', 'preprocess+queue', 'preprocess+queue+prefill',
+        'preprocess+queue+prefill+decode', 'preprocess+queue+prefill+decode+postprocess',
+        'preprocess+queue+prefill+kv_transfer', 'queue+prefill', 'queue+prefill+decode',
+        'queue+prefill+decode+postprocess', 'queue+prefill+kv_transfer')) AS composite2_name,
     composites.ms2 AS composite2_ms,
     -- plain text: only a routed or disaggregated record can have a third (null on every other row)
     CASE WHEN hop THEN hop_composites[3].stage END AS composite3_name,
@@ -108,6 +114,7 @@ SELECT
     model,
     service,
     replica,
+    prefill_replica,
     tenant,
     status,
     source_format,
@@ -126,7 +133,8 @@ SELECT
     itl_ms,
     derived,
     counted,
-    in_load
+    in_load,
+    hop
 FROM (
     SELECT
         *,

@@ -19,6 +19,8 @@
 --   ttft_ms: ms; first token - arrival at the row's vantage (null without a first token)
 --   tpot_ms: ms/token; (last token - first token) / (output_tokens - 1), first token excluded; when the last token is missing, (end - first token) / (output_tokens - 1) and tpot_basis says so; null when output_tokens <= 1 or no first token
 --   e2e_ms: ms; end - arrival
+--   prefill_ttft_ms: ms; the prefill worker's first token - arrival: prefill done - arrival on a disaggregated request (Dynamo's own ttft_ms), ttft_ms on one worker (null when unknown)
+--   handoff_ms: ms; prefill done -> first token out of the decode worker: the hop between the workers, kv_transfer + decode_queue or the composite of them (null on one worker)
 --   composite1_name: name; the row's first composite stage in boundary order ('decode+postprocess'), null when every boundary is known
 --   composite1_ms: ms; its duration, the same value as stage_ms holds for it
 --   composite2_name: name; the second composite stage, when two boundaries apart are missing ('preprocess+queue' then 'decode+postprocess'), else null
@@ -29,7 +31,8 @@
 --   trace_id: id; the turn / agent run the call belongs to
 --   model: name; model
 --   service: name; service
---   replica: name; replica
+--   replica: name; replica (in disaggregated serving the decode worker)
+--   prefill_replica: name; the prefill worker in disaggregated serving (the same as replica on one worker; null where not recorded)
 --   tenant: name; tenant
 --   status: name; ok, error, aborted, timeout
 --   source_format: name; importer that read the row
@@ -48,10 +51,11 @@
 --   derived: list of names; boundaries computed rather than read
 --   counted: bool; this row is the record its call is counted by in turns, load and metrics (see _bounds)
 --   in_load: bool; counted and on the dataset's main clock: the rows load and the busy/quiet periods are made of (see _bounds)
+--   hop: bool; a routed or disaggregated record: ts_routed, ts_prefill_done or ts_kv_ready is known (its stages come from _bounds' segments)
 --   period: name; busy or quiet: whether the request arrived in a busy bucket of load (null for rows off the main clock, which load leaves out)
 --   good: bool; status ok (or unknown), ttft_ms <= $ttft_slo_ms and tpot_ms <= $tpot_slo_ms (a reply of one token has no TPOT and meets that objective); null when the request has no TTFT and cannot be judged
 --
--- The columns up to in_load are those of stages, unchanged (defined there).
+-- The columns up to hop are those of stages, unchanged (defined there).
 -- Why one view: every number a report, compare or attribution prints about a request is defined
 -- here or in the views it reads (stages for the stages, TTFT, TPOT and e2e; _bucket_load for the
 -- busy buckets), so the Python side and an analyst's SQL cannot disagree. Python reads these

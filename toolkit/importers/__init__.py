@@ -8,6 +8,7 @@ from toolkit.importers import (
     aiperf,
     azure_llm,
     burstgpt,
+    dynamo,
     genai_perf,
     guidellm,
     langfuse,
@@ -32,6 +33,7 @@ REGISTRY: dict[str, Importer] = {imp.name: imp for imp in (
     sglang.IMPORTER,
     sglang_timing.IMPORTER,  # /generate responses with --enable-metrics timing
     ollama.IMPORTER,  # /api/generate and /api/chat responses
+    dynamo.IMPORTER,  # Dynamo's request trace records (and tool events)
     otlp.IMPORTER,  # before vllm-otlp: a file with agent and vLLM spans is read whole by otlp
     vllm_otlp.IMPORTER,
     litellm.IMPORTER,
