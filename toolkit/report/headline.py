@@ -20,6 +20,9 @@ HINTS = {
     "kv_transfer": ("the KV-cache transfer from prefill to decode workers: the transfer backend (NIXL, Mooncake, "
                     "LMCache), the network between the prefill and decode pools, the P:D ratio"),
     "decode_queue": "the decode workers' wait for a slot after the KV arrived: decode-pool capacity, the P:D ratio",
+    # Dynamo's kv_transfer_estimated_latency_ms: the transfer and the decode worker's first step, one stage
+    "kv_transfer+decode_queue": ("the hand-off from prefill to decode workers: the transfer backend (NIXL, Mooncake, "
+                                 "LMCache), the network between the prefill and decode pools, the P:D ratio"),
 }
 RATE_HINTS = {
     "prefill": ("prompt length: customers sent longer prompts (mix), the system is not slower",
@@ -84,6 +87,8 @@ def verdict(entry: dict, context: str, tail_name: str) -> str:
     elif "+" in driver:
         text += (f" → the source records no boundary inside {driver}, so it cannot say which of "
                  f"{' or '.join(driver.split('+'))} grew.")
+        if driver in HINTS:  # a composite some sources always give (Dynamo's hand-off): where to look anyway
+            text += f" Look at {HINTS[driver]}."
     else:
         text += f" → look at {HINTS.get(driver, driver)}."
     unchanged = [s for s, e in entry["effects"].items()
