@@ -55,11 +55,17 @@ def spans_sql() -> str:
     ``ended_at_unix_ms`` else the record's ``event_time_unix_ms``; the start ``started_at_unix_ms``
     else the end less ``duration_ms`` (what Dynamo's Perfetto converter does too). The status:
     ``error`` (or a ``tool_error`` record) is error, ``cancelled`` aborted, the rest ok."""
-    raw = {"started": "$.tool.started_at_unix_ms", "ended": "$.tool.ended_at_unix_ms",
-           "duration": "$.tool.duration_ms", "event_ms": "$.event_time_unix_ms"}
+    raw = {
+        "started": "$.tool.started_at_unix_ms",
+        "ended": "$.tool.ended_at_unix_ms",
+        "duration": "$.tool.duration_ms",
+        "event_ms": "$.event_time_unix_ms",
+    }
     reads = ", ".join(f"json_extract(ev, '{path}') AS {k}" for k, path in raw.items())
-    bad = " ".join(f"WHEN {k} IS NOT NULL AND {_ms_to_us(k)} IS NULL THEN '{path[2:]} is not a number'"
-                   for k, path in raw.items())
+    bad = " ".join(
+        f"WHEN {k} IS NOT NULL AND {_ms_to_us(k)} IS NULL THEN '{path[2:]} is not a number'"
+        for k, path in raw.items()
+    )
     return f"""
 WITH p AS (
     SELECT ln, TRY_CAST(line AS JSON) AS j FROM lines
@@ -79,20 +85,20 @@ WITH p AS (
     FROM e
 ), c AS (
     SELECT *, CASE {bad} END AS bad,
-        coalesce({_ms_to_us('ended')}, {_ms_to_us('event_ms')}) AS t_end
+        coalesce({_ms_to_us("ended")}, {_ms_to_us("event_ms")}) AS t_end
     FROM t WHERE event_type IN ('tool_end', 'tool_error')
 )
 SELECT ln, 'record' AS row_kind,
     CASE WHEN span_id IS NULL THEN 'missing-field' WHEN bad IS NOT NULL THEN 'bad-type'
-         WHEN t_end IS NULL OR coalesce({_ms_to_us('started')}, t_end - {_ms_to_us('duration')}) IS NULL
+         WHEN t_end IS NULL OR coalesce({_ms_to_us("started")}, t_end - {_ms_to_us("duration")}) IS NULL
          THEN 'missing-field' END AS reason_code,
     CASE WHEN span_id IS NULL THEN 'tool.tool_call_id is missing' WHEN bad IS NOT NULL THEN bad
          WHEN t_end IS NULL THEN 'tool.ended_at_unix_ms and event_time_unix_ms are missing'
-         WHEN coalesce({_ms_to_us('started')}, t_end - {_ms_to_us('duration')}) IS NULL
+         WHEN coalesce({_ms_to_us("started")}, t_end - {_ms_to_us("duration")}) IS NULL
          THEN 'tool.started_at_unix_ms and tool.duration_ms are missing' END AS reason_detail,
     trace_id, span_id, CAST(NULL AS VARCHAR) AS parent_span_id, CAST(NULL AS VARCHAR) AS request_id,
     'tool' AS kind, name,
-    coalesce({_ms_to_us('started')}, t_end - {_ms_to_us('duration')}) AS ts_start,
+    coalesce({_ms_to_us("started")}, t_end - {_ms_to_us("duration")}) AS ts_start,
     t_end AS ts_end,
     CASE WHEN event_type = 'tool_error' OR status_raw IN ('error', 'failed') THEN 'error'
          WHEN status_raw IN ('cancelled', 'canceled', 'timeout') THEN 'aborted' ELSE 'ok' END AS status
@@ -108,5 +114,6 @@ def _with_spans(imp: Importer) -> Importer:
 _SPEC_IMPORTER = spec_importer(NAME, "server", None, sniff, SPEC)
 _spec_bind = _SPEC_IMPORTER.bind
 assert _spec_bind is not None
-IMPORTER = replace(_with_spans(_SPEC_IMPORTER),
-                   bind=lambda imp, src, options: _with_spans(_spec_bind(imp, src, options)))
+IMPORTER = replace(
+    _with_spans(_SPEC_IMPORTER), bind=lambda imp, src, options: _with_spans(_spec_bind(imp, src, options))
+)
