@@ -264,9 +264,12 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         return name
 
     def cum_col(col: str) -> str:
-        """``cumulative(col)``: an arrival from the durations before (compile_clock.py), ``k<i>``."""
-        name = f"k{rd.index.get(col, len(rd.index))}"
-        dur = dur_col(col)
+        """``cumulative(col)``: an arrival from the durations before (compile_clock.py), ``k<i>``;
+        ``cumulative(a + b)``: of the sum of several (a missing one adds nothing)."""
+        parts = [p.strip() for p in col.split(" + ")]
+        name = f"k{rd.index.get(parts[0], len(rd.index))}" + (f"_{len(parts)}" if len(parts) > 1 else "")
+        durs = [dur_col(p) for p in parts]
+        dur = durs[0] if len(durs) == 1 else "(" + " + ".join(f"coalesce({d}, 0)" for d in durs) + ")"
         if name not in seen_conv:
             seen_conv.add(name)
             cums.append(cumulative_sql(dur, zero, name))
