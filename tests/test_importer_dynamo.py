@@ -1,7 +1,7 @@
 """NVIDIA Dynamo's request trace records (docs/formats/dynamo.md): one spec
 (toolkit/importers/specs/dynamo.toml) and the tool spans' SQL (toolkit/importers/dynamo.py).
 
-The sample is built from Dynamo's own examples (docs/agents/agent-tracing.md's request_end and
+The sample is built from Dynamo's own examples (its agent-tracing page's request_end and
 tool_end records, agent-context.md's record, the request trace's rows), so its exact boundaries
 are those pages' numbers. Then the two incidents of a disaggregated deployment: the KV hand-off
 growing on half of the decode workers (the driver is the hand-off, the prefill side unchanged)
