@@ -10,12 +10,12 @@
 --   prefill_ms: ms; scheduled -> first token, or -> prefill done on a disaggregated request (null when either boundary is missing)
 --   decode_ms: ms; first token -> last token (null when either boundary is missing)
 --   postprocess_ms: ms; last token -> end (null when either boundary is missing)
---   route_ms: ms; arrival -> the router's hand-off to the worker (null without ts_routed)
---   kv_transfer_ms: ms; prefill done -> the decode worker holds the KV cache (null unless both are recorded)
---   decode_queue_ms: ms; the decode worker holds the KV cache -> first token out (null unless both are recorded)
 --   ttft_ms: ms; first token - arrival at the row's vantage (null without a first token)
 --   tpot_ms: ms/token; (last token - first token) / (output_tokens - 1), first token excluded; when the last token is missing, (end - first token) / (output_tokens - 1) and tpot_basis says so; null when output_tokens <= 1 or no first token
 --   e2e_ms: ms; end - arrival
+--   route_ms: ms; arrival -> the router's hand-off to the worker (null without ts_routed)
+--   kv_transfer_ms: ms; prefill done -> the decode worker holds the KV cache (null unless both are recorded)
+--   decode_queue_ms: ms; the decode worker holds the KV cache -> first token out (null unless both are recorded)
 --   prefill_ttft_ms: ms; the prefill worker's first token - arrival: prefill done - arrival on a disaggregated request (Dynamo's own ttft_ms), ttft_ms on one worker (null when unknown)
 --   handoff_ms: ms; prefill done -> first token out of the decode worker: the hop between the workers, kv_transfer + decode_queue or the composite of them (null on one worker)
 --   composite1_name: name; the row's first composite stage in boundary order ('decode+postprocess'), null when every boundary is known
@@ -82,12 +82,12 @@ SELECT
     prefill_ms,
     decode_ms,
     postprocess_ms,
-    route_ms,
-    kv_transfer_ms,
-    decode_queue_ms,
     (f_us - a_us) / 1e3 AS ttft_ms,
     CASE WHEN decode_tokens > 0 THEN (coalesce(l_us, e_us) - f_us) / 1e3 / nullif(decode_tokens, 0) END AS tpot_ms,
     (e_us - a_us) / 1e3 AS e2e_ms,
+    route_ms,
+    kv_transfer_ms,
+    decode_queue_ms,
     (CASE WHEN p_us IS NOT NULL THEN p_us WHEN k_us IS NULL THEN f_us END - a_us) / 1e3 AS prefill_ttft_ms,
     (f_us - p_us) / 1e3 AS handoff_ms,
     CAST(composites.name1 AS ENUM(
