@@ -100,3 +100,41 @@ def test_cumulative_of_a_sum_needs_durations(tmp_path: Path) -> None:
     )
     with pytest.raises(MappingError, match="a running sum of a duration column"):
         load(p)
+
+
+def test_a_dataset_written_before_the_new_columns_still_binds(tmp_path: Path) -> None:
+    """Parquet written before ts_routed, ts_prefill_done, ts_kv_ready and prefill_replica joined the
+    schema: the views read those columns as null (queries._added_since) instead of failing to bind."""
+    from datetime import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from toolkit import schema
+
+    part = tmp_path / "old" / "requests" / "date=2026-11-30"
+    part.mkdir(parents=True)
+    t0 = datetime(2026, 11, 30, 12)
+    old = pa.table(
+        {
+            "request_id": ["r1"],
+            "source_format": ["x"],
+            "vantage": ["server"],
+            "ts_arrival": pa.array([t0], pa.timestamp("us")),
+            "ts_first_token": pa.array([t0.replace(second=1)], pa.timestamp("us")),
+            "ts_end": pa.array([t0.replace(second=3)], pa.timestamp("us")),
+            "derived": pa.array([[]], pa.list_(pa.string())),
+            "clock": ["wall"],
+            "source_file": ["f"],
+            "source_line": [1],
+        }
+    )
+    pq.write_table(old, part / "x.parquet")
+    (tmp_path / "old" / "manifest.json").write_text(
+        json.dumps({"schema_version": schema.version(), "imports": []})
+    )
+    con = queries.connect(tmp_path / "old")
+    assert con.sql("SELECT stage_names, hop, prefill_replica FROM stages").fetchall() == [
+        (["preprocess+queue+prefill", "decode+postprocess"], False, None)
+    ]
+    assert con.sql("SELECT count(*) FROM hops").fetchall() == [(0,)]
