@@ -47,7 +47,7 @@ WIDTHS = (1400, 700)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--hide-scrollbars", "--host-resolver-rules=MAP * ~NOTFOUND"]
-N_CHARTS = 6
+N_CHARTS = 7  # the load-over-time chart beside latency
 
 
 def chromium(tmp: Path, name: str, *args: str) -> subprocess.CompletedProcess:
@@ -197,11 +197,14 @@ def pages(tmp_path_factory) -> dict:
 
     tmp = tmp_path_factory.mktemp("pages")
     OUT.mkdir(parents=True, exist_ok=True)
+    from tests.test_history import synthetic
     from tests.test_whatif_page import whatif_result
+    from toolkit.history.render import render_html as render_history
     from toolkit.whatif.render import render_html as render_whatif
 
     html = {"report": render_html(make_report()), "compare": render_compare(compare_result(tmp)),
-            "whatif": render_whatif(whatif_result(tmp))}
+            "whatif": render_whatif(whatif_result(tmp)),
+            "history": render_history(synthetic(3, creep=0.05, outlier=20, skip=(15, 16)))}
     out: dict = {}
     for name, text in html.items():
         page = tmp / f"{name}.html"
@@ -226,7 +229,7 @@ def pages(tmp_path_factory) -> dict:
     return out
 
 
-KEYS = [f"{p}-{w}" for p in ("report", "compare", "whatif") for w in WIDTHS]
+KEYS = [f"{p}-{w}" for p in ("report", "compare", "whatif", "history") for w in WIDTHS]
 
 
 @pytest.mark.parametrize("key", KEYS)

@@ -3,7 +3,7 @@
 One Typer application (``_app.py``: exit codes, help style, the checks every command runs first)
 and one module per group of commands, each registering its commands on it when imported:
 ``ingest.py`` (import, formats, schema), ``query.py`` (sql), ``analyze.py`` (report, compare),
-``live.py`` (collect, replay, whatif, demo). Exit codes: ``EXIT_CODES``, which ``--help`` prints and
+``history.py`` (history), ``live.py`` (collect, replay, whatif, demo). Exit codes: ``EXIT_CODES``, which ``--help`` prints and
 docs/command-line.md repeats (tests/test_cli_errors.py checks all three agree). Fast start: no module here
 imports DuckDB, pyarrow, polars or altair at import time (tests/test_fast_start.py).
 """
@@ -15,7 +15,7 @@ from toolkit._process import BLAS_THREADS, command_process
 
 # isort: off
 # Each module registers its commands on app when imported; this order is --help's order.
-from toolkit.cli import ingest, query, analyze, live  # noqa: F401
+from toolkit.cli import ingest, query, analyze, history, live  # noqa: F401
 # isort: on
 from toolkit.cli._app import (
     _RUN,
@@ -31,13 +31,14 @@ from toolkit.cli._app import (
     fail,
 )
 from toolkit.cli.analyze import compare_cmd, report_cmd
+from toolkit.cli.history import history_cmd
 from toolkit.cli.ingest import formats_cmd, import_cmd, schema_cmd
 from toolkit.cli.live import collect_cmd, demo_cmd, replay_cmd, whatif_cmd
 from toolkit.cli.query import sql_cmd
 
 __all__ = [
     "BLAS_THREADS", "EXIT_CODES", "EXIT_INPUT", "EXIT_NOT_COMPARED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_USAGE", "VERBOSITY",
-    "app", "collect_cmd", "compare_cmd", "demo_cmd", "fail", "formats_cmd", "import_cmd", "main", "replay_cmd",
+    "app", "collect_cmd", "compare_cmd", "demo_cmd", "fail", "formats_cmd", "history_cmd", "import_cmd", "main", "replay_cmd",
     "report_cmd", "schema_cmd", "sql_cmd", "whatif_cmd",
 ]
 

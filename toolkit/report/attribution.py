@@ -229,7 +229,7 @@ def family_stats(g: Group, specs: list[MetricSpec], stages: dict[str, list[str]]
 
 def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: dict[str, int],
                     specs: list[MetricSpec], stages: dict[str, list[str]], tail: float, where: str = "true",
-                    params: dict | None = None, quantiles: tuple[float, ...] = ()
+                    params: dict | None = None, quantiles: tuple[float, ...] = (), bootstrap: bool = True
                     ) -> dict[str, dict[str, tuple[GroupStats, GroupStats]]]:
     """Mean and tail statistics of several metrics of one view, for disjoint groups at once.
 
@@ -317,7 +317,8 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
     h = f"hash({', '.join(m_sql)}, {SEED})"
     picked = " OR ".join(
         f"({key} = $g_{gi}{f' AND {h} % {n_rows[label]} < {BOOT_ROWS}' if n_rows[label] > BOOT_ROWS else ''})"
-        for gi, label in enumerate(labels) if n_rows[label]) or "false"
+        for gi, label in enumerate(labels) if n_rows[label]) if bootstrap else ""
+    picked = picked or "false"
     # ordered by the values, not by the hash: a group taken whole then gets the same weights on the
     # same rows on any engine (Spark's hash is not DuckDB's), and rows alike in every column are
     # interchangeable, so their order among themselves changes nothing
@@ -333,7 +334,7 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
         row_tail = rows2.get(label)
         sample = samples[label]
         n_sample = len(sample.get("m0", []))
-        W_full = _boot_weights(n_sample, seed)  # shared by every metric of the family
+        W_full = _boot_weights(n_sample, seed) if bootstrap else np.zeros((BOOT_REPLICATES, 0), np.float32)
         out[label] = {}
         pos = 0
         for i, sp in enumerate(specs):

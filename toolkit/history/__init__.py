@@ -1,0 +1,1 @@
+"""History of nights (docs/history.md)."""
