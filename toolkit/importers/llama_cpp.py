@@ -21,7 +21,7 @@ from toolkit.importers.mapping import spec_importer
 from toolkit.importers.spec import Importer
 
 if TYPE_CHECKING:
-    from toolkit.ingest.sources import Source
+    from toolkit.inputs.sources import Source
 
 NAME = "llama-cpp"
 SPECS = Path(__file__).with_name("specs")
@@ -53,7 +53,7 @@ _NATIVE = spec_importer(NAME, "server", None, sniff, NATIVE_SPEC)
 def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
     """The OpenAI-compatible spec when the file's first response says when it was built, else the
     native one (a file of both kinds is read by its first: the others are quarantined there)."""
-    from toolkit.ingest.streams import head
+    from toolkit.inputs.streams import head
 
     first = next((r for line in head(src).splitlines() if (r := _response(line.strip())) is not None), None)
     chosen = _NATIVE if first is not None and "created" not in first else _WALL
