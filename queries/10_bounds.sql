@@ -6,6 +6,7 @@
 -- columns:
 --   *: as requests; every column of requests, unchanged
 --   a_us, q_us, s_us, f_us, l_us, e_us: us; ts_arrival .. ts_end as epoch microseconds (null where the boundary is missing)
+--   r_us, p_us, k_us: us; ts_routed, ts_prefill_done, ts_kv_ready as epoch microseconds (null where the source has no router or no KV hand-off, or did not record it)
 --   segments: list of {stage, t0, t1} (us); one entry per interval between consecutive known boundaries, named by the stages it covers joined with '+'
 --   counted: bool; true for the record a call is counted by (docs/stages.md): its finest record, i.e. every row that _links does not join to a record nearer the model (a client row joined to a gateway or server row, a gateway row joined to a server row are not counted)
 --   in_load: bool; counted and on the dataset's main clock (wall when any wall-clock row exists), so relative-clock rows never stretch the time axis
@@ -14,7 +15,11 @@
 -- Why segments: a missing boundary merges its two neighbouring stages into one composite
 -- (docs/stages.md), so each known boundary except ts_end starts exactly one segment that runs to the
 -- next known boundary. All arithmetic stays in integer microseconds so segments sum exactly to
--- e2e. `counted` keeps a call seen by a client, a gateway and a server from counting three times:
+-- e2e. The routed and disaggregated boundaries are optional (docs/stages.md): a row without
+-- ts_routed has no route stage (the time is preprocess's, as for a server no router fronts), a
+-- row with neither ts_prefill_done nor ts_kv_ready has no kv_transfer or decode_queue (prefill
+-- runs to the first token, as on one worker); a row with one of the two has all three stages
+-- of the hand-off, and the missing one makes a composite like any other. `counted` keeps a call seen by a client, a gateway and a server from counting three times:
 -- a row counts unless _links joins it to a record nearer the model (the upper record of a link), so
 -- whatever key joined them (trace, request id, time and tokens) the call counts once, through its
 -- finest record, and a client or gateway record whose call left no server record still counts.
@@ -31,8 +36,11 @@ WITH r AS (
     SELECT
         *,
         epoch_us(ts_arrival) AS a_us,
+        epoch_us(ts_routed) AS r_us,
         epoch_us(ts_queued) AS q_us,
         epoch_us(ts_scheduled) AS s_us,
+        epoch_us(ts_prefill_done) AS p_us,
+        epoch_us(ts_kv_ready) AS k_us,
         epoch_us(ts_first_token) AS f_us,
         epoch_us(ts_last_token) AS l_us,
         epoch_us(ts_end) AS e_us
@@ -61,26 +69,49 @@ main_clock AS (
 SELECT
     r.*,
     list_filter([
+        -- route: arrival -> the router's hand-off, only where the source records the hand-off
+        {'stage': CASE WHEN r_us IS NULL THEN NULL ELSE 'route' END, 't0': a_us, 't1': r_us},
+        -- then preprocess (and what is missing after it) from the hand-off, or from the arrival
         {'stage': CASE
             WHEN q_us IS NOT NULL THEN 'preprocess'
             WHEN s_us IS NOT NULL THEN 'preprocess+queue'
+            WHEN p_us IS NOT NULL THEN 'preprocess+queue+prefill'
+            WHEN k_us IS NOT NULL THEN 'preprocess+queue+prefill+kv_transfer'
             WHEN f_us IS NOT NULL THEN 'preprocess+queue+prefill'
             WHEN l_us IS NOT NULL THEN 'preprocess+queue+prefill+decode'
             ELSE 'preprocess+queue+prefill+decode+postprocess' END,
-         't0': a_us, 't1': coalesce(q_us, s_us, f_us, l_us, e_us)},
+         't0': coalesce(r_us, a_us), 't1': coalesce(q_us, s_us, p_us, k_us, f_us, l_us, e_us)},
         {'stage': CASE
             WHEN q_us IS NULL THEN NULL
             WHEN s_us IS NOT NULL THEN 'queue'
+            WHEN p_us IS NOT NULL THEN 'queue+prefill'
+            WHEN k_us IS NOT NULL THEN 'queue+prefill+kv_transfer'
             WHEN f_us IS NOT NULL THEN 'queue+prefill'
             WHEN l_us IS NOT NULL THEN 'queue+prefill+decode'
             ELSE 'queue+prefill+decode+postprocess' END,
-         't0': q_us, 't1': coalesce(s_us, f_us, l_us, e_us)},
+         't0': q_us, 't1': coalesce(s_us, p_us, k_us, f_us, l_us, e_us)},
         {'stage': CASE
             WHEN s_us IS NULL THEN NULL
+            WHEN p_us IS NOT NULL THEN 'prefill'
+            WHEN k_us IS NOT NULL THEN 'prefill+kv_transfer'
             WHEN f_us IS NOT NULL THEN 'prefill'
             WHEN l_us IS NOT NULL THEN 'prefill+decode'
             ELSE 'prefill+decode+postprocess' END,
-         't0': s_us, 't1': coalesce(f_us, l_us, e_us)},
+         't0': s_us, 't1': coalesce(p_us, k_us, f_us, l_us, e_us)},
+        -- the KV hand-off of a disaggregated request: prefill done -> the decode worker holds it
+        {'stage': CASE
+            WHEN p_us IS NULL THEN NULL
+            WHEN k_us IS NOT NULL THEN 'kv_transfer'
+            WHEN f_us IS NOT NULL THEN 'kv_transfer+decode_queue'
+            WHEN l_us IS NOT NULL THEN 'kv_transfer+decode_queue+decode'
+            ELSE 'kv_transfer+decode_queue+decode+postprocess' END,
+         't0': p_us, 't1': coalesce(k_us, f_us, l_us, e_us)},
+        {'stage': CASE
+            WHEN k_us IS NULL THEN NULL
+            WHEN f_us IS NOT NULL THEN 'decode_queue'
+            WHEN l_us IS NOT NULL THEN 'decode_queue+decode'
+            ELSE 'decode_queue+decode+postprocess' END,
+         't0': k_us, 't1': coalesce(f_us, l_us, e_us)},
         {'stage': CASE
             WHEN f_us IS NULL THEN NULL
             WHEN l_us IS NOT NULL THEN 'decode'

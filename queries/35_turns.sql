@@ -13,6 +13,9 @@
 --   prefill_ms: ms; time given to prefill (0 when none)
 --   decode_ms: ms; time given to decode (0 when none)
 --   postprocess_ms: ms; time given to postprocess (0 when none)
+--   route_ms: ms; time given to route (0 when none)
+--   kv_transfer_ms: ms; time given to kv_transfer (0 when none)
+--   decode_queue_ms: ms; time given to decode_queue (0 when none)
 --   tool_ms: ms; time with a tool span active and no model stage (0 when none)
 --   orchestration_ms: ms; time with no model stage and no tool active (0 when none)
 --   stage_ms: map stage -> ms; every stage that got time, composites included, summing exactly to turn_ms
@@ -20,8 +23,10 @@
 --   tool_calls: calls; spans with kind = 'tool'
 --
 -- Rule (docs/stages.md): every instant of the turn goes to one stage, by priority: fine model stages
--- (decode, prefill, queue, preprocess, postprocess), then composites (fewer covered stages first;
--- among equals, the one whose stages come first in that order), then tool, and instants with
+-- (decode, prefill, queue, preprocess, postprocess, then kv_transfer, route, decode_queue), then
+-- composites (fewer covered stages first; among equals, the smaller sum of their stages' ranks in
+-- that order, with kv_transfer 6, route 8, decode_queue 9: no two of the composites that can
+-- occur tie), then tool, and instants with
 -- nothing active are orchestration. Parallel model calls or parallel tool calls over one instant
 -- count it once. uplink/gateway/delivery come from the calls view (not built yet) and would rank
 -- between composites and tool.
@@ -52,11 +57,17 @@ ranked_segs AS (
         CASE seg.stage
             WHEN 'decode' THEN 101 WHEN 'prefill' THEN 102 WHEN 'queue' THEN 103
             WHEN 'preprocess' THEN 104 WHEN 'postprocess' THEN 105
+            WHEN 'kv_transfer' THEN 106 WHEN 'route' THEN 108 WHEN 'decode_queue' THEN 109
             WHEN 'prefill+decode' THEN 203 WHEN 'queue+prefill' THEN 205
             WHEN 'decode+postprocess' THEN 206 WHEN 'preprocess+queue' THEN 207
+            WHEN 'prefill+kv_transfer' THEN 208 WHEN 'decode_queue+decode' THEN 210
+            WHEN 'kv_transfer+decode_queue' THEN 215
             WHEN 'queue+prefill+decode' THEN 306 WHEN 'prefill+decode+postprocess' THEN 308
-            WHEN 'preprocess+queue+prefill' THEN 309
+            WHEN 'preprocess+queue+prefill' THEN 309 WHEN 'queue+prefill+kv_transfer' THEN 311
+            WHEN 'decode_queue+decode+postprocess' THEN 315 WHEN 'kv_transfer+decode_queue+decode' THEN 316
             WHEN 'preprocess+queue+prefill+decode' THEN 410 WHEN 'queue+prefill+decode+postprocess' THEN 411
+            WHEN 'preprocess+queue+prefill+kv_transfer' THEN 415
+            WHEN 'kv_transfer+decode_queue+decode+postprocess' THEN 421
             ELSE 515 END AS priority
     FROM segs
 ),
@@ -151,6 +162,9 @@ by_trace AS (
         sum(CASE WHEN label = 'prefill' THEN us ELSE 0 END) / 1e3 AS prefill_ms,
         sum(CASE WHEN label = 'decode' THEN us ELSE 0 END) / 1e3 AS decode_ms,
         sum(CASE WHEN label = 'postprocess' THEN us ELSE 0 END) / 1e3 AS postprocess_ms,
+        sum(CASE WHEN label = 'route' THEN us ELSE 0 END) / 1e3 AS route_ms,
+        sum(CASE WHEN label = 'kv_transfer' THEN us ELSE 0 END) / 1e3 AS kv_transfer_ms,
+        sum(CASE WHEN label = 'decode_queue' THEN us ELSE 0 END) / 1e3 AS decode_queue_ms,
         sum(CASE WHEN label = 'tool' THEN us ELSE 0 END) / 1e3 AS tool_ms,
         sum(CASE WHEN label = 'orchestration' THEN us ELSE 0 END) / 1e3 AS orchestration_ms,
         map_from_entries(list({'k': label, 'v': us / 1e3} ORDER BY label)) AS stage_ms
@@ -172,6 +186,9 @@ SELECT
     coalesce(b.prefill_ms, 0) AS prefill_ms,
     coalesce(b.decode_ms, 0) AS decode_ms,
     coalesce(b.postprocess_ms, 0) AS postprocess_ms,
+    coalesce(b.route_ms, 0) AS route_ms,
+    coalesce(b.kv_transfer_ms, 0) AS kv_transfer_ms,
+    coalesce(b.decode_queue_ms, 0) AS decode_queue_ms,
     coalesce(b.tool_ms, 0) AS tool_ms,
     coalesce(b.orchestration_ms, 0) AS orchestration_ms,
     coalesce(b.stage_ms, map_from_entries([{'k': 'orchestration', 'v': 0.0}])) AS stage_ms,

@@ -8,23 +8,31 @@
 --   $tpot_slo_ms DOUBLE = 100  TPOT objective: tpot_ms <= this
 -- columns:
 --   request_id: id; as the source gave it
---   preprocess_ms: ms; arrival -> queued (null when either boundary is missing)
+--   preprocess_ms: ms; arrival (the router's hand-off where recorded) -> queued (null when either boundary is missing)
 --   queue_ms: ms; queued -> scheduled (null when either boundary is missing)
---   prefill_ms: ms; scheduled -> first token (null when either boundary is missing)
+--   prefill_ms: ms; scheduled -> first token, or -> prefill done on a disaggregated request (null when either boundary is missing)
 --   decode_ms: ms; first token -> last token (null when either boundary is missing)
 --   postprocess_ms: ms; last token -> end (null when either boundary is missing)
 --   ttft_ms: ms; first token - arrival at the row's vantage (null without a first token)
 --   tpot_ms: ms/token; (last token - first token) / (output_tokens - 1), first token excluded; when the last token is missing, (end - first token) / (output_tokens - 1) and tpot_basis says so; null when output_tokens <= 1 or no first token
 --   e2e_ms: ms; end - arrival
+--   route_ms: ms; arrival -> the router's hand-off to the worker (null without ts_routed)
+--   kv_transfer_ms: ms; prefill done -> the decode worker holds the KV cache (null unless both are recorded)
+--   decode_queue_ms: ms; the decode worker holds the KV cache -> first token out (null unless both are recorded)
+--   prefill_ttft_ms: ms; the prefill worker's first token - arrival: prefill done - arrival on a disaggregated request (Dynamo's own ttft_ms), ttft_ms on one worker (null when unknown)
+--   handoff_ms: ms; prefill done -> first token out of the decode worker: the hop between the workers, kv_transfer + decode_queue or the composite of them (null on one worker)
 --   composite1_name: name; the row's first composite stage in boundary order ('decode+postprocess'), null when every boundary is known
 --   composite1_ms: ms; its duration, the same value as stage_ms holds for it
 --   composite2_name: name; the second composite stage, when two boundaries apart are missing ('preprocess+queue' then 'decode+postprocess'), else null
 --   composite2_ms: ms; its duration, the same value as stage_ms holds for it
+--   composite3_name: name; the third composite stage, possible only on a routed or disaggregated record with three runs of boundaries missing, else null
+--   composite3_ms: ms; its duration, the same value as stage_ms holds for it
 --   span_id: id; the span, for span formats
 --   trace_id: id; the turn / agent run the call belongs to
 --   model: name; model
 --   service: name; service
---   replica: name; replica
+--   replica: name; replica (in disaggregated serving the decode worker)
+--   prefill_replica: name; the prefill worker in disaggregated serving (the same as replica on one worker; null where not recorded)
 --   tenant: name; tenant
 --   status: name; ok, error, aborted, timeout
 --   source_format: name; importer that read the row
@@ -44,11 +52,12 @@
 --   derived: list of names; boundaries computed rather than read
 --   counted: bool; this row is the record its call is counted by in turns, load and metrics (see _bounds)
 --   in_load: bool; counted and on the dataset's main clock: the rows load and the busy/quiet periods are made of (see _bounds)
+--   hop: bool; a routed or disaggregated record: ts_routed, ts_prefill_done or ts_kv_ready is known (its stages come from _bounds' segments)
 --   period: name; busy or quiet: whether the request arrived in a busy bucket of load (null for rows off the main clock, which load leaves out)
 --   computed_input_tokens: tokens; input_tokens - cached_input_tokens, the prompt tokens prefill computed: null where the cached count is unknown (never taken as 0), at least 0; prefill's token basis in attribution's cache split and the what-if's prefill fit
 --   good: bool; status ok (or unknown), ttft_ms <= $ttft_slo_ms and tpot_ms <= $tpot_slo_ms (a reply of one token has no TPOT and meets that objective); null when the request has no TTFT and cannot be judged
 --
--- The columns up to in_load are those of stages, unchanged (defined there).
+-- The columns up to hop are those of stages, unchanged (defined there).
 -- Why one view: every number a report, compare or attribution prints about a request is defined
 -- here or in the views it reads (stages for the stages, TTFT, TPOT and e2e; _bucket_load for the
 -- busy buckets), so the Python side and an analyst's SQL cannot disagree. Python reads these

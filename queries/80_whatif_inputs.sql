@@ -28,6 +28,9 @@
 -- the only ones that can calibrate a per-replica service model (toolkit/whatif/calibrate.py).
 -- Read from per_request (stages' columns, plus the computed prompt tokens defined there): prefill
 -- is fitted on computed tokens where every row has its cached count.
+-- Disaggregated records (prefill on one worker, decode on another: a hand-off between the
+-- prefill worker's first token and the first token out, docs/stages.md) are left out: the model
+-- serves a request's prefill and decode on one replica.
 -- Without a last token (SGLang's request log) the decode runs to the end, postprocess included,
 -- as stages' TPOT basis 'decode+postprocess' does: e2e - ttft is that interval.
 -- "Running" is scheduled -> last token: a sequence holds a batch slot from admission to its last
@@ -58,7 +61,7 @@ WITH r AS (
         epoch_us(ts_arrival) + CAST(round(ttft_ms * 1e3) AS BIGINT) AS f_us,
         epoch_us(ts_arrival) + CAST(round((ttft_ms + coalesce(decode_ms, e2e_ms - ttft_ms)) * 1e3) AS BIGINT) AS l_us
     FROM per_request
-    WHERE counted AND vantage = 'server' AND prefill_ms IS NOT NULL
+    WHERE counted AND vantage = 'server' AND prefill_ms IS NOT NULL AND prefill_ttft_ms = ttft_ms
 ),
 events AS (
     SELECT model, replica, k, s_us AS t, 1 AS d, 1 AS dp FROM r

@@ -39,6 +39,8 @@ SAMPLES: dict[str, Path] = {
     "sglang": S / "sglang/golden_request_metrics.jsonl",
     "sglang-timing": C / "sglang-timing/generate_responses.jsonl",
     "ollama": C / "ollama/responses.jsonl",
+    "dynamo": C / "dynamo/agent_trace.jsonl",
+    "llama-cpp": C / "llama-cpp/oai_responses.jsonl",
     "otlp": S / "otlp/golden_retail_agent_genai.jsonl",
     "vllm-otlp": S / "vllm/golden_spans.jsonl",
     "litellm": S / "litellm/golden_retail_agent.jsonl",

@@ -19,23 +19,28 @@ from hypothesis import strategies as st
 
 from toolkit import queries
 
-BOUNDS = ("ts_arrival", "ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token", "ts_end")
-STAGES = ("preprocess", "queue", "prefill", "decode", "postprocess")
-FINE_RANK = {"decode": 1, "prefill": 2, "queue": 3, "preprocess": 4, "postprocess": 5}
+# every boundary in chain order (docs/stages.md): stage i runs from BOUNDS[i] to BOUNDS[i + 1]
+BOUNDS = ("ts_arrival", "ts_routed", "ts_queued", "ts_scheduled", "ts_prefill_done", "ts_kv_ready",
+          "ts_first_token", "ts_last_token", "ts_end")
+CHAIN = ("route", "preprocess", "queue", "prefill", "kv_transfer", "decode_queue", "decode", "postprocess")
+STAGES = ("preprocess", "queue", "prefill", "decode", "postprocess", "route", "kv_transfer", "decode_queue")
+FINE_RANK = {"decode": 1, "prefill": 2, "queue": 3, "preprocess": 4, "postprocess": 5,
+             "kv_transfer": 6, "route": 8, "decode_queue": 9}
 
 
 @st.composite
 def request(draw: st.DrawFn, trace: str) -> dict:
-    """A request with ordered boundaries (ms) and any of the four middle ones missing."""
+    """A request with ordered boundaries (ms) and any of the seven middle ones missing (the
+    routed and disaggregated ones too: a row may have a router, a KV hand-off, both or neither)."""
     start = draw(st.integers(0, 60))
-    gaps = draw(st.lists(st.integers(0, 40), min_size=5, max_size=5))
+    gaps = draw(st.lists(st.integers(0, 40), min_size=8, max_size=8))
     times = [start]
     for g in gaps:
         times.append(times[-1] + g)
-    keep = draw(st.lists(st.booleans(), min_size=4, max_size=4))
-    row = {"ts_arrival": times[0], "ts_end": times[5], "trace_id": trace,
+    keep = draw(st.lists(st.booleans(), min_size=7, max_size=7))
+    row = {"ts_arrival": times[0], "ts_end": times[8], "trace_id": trace,
            "output_tokens": draw(st.integers(0, 20))}
-    for name, t, k in zip(BOUNDS[1:5], times[1:5], keep, strict=True):
+    for name, t, k in zip(BOUNDS[1:8], times[1:8], keep, strict=True):
         if k:
             row[name] = t
     if draw(st.booleans()) and draw(st.booleans()):
@@ -56,9 +61,20 @@ def dataset_rows(draw: st.DrawFn) -> tuple[list[dict], list[dict]]:
 
 
 def _segments(r: dict) -> list[tuple[str, int, int]]:
-    """The stage segments of a request, straight from docs/stages.md (independent of the SQL)."""
-    known = [i for i, b in enumerate(BOUNDS) if r.get(b) is not None]
-    return [("+".join(STAGES[i:j]), r[BOUNDS[i]], r[BOUNDS[j]]) for i, j in zip(known, known[1:], strict=False)]
+    """The stage segments of a request, straight from docs/stages.md (independent of the SQL): the
+    chain of boundaries and stages, less route where no hand-off to a worker is recorded and less
+    the KV hand-off's boundaries and stages where neither of them is; then each run of missing
+    boundaries is one stage named by the stages it covers."""
+    bounds, chain = list(BOUNDS), list(CHAIN)
+    if r.get("ts_routed") is None:
+        bounds.remove("ts_routed")
+        chain.remove("route")
+    if r.get("ts_prefill_done") is None and r.get("ts_kv_ready") is None:
+        for b, st_ in (("ts_prefill_done", "kv_transfer"), ("ts_kv_ready", "decode_queue")):
+            bounds.remove(b)
+            chain.remove(st_)
+    known = [i for i, b in enumerate(bounds) if r.get(b) is not None]
+    return [("+".join(chain[i:j]), r[bounds[i]], r[bounds[j]]) for i, j in zip(known, known[1:], strict=False)]
 
 
 def _priority(label: str) -> tuple[int, int, int]:
@@ -108,15 +124,16 @@ def test_stages_and_turns_sum_exactly(tmp_path_factory, data: tuple[list[dict], 
 
     # stages: each row's stages, fine or composite, sum exactly (in integer microseconds) to e2e
     got = con.sql("SELECT request_id, map_entries(stage_ms), stage_names, stage_values_ms, "
-                  "[{'n': composite1_name, 'v': composite1_ms}, {'n': composite2_name, 'v': composite2_ms}], e2e_ms, "
-                  "preprocess_ms, "
-                  "queue_ms, prefill_ms, decode_ms, postprocess_ms FROM stages").fetchall()
+                  "[{'n': composite1_name, 'v': composite1_ms}, {'n': composite2_name, 'v': composite2_ms}, "
+                  "{'n': composite3_name, 'v': composite3_ms}], e2e_ms, preprocess_ms, "
+                  "queue_ms, prefill_ms, decode_ms, postprocess_ms, route_ms, kv_transfer_ms, decode_queue_ms "
+                  "FROM stages").fetchall()
     assert len(got) == len(reqs)
     for rid, entries, names, values, composites, e2e, *fine in got:
         assert [e["key"] for e in entries] == names and [e["value"] for e in entries] == values
-        # the composite columns are stage_ms's composite entries, in boundary order, null-padded to two
+        # the composite columns are stage_ms's composite entries, in boundary order, null-padded to three
         plus = [(e["key"], e["value"]) for e in entries if "+" in e["key"]]
-        assert [tuple(c.values()) for c in composites] == plus + [(None, None)] * (2 - len(plus))
+        assert [tuple(c.values()) for c in composites] == plus + [(None, None)] * (3 - len(plus))
         r = reqs[int(rid[1:])]
         assert sum(round(e["value"] * 1000) for e in entries) == round(e2e * 1000)
         assert round(e2e) == r["ts_end"] - r["ts_arrival"]
@@ -133,7 +150,8 @@ def test_stages_and_turns_sum_exactly(tmp_path_factory, data: tuple[list[dict], 
     assert {i for i, r in enumerate(reqs) if r.get("vantage", "server") == "server"} <= counted
     oracle = _oracle_turns(reqs, spans, counted)
     turns = con.sql("SELECT trace_id, turn_ms, map_entries(stage_ms), tool_ms, orchestration_ms, preprocess_ms, "
-                    "queue_ms, prefill_ms, decode_ms, postprocess_ms FROM turns").fetchall()
+                    "queue_ms, prefill_ms, decode_ms, postprocess_ms, route_ms, kv_transfer_ms, decode_queue_ms "
+                    "FROM turns").fetchall()
     assert {t[0] for t in turns} == set(oracle)
     for trace, turn_ms, entries, tool_ms, orch_ms, *fine in turns:
         parts = {e["key"]: round(e["value"] * 1000) for e in entries}
@@ -147,38 +165,38 @@ def test_stages_and_turns_sum_exactly(tmp_path_factory, data: tuple[list[dict], 
 
 
 def test_every_boundary_pattern_has_its_composites_as_columns(tmp_path: Path) -> None:
-    """All 16 patterns of known middle boundaries: the composite columns of stages and per_request
-    hold exactly the composite stages of docs/stages.md (names and ms, in boundary order), and
-    attribution's reading of a stage (request_stage_sql) gives stage_ms's value or 0, for every
-    stage name that can occur."""
+    """All 128 patterns of known middle boundaries (the routed and disaggregated ones included):
+    the composite columns of stages and per_request hold exactly the composite stages of
+    docs/stages.md (names and ms, in boundary order), and attribution's reading of a stage
+    (request_stage_sql) gives stage_ms's value or 0, for every stage name that can occur."""
     from toolkit.report.attribution import request_stage_sql
 
-    gaps = (1, 20, 300, 4000, 50000)  # distinct sums: a wrong pair of boundaries gives another number
+    gaps = (1, 20, 300, 4000, 50000, 600000, 7000000, 80000000)  # distinct sums: a wrong pair gives another number
     rows = []
-    for mask in range(16):
+    for mask in range(128):
         times = [1000]
         for g in gaps:
             times.append(times[-1] + g)
         row = {"request_id": f"r{mask}", "trace_id": None, "output_tokens": 3,
-               "ts_arrival": ms(times[0]), "ts_end": ms(times[5])}
-        for k, name in enumerate(BOUNDS[1:5]):
+               "ts_arrival": ms(times[0]), "ts_end": ms(times[8])}
+        for k, name in enumerate(BOUNDS[1:8]):
             if not mask >> k & 1:
                 row[name] = ms(times[k + 1])
         rows.append(row)
     con = queries.connect(make_dataset(tmp_path, rows))
-    every = ["+".join(STAGES[i:j]) for i in range(5) for j in range(i + 1, 6)]
+    every = sorted({name for r in rows for name, _, _ in _segments(r)})
+    assert len(every) == 26  # 8 fine stages, 10 composites of one worker, 8 of the KV hand-off
     reads = ", ".join(f"{request_stage_sql(k)} AS \"{k}\"" for k in every)
     for view in ("stages", "per_request"):
         got = con.sql(f"SELECT request_id, composite1_name, composite1_ms, composite2_name, composite2_ms, "
-                      f"map_entries(stage_ms), {reads} FROM {view} ORDER BY request_id").fetchall()
-        assert len(got) == 16
-        for rid, n1, v1, n2, v2, entries, *read in got:
+                      f"composite3_name, composite3_ms, map_entries(stage_ms), {reads} FROM {view} "
+                      "ORDER BY request_id").fetchall()
+        assert len(got) == 128
+        for rid, n1, v1, n2, v2, n3, v3, entries, *read in got:
             r = rows[int(rid[1:])]
-            known = [r[b] for b in BOUNDS if r.get(b) is not None]
             seg = {name: (b - a) / timedelta(microseconds=1) / 1e3 for name, a, b in _segments(r)}
-            assert len(seg) == len(known) - 1
             want = [(k, v) for k, v in seg.items() if "+" in k]
-            assert [(n1, v1), (n2, v2)] == want + [(None, None)] * (2 - len(want)), (view, rid)
+            assert [(n1, v1), (n2, v2), (n3, v3)] == want + [(None, None)] * (3 - len(want)), (view, rid)
             stage_ms = {e["key"]: e["value"] for e in entries}
             assert stage_ms == pytest.approx(seg)
             assert dict(zip(every, read, strict=True)) == {k: stage_ms.get(k, 0) for k in every}

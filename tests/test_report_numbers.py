@@ -293,7 +293,9 @@ def test_entries_are_the_statistic_and_contributions_sum_to_the_decomposition(ba
     con.execute("""CREATE TABLE _rb AS SELECT side, pre AS preprocess_ms, q AS queue_ms, pf AS prefill_ms,
                    d AS decode_ms, post AS postprocess_ms, CAST(NULL AS VARCHAR) AS composite1_name,
                    CAST(NULL AS DOUBLE) AS composite1_ms, CAST(NULL AS VARCHAR) AS composite2_name,
-                   CAST(NULL AS DOUBLE) AS composite2_ms,
+                   CAST(NULL AS DOUBLE) AS composite2_ms, CAST(NULL AS VARCHAR) AS composite3_name,
+                   CAST(NULL AS DOUBLE) AS composite3_ms, CAST(NULL AS DOUBLE) AS route_ms,
+                   CAST(NULL AS DOUBLE) AS kv_transfer_ms, CAST(NULL AS DOUBLE) AS decode_queue_ms,
                    pre + q + pf AS ttft_ms, pre + q + pf + d + post AS e2e_ms,
                    CASE WHEN out_tokens > 1 THEN d / (out_tokens - 1) END AS tpot_ms, 'decode' AS tpot_basis,
                    100 AS input_tokens, CAST(NULL AS BIGINT) AS computed_input_tokens, out_tokens AS output_tokens, greatest(out_tokens - 1, 0) AS decode_tokens FROM t""")

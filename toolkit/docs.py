@@ -17,11 +17,12 @@ from pathlib import Path
 
 from toolkit import schema
 from toolkit.importers import REGISTRY
-from toolkit.importers._common import BOUNDARIES
+from toolkit.importers._common import BOUNDARIES, OPTIONAL_BOUNDARIES
 
 
 def formats_markdown() -> str:
-    short = {"ts_arrival": "arrival", "ts_queued": "queued", "ts_scheduled": "scheduled",
+    short = {"ts_arrival": "arrival", "ts_routed": "routed", "ts_queued": "queued", "ts_scheduled": "scheduled",
+             "ts_prefill_done": "prefill done", "ts_kv_ready": "KV ready",
              "ts_first_token": "first token", "ts_last_token": "last token", "ts_end": "end"}
     lines = ["| format | vantage | reads | boundaries it gives | cannot |", "|---|---|---|---|---|"]
     for name, imp in REGISTRY.items():
@@ -37,6 +38,8 @@ def boundaries_markdown(name: str) -> str:
     lines = [f"`{name}` (vantage: {imp.vantage}) reads {imp.docs.file_hint}.", "",
              "| boundary | from |", "|---|---|"]
     for b in BOUNDARIES:
+        if b in OPTIONAL_BOUNDARIES and b not in imp.docs.boundaries:  # routed/disaggregated: only where given
+            continue
         lines.append(f"| `{b}` | " + imp.docs.boundaries.get(b, "not available").replace("|", "\\|") + " |")
     lines += ["", f"Cannot: {imp.docs.cannot}."]
     return "\n".join(lines)

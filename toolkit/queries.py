@@ -29,6 +29,7 @@ import duckdb
 from toolkit import resources, schema
 from toolkit._paths import shipped
 from toolkit.store import PART_GLOB, Dataset
+from toolkit.store.dataset import FILE_COLUMNS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -179,7 +180,18 @@ def _table_source(files: list[str], name: str) -> str:
     if not files:
         return schema.table(name).empty_select()
     listed = ", ".join(f"'{_quote(f)}'" for f in files)
-    return f"SELECT * FROM read_parquet([{listed}], hive_partitioning = true, union_by_name = true)"
+    return f"SELECT *{_added_since(files, name)} FROM read_parquet([{listed}], hive_partitioning = true, union_by_name = true)"
+
+
+def _added_since(files: list[str], name: str) -> str:
+    """``, CAST(NULL AS T) AS col`` for each column of the table's schema that none of ``files``
+    has: files written before the column joined the schema (the routed and disaggregated
+    boundaries) are read as they are, the column null, so the views bind on an older dataset."""
+    have = set().union(*(FILE_COLUMNS.get(f, frozenset()) for f in files))
+    if not have:
+        return ""
+    return "".join(f", CAST(NULL AS {c.duckdb_type}) AS {c.name}" for c in schema.table(name).columns
+                   if c.name not in have)
 
 
 def _quote(s: str) -> str:
@@ -242,7 +254,8 @@ def _lasting_sources(root: Path, published: dict[str, list[str]]) -> tuple[list[
                          "does not see later imports.")
         elif published[name]:
             pattern = _quote(str(root / name / PART_GLOB))
-            sources[name] = f"SELECT * FROM read_parquet('{pattern}', hive_partitioning = true, union_by_name = true)"
+            sources[name] = (f"SELECT *{_added_since(published[name], name)} FROM read_parquet('{pattern}', "
+                             "hive_partitioning = true, union_by_name = true)")
         else:
             sources[name] = schema.table(name).empty_select()
             notes.append(f"-- {name} had no file when this was printed: its view stays empty until the setup is "

@@ -8,10 +8,12 @@ from toolkit.importers import (
     aiperf,
     azure_llm,
     burstgpt,
+    dynamo,
     genai_perf,
     guidellm,
     langfuse,
     litellm,
+    llama_cpp,
     llmperf,
     mapping,
     mooncake,
@@ -32,6 +34,8 @@ REGISTRY: dict[str, Importer] = {imp.name: imp for imp in (
     sglang.IMPORTER,
     sglang_timing.IMPORTER,  # /generate responses with --enable-metrics timing
     ollama.IMPORTER,  # /api/generate and /api/chat responses
+    dynamo.IMPORTER,  # Dynamo's request trace records (and tool events)
+    llama_cpp.IMPORTER,  # llama-server responses (OpenAI-compatible or native), with their timings
     otlp.IMPORTER,  # before vllm-otlp: a file with agent and vLLM spans is read whole by otlp
     vllm_otlp.IMPORTER,
     litellm.IMPORTER,

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
-from toolkit.importers._common import derived_list
+from toolkit.importers._common import SPANS_ONLY, derived_list
 from toolkit.importers.compile_checks import (
     SPAN,
     by_units,
@@ -264,9 +264,12 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         return name
 
     def cum_col(col: str) -> str:
-        """``cumulative(col)``: an arrival from the durations before (compile_clock.py), ``k<i>``."""
-        name = f"k{rd.index.get(col, len(rd.index))}"
-        dur = dur_col(col)
+        """``cumulative(col)``: an arrival from the durations before (compile_clock.py), ``k<i>``;
+        ``cumulative(a + b)``: of the sum of several (a missing one adds nothing)."""
+        parts = [p.strip() for p in col.split(" + ")]
+        name = f"k{rd.index.get(parts[0], len(rd.index))}" + (f"_{len(parts)}" if len(parts) > 1 else "")
+        durs = [dur_col(p) for p in parts]
+        dur = durs[0] if len(durs) == 1 else "(" + " + ".join(f"coalesce({d}, 0)" for d in durs) + ")"
         if name not in seen_conv:
             seen_conv.add(name)
             cums.append(cumulative_sql(dur, zero, name))
@@ -472,11 +475,13 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
                   for g, c, col in checks]
         checks = [("types", c, col) for _, col, c in units_order(m, tagged, lambda _, b: missing_check(m, b, kinds, held_sql))]
     kind = "row_kind"
-    if m.skip:  # ``[source] skip``: a record the condition holds for holds no record
-        kind = f"CASE WHEN row_kind = 'record' AND _bad IS NULL AND {condition(m.skip)} THEN 'skip' ELSE row_kind END"
+    if m.skip or m.spans:  # ``[source] skip``: a record the condition holds for holds no record;
+        # ``spans``: it is a span, which the importer's spans SQL reads (mapping._lines)
+        whens = [f"WHEN {condition(c)} THEN '{k}'" for k, c in ((SPANS_ONLY, m.spans), ("skip", m.skip)) if c]
+        kind = f"CASE WHEN row_kind <> 'record' OR _bad IS NOT NULL THEN row_kind {' '.join(whens)} ELSE row_kind END"
     # a line that holds no record is not checked (_common.checked_sql drops its reason): a skipped
     # log line has none of the fields, and each absent one would be looked up in its text again
-    skipped = "WHEN _kind <> 'record' THEN NULL" if m.skip or m.prefix else ""
+    skipped = "WHEN _kind <> 'record' THEN NULL" if m.skip or m.spans or m.prefix else ""
 
     anchored = f"{zero} IS NOT NULL" if m.clock == "relative" else "false"
     clock = f"CASE WHEN {zero} IS NULL THEN 'relative' ELSE 'wall' END" if m.clock == "relative" else "'wall'"
@@ -549,8 +554,10 @@ def _fast(m: Mapping, fmt: str, src: Source, origin: bool | None = None) -> Fast
     synthesized ``request_id`` (``<file hash>-<line>``) is the ``line_id``: the fast SQL gives
     the prefix and ingest appends the line once numbered. Not for JSON keys holding a double
     quote (DuckDB's STRUCT type would not take them)."""
-    if fmt not in ("jsonl", "csv") or any("$line" in cs for cs in m.columns.values()):
-        return None  # $line: the record's line, which the fast reader numbers only after the SQL
+    if fmt not in ("jsonl", "csv") or any("$line" in cs for cs in m.columns.values()) or m.spans:
+        # $line: the record's line, which the fast reader numbers only after the SQL; spans: the
+        # importer's spans SQL reads the lines (the line reader's view)
+        return None
     rd = _Reader(m, fmt, src, fast=True)
     fast_sql = build_sql(m, fmt, src, rd, origin)
     reads: FastInput

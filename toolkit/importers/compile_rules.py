@@ -52,9 +52,11 @@ def condition_sql(m: Mapping, rd: _Reader, cond: tuple[str, str, Any], time_list
     unit = m.units.get(col)
     if isinstance(lit, Col):
         other = m.units.get(lit.name)
+        if unit is None and other is None and op in ("=", "!=", "<>"):  # two ids (Dynamo's prefill and decode worker)
+            return f"CAST({rd.use(col, 'VARCHAR')} AS VARCHAR) {op} CAST({rd.use(lit.name, 'VARCHAR')} AS VARCHAR)"
         if unit not in DURATIONS_US or other not in DURATIONS_US:
-            raise MappingError(f"{m.path}: {col} {op} {lit.name}: two columns are compared only as durations "
-                               "(both with a unit s, ms, us or ns in [units])")
+            raise MappingError(f"{m.path}: {col} {op} {lit.name}: two columns are compared as durations (both "
+                               "with a unit s, ms, us or ns in [units]) or, with = or != and no unit, as texts")
         return f"{dur_col(col)} {op} {dur_col(lit.name)}"
     if unit in DURATIONS_US and isinstance(lit, int | float) and not isinstance(lit, bool) and default is None:
         return f"{dur_col(col)} {op} {lit * DURATIONS_US[unit]!r}"

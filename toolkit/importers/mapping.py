@@ -59,7 +59,7 @@ _SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_orde
                 "header", "fields", "quotes", "trim", "optional",  # these five: CSV only
                 "records", "record", "absent",  # these three: format = "document" only
                 "origin",  # clock = "relative" only
-                "prefix", "skip", "unparseable", "rare")  # these four: JSON lines (``_lines``)
+                "prefix", "skip", "spans", "unparseable", "rare")  # these five: JSON lines (``_lines``)
 # our columns the mapping may not set directly: boundaries have their own section, the rest is computed
 _COMPUTED = {"derived", "clock_skew_ms", "clock", "source_format", "source_file", "source_line", *ORDER}
 def sniff(head: bytes) -> bool:  # never guessed: a mapping is always asked for by name
@@ -314,8 +314,10 @@ def _lines(t: _Text, src: dict, fmt: str | None, m: Mapping) -> None:
     ``prefix = { start = "[", end = "]" }`` (a line starting with ``start`` is read after the first
     ``end``), ``skip = "<column> <op> <value>"`` (records it holds for are skipped, not read),
     ``unparseable = "..."`` (the detail of the unparseable reason) and ``rare = [keys]`` (top-level
-    keys few lines have: the fast reader leaves a file with one to the line reader)."""
-    given = [k for k in ("prefix", "skip", "unparseable", "rare") if k in src]
+    keys few lines have: the fast reader leaves a file with one to the line reader). A built-in
+    spec may say ``spans = "<condition>"``: those records are spans, which the importer's own
+    spans SQL reads (Dynamo's tool events), counted there and never as skipped lines."""
+    given = [k for k in ("prefix", "skip", "spans", "unparseable", "rare") if k in src]
     if given and fmt != "jsonl":
         raise t.error("source", given[0], 'a JSON-lines key: needs format = "jsonl"')
     if "prefix" in src:
@@ -326,6 +328,10 @@ def _lines(t: _Text, src: dict, fmt: str | None, m: Mapping) -> None:
         m.prefix = (p["start"], p["end"])
     if "skip" in src:
         m.skip = _when(t, "source", "skip", src["skip"])
+    if "spans" in src:
+        if not m.builtin:  # a mapping file has no spans SQL to read them: they would vanish
+            raise t.error("source", "spans", "a built-in spec's key (its importer reads the spans)")
+        m.spans = _when(t, "source", "spans", src["spans"])
     if "unparseable" in src:
         m.unparseable = _text(t, "source", "unparseable", src["unparseable"], "unparseable")
     rare = src.get("rare", [])

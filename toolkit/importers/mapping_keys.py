@@ -77,7 +77,7 @@ def _boundaries(t: _Text, sec: str, raw_b: dict, m: Mapping) -> dict[str, Bounda
     for b in parsed.values():
         for a in b.alts:
             if cm := CUMULATIVE.fullmatch(a.base):  # durations laid end to end (compile_clock.py)
-                if m.clock != "relative" or m.units.get(cm[1]) not in DURATION_UNITS:
+                if m.clock != "relative" or any(m.units.get(c.strip()) not in DURATION_UNITS for c in cm[1].split(" + ")):
                     raise t.error(sec, b.name, f"{a.base}: a running sum of a duration column "
                                   "(unit s, ms, us or ns) on clock = \"relative\"")
             elif not a.base_is_boundary:

@@ -156,6 +156,7 @@ class Mapping:
     # records skipped (a condition), the unparseable detail, the top-level keys few lines have
     prefix: tuple[str, str] | None = None
     skip: Condition | None = None
+    spans: Condition | None = None  # built-in specs: records that are spans, read by the importer's spans SQL
     unparseable: str | None = None
     rare: list[str] = field(default_factory=list)
     variants: list[Variant] = field(default_factory=list)

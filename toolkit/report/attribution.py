@@ -49,13 +49,16 @@ EXACT_IN_MEMORY_ROWS = 4_000_000
 """A group up to this many rows takes DuckDB's quantile_cont (every value in memory, 32 MB a metric);
 a larger one the bracket selection of ``exact_quantiles`` (toolkit/report/quantiles.py: the same values,
 memory that stays flat)."""
-FINE = ("preprocess", "queue", "prefill", "decode", "postprocess")  # the stages of docs/stages.md, in order
-BOUNDS = ("a_us", "q_us", "s_us", "f_us", "l_us", "e_us")  # stage i runs from BOUNDS[i] to BOUNDS[i + 1]
-PRE_FIRST_TOKEN = {"preprocess", "queue", "prefill", "uplink", "gateway"}
+# the stages of docs/stages.md, in pipeline order: the five of one worker, then routed and disaggregated
+# serving's three (route before preprocess, kv_transfer and decode_queue between prefill and decode)
+FINE = ("preprocess", "queue", "prefill", "decode", "postprocess", "route", "kv_transfer", "decode_queue")
+PRE_FIRST_TOKEN = {"route", "preprocess", "queue", "prefill", "kv_transfer", "decode_queue", "uplink", "gateway"}
 
 
-COMPOSITE_COLUMNS = ("composite1_name", "composite1_ms", "composite2_name", "composite2_ms")
-"""per_request's composite stages of a row (queries/20_stages.sql): at most two, in boundary order."""
+COMPOSITE_COLUMNS = ("composite1_name", "composite1_ms", "composite2_name", "composite2_ms",
+                     "composite3_name", "composite3_ms")
+"""per_request's composite stages of a row (queries/20_stages.sql): at most three, in boundary order
+(a third only on a routed or disaggregated record)."""
 
 
 def request_stage_sql(key: str) -> str:
@@ -68,7 +71,8 @@ def request_stage_sql(key: str) -> str:
         return f"coalesce({key}_ms, 0)"
     lit = "'" + key.replace("'", "''") + "'"
     return (f"CASE WHEN composite1_name = {lit} THEN composite1_ms "
-            f"WHEN composite2_name = {lit} THEN composite2_ms ELSE 0 END")
+            f"WHEN composite2_name = {lit} THEN composite2_ms "
+            f"WHEN composite3_name = {lit} THEN composite3_ms ELSE 0 END")
 
 
 @dataclass(frozen=True)
@@ -196,11 +200,12 @@ def _request_stage_names(g: Group, view: str, specs: list[MetricSpec], names: di
     each metric's row flag, the fine columns' flags, TPOT's basis and the composite columns."""
     k = len(specs)
     own = [sp.names_sql or "NULL" for sp in specs]
-    cols = [_rows_of(sp) for sp in specs] + [f"{s}_ms IS NOT NULL" for s in FINE] + own + ["composite1_name",
-                                                                                          "composite2_name"]
+    named = ["composite1_name", "composite2_name", "composite3_name"]
+    cols = [_rows_of(sp) for sp in specs] + [f"{s}_ms IS NOT NULL" for s in FINE] + own + named
     patterns = g.con.execute(f"SELECT DISTINCT {', '.join(cols)} FROM {view} WHERE {g.where}", g.params).fetchall()
     for p in patterns:
-        rows_of, fine, values, composites = p[:k], p[k : k + len(FINE)], p[k + len(FINE) : -2], p[-2:]
+        rows_of, fine, values, composites = (p[:k], p[k : k + len(FINE)], p[k + len(FINE) : -len(named)],
+                                             p[-len(named):])
         for i, sp in enumerate(specs):
             if not rows_of[i]:
                 continue
@@ -213,8 +218,8 @@ def _request_stage_names(g: Group, view: str, specs: list[MetricSpec], names: di
 
 
 def _stage_order(name: str) -> tuple[int, str]:
-    order = ["uplink", "gateway", "preprocess", "queue", "prefill", "decode", "postprocess", "delivery",
-             "tool", "orchestration"]
+    order = ["uplink", "gateway", "route", "preprocess", "queue", "prefill", "kv_transfer", "decode_queue", "decode",
+             "postprocess", "delivery", "tool", "orchestration"]
     first = name.split("+")[0]
     return (order.index(first) if first in order else len(order), name)
 

@@ -36,12 +36,13 @@ INK = "#212529"
 MUTED = "#868e96"
 SIDE_COLOURS = {"baseline": "#74a9cf", "current": "#d9480f"}
 
-STAGE_ORDER = ["uplink", "gateway", "preprocess", "queue", "prefill", "decode", "postprocess", "delivery",
-               "tool", "orchestration"]
+STAGE_ORDER = ["uplink", "gateway", "route", "preprocess", "queue", "prefill", "kv_transfer", "decode_queue", "decode",
+               "postprocess", "delivery", "tool", "orchestration"]
 STAGE_COLOURS = {
     "uplink": "#8c6d31", "gateway": "#bcbd22", "preprocess": "#9467bd", "queue": "#d62728",
     "prefill": "#1f77b4", "decode": "#2ca02c", "postprocess": "#8c564b", "delivery": "#e7ba52",
     "tool": "#ff7f0e", "orchestration": "#7f7f7f",
+    "route": "#637939", "kv_transfer": "#843c39", "decode_queue": "#d6616b",
     # composites seen in practice (TGI, client logs)
     "prefill+decode": "#17becf", "decode+postprocess": "#74c476", "preprocess+queue+prefill": "#c5b0d5",
     "queue+prefill": "#e377c2", "preprocess+queue": "#f7b6d2",

@@ -16,6 +16,13 @@ HINTS = {
     "uplink": "the network or client between the caller and the service",
     "gateway": "the gateway in front of the model server",
     "delivery": "the stream back to the client (network, proxies buffering the stream)",
+    "route": "the router: its scoring (KV-aware or prefix-cache scorers, endpoint picking) and its queue",
+    "kv_transfer": ("the KV-cache transfer from prefill to decode workers: the transfer backend (NIXL, Mooncake, "
+                    "LMCache), the network between the prefill and decode pools, the P:D ratio"),
+    "decode_queue": "the decode workers' wait for a slot after the KV arrived: decode-pool capacity, the P:D ratio",
+    # Dynamo's kv_transfer_estimated_latency_ms: the transfer and the decode worker's first step, one stage
+    "kv_transfer+decode_queue": ("the hand-off from prefill to decode workers: the transfer backend (NIXL, Mooncake, "
+                                 "LMCache), the network between the prefill and decode pools, the P:D ratio"),
 }
 RATE_HINTS = {
     "prefill": ("prompt length: customers sent longer prompts (mix), the system is not slower",
@@ -134,6 +141,8 @@ def verdict(entry: dict, context: str, tail_name: str) -> str:
     elif "+" in driver:
         text += (f" → the source records no boundary inside {driver}, so it cannot say which of "
                  f"{' or '.join(driver.split('+'))} grew.")
+        if driver in HINTS:  # a composite some sources always give (Dynamo's hand-off): where to look anyway
+            text += f" Look at {HINTS[driver]}."
     else:
         text += f" → look at {HINTS.get(driver, driver)}."
     text += _cache_aside(entry, driver)

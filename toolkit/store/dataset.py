@@ -46,6 +46,12 @@ def _duckdb_kind(t: str) -> str:
     return t.lower()
 
 
+FILE_COLUMNS: dict[str, frozenset[str]] = {}
+"""Each checked table file's column names (``Dataset._check_part`` reads its footer anyway): a file
+written before a nullable column joined the schema lacks it, and the views give it as null
+(``toolkit/queries.py``: ``_table_source``)."""
+
+
 @dataclass
 class Dataset(_Locking, _Journal):
     root: Path
@@ -214,6 +220,7 @@ class Dataset(_Locking, _Journal):
                                    "read_parquet(?, hive_partitioning = false))", [str(p)]).fetchall())
         except duckdb.Error:
             raise DatasetDamaged(f"{p}: not a readable Parquet file (corrupt footer)") from None
+        FILE_COLUMNS[str(p)] = frozenset(got)
         want = schema.table(table)
         missing = [c.name for c in want.columns if c.required and c.name not in got]
         wrong = [c.name for c in want.columns if c.name in got and _duckdb_kind(got[c.name]) != _KINDS[c.type]]
