@@ -39,6 +39,8 @@ SAMPLES: dict[str, Path] = {
     "sglang": S / "sglang/golden_request_metrics.jsonl",
     "sglang-timing": C / "sglang-timing/generate_responses.jsonl",
     "ollama": C / "ollama/responses.jsonl",
+    "llm-d-otlp": S / "llm-d-otlp/golden_pd.jsonl",
+    "sglang-otlp": S / "sglang-otlp/golden_pd.jsonl",
     "otlp": S / "otlp/golden_retail_agent_genai.jsonl",
     "vllm-otlp": S / "vllm/golden_spans.jsonl",
     "litellm": S / "litellm/golden_retail_agent.jsonl",

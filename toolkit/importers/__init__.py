@@ -12,6 +12,7 @@ from toolkit.importers import (
     guidellm,
     langfuse,
     litellm,
+    llmd_otlp,
     llmperf,
     mapping,
     mooncake,
@@ -19,6 +20,7 @@ from toolkit.importers import (
     otlp,
     replay,
     sglang,
+    sglang_otlp,
     sglang_timing,
     tgi,
     triton,
@@ -32,6 +34,8 @@ REGISTRY: dict[str, Importer] = {imp.name: imp for imp in (
     sglang.IMPORTER,
     sglang_timing.IMPORTER,  # /generate responses with --enable-metrics timing
     ollama.IMPORTER,  # /api/generate and /api/chat responses
+    llmd_otlp.IMPORTER,  # before otlp and vllm-otlp: gateway, PD proxy and vLLM spans of one call
+    sglang_otlp.IMPORTER,  # before otlp: SGLang's request trees (span names decide)
     otlp.IMPORTER,  # before vllm-otlp: a file with agent and vLLM spans is read whole by otlp
     vllm_otlp.IMPORTER,
     litellm.IMPORTER,
