@@ -53,6 +53,7 @@ Session values (file name, overrides) are DuckDB variables read with ``getvariab
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -171,6 +172,13 @@ def checked_sql(importer: Importer, candidate_sql: str, present: set[str], table
     )
 
 
+def documented_boundaries(declared: Iterable[str]) -> list[str]:
+    """The boundaries a format's docs list, in the schema's (the stage chain's) order: the six
+    every format has, and the routed/disaggregated ones (``ts_routed``…) only where declared."""
+    chain = [c.name for c in schema.table("requests").columns if c.stage_boundary]
+    return [b for b in chain if b in BOUNDARIES or b in declared]
+
+
 def describe_boundaries(importer: Importer) -> list[tuple[str, str]]:
     """``(boundary, how the importer gets it)`` for ``stagelens formats``."""
-    return [(b, importer.docs.boundaries.get(b, "not available")) for b in BOUNDARIES]
+    return [(b, importer.docs.boundaries.get(b, "not available")) for b in documented_boundaries(importer.docs.boundaries)]
