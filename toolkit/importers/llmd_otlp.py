@@ -84,7 +84,15 @@ def _workers(last: str) -> str:
     target = f"coalesce({val('llm_d.pd_proxy.prefill_target')}['stringValue'], {val('llm_d.pd_proxy.decode.target')}['stringValue'])"
     cols = ", ".join(
         f"{v[n]} AS w_{n}"
-        for n in ("request_id", "replica", "model", "ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token")
+        for n in (
+            "request_id",
+            "replica",
+            "model",
+            "ts_queued",
+            "ts_scheduled",
+            "ts_first_token",
+            "ts_last_token",
+        )
     )
     return f"""nm AS (
     SELECT tid, sid, any_value(pid) AS pid, any_value(name) AS name, any_value({target}) AS target
@@ -103,14 +111,30 @@ def _workers(last: str) -> str:
 ), gw AS (
     SELECT tid, sid AS g_sid, t0 AS g0 FROM s WHERE is_root
 ), wg AS (
-    SELECT w.*, gw.g_sid FROM w ASOF LEFT JOIN gw ON w.tid = gw.tid AND w.w_a >= gw.g0
+    -- the call that started last before the worker (a host whose clock is behind may put it up to
+    -- the tolerance before); else the trace's first call, so that a worker far off in time is
+    -- judged (out of order) with its call rather than counted as a request of its own
+    SELECT w.*, coalesce(a.g_sid, f.g_sid) AS g_sid
+    FROM w ASOF LEFT JOIN gw AS a ON w.tid = a.tid AND w.w_a + {SKEW_TOLERANCE_US} >= a.g0
+    LEFT JOIN (SELECT tid, arg_min(g_sid, g0) AS g_sid FROM gw GROUP BY tid) AS f ON f.tid = w.tid
 )"""
 
 
 def _calls() -> str:
     """CTE ``call``: per ``gateway.request``, its own times, the EPP's request id and model, and its
     prefill (``p_``) and decode-or-only (``d_``) worker side by side."""
-    p = ["sid", "a", "request_id", "replica", "target", "ts_queued", "ts_scheduled", "ts_first_token", "r", "dq"]
+    p = [
+        "sid",
+        "a",
+        "request_id",
+        "replica",
+        "target",
+        "ts_queued",
+        "ts_scheduled",
+        "ts_first_token",
+        "r",
+        "dq",
+    ]
     d = [
         "sid",
         "a",

@@ -135,7 +135,11 @@ def _merged() -> str:
     the decode side (``d_``: the decode or only root) side by side."""
 
     def side(prefix: str, roles: str, cols: list[str]) -> list[str]:
-        return [f"arg_min({c}, t0) FILTER (WHERE role IN ({roles})) AS {prefix}{c}" for c in cols]
+        # the earliest root of the role; a root without a start still counts (then last)
+        return [
+            f"arg_min({c}, coalesce(t0, {(1 << 63) - 1})) FILTER (WHERE role IN ({roles})) AS {prefix}{c}"
+            for c in cols
+        ]
 
     p_cols = [
         "sid",
@@ -184,8 +188,8 @@ def _merged() -> str:
         + [
             "bool_or(role = 'prefill') AS pd_p",
             "bool_or(role = 'decode') AS pd_d",
-            "arg_min(tid, t0) AS any_tid",
-            "arg_min(sid, t0) AS any_sid",
+            f"arg_min(tid, coalesce(t0, {(1 << 63) - 1})) AS any_tid",
+            f"arg_min(sid, coalesce(t0, {(1 << 63) - 1})) AS any_sid",
             "min(t0) AS first_t0",
         ]
     )
@@ -197,7 +201,8 @@ def _merged() -> str:
 def _columns() -> dict[str, str]:
     """The candidate ``requests`` columns of a request (over ``rq``), and ``_r``, its verdict."""
     f_derived = f"d_t0 + {us('d_ttft_s')}"
-    first = f"coalesce({f_derived}, CASE WHEN pd_p OR pd_d THEN d_fo_1 END, p_pf_1)"
+    # PD without the decode root: the first token out is unknown (the prefill's is ts_prefilled)
+    first = f"coalesce({f_derived}, CASE WHEN pd_p OR pd_d THEN d_fo_1 ELSE p_pf_1 END)"
     pd = "(pd_p OR pd_d)"
     order = [
         ("ts_prefilled", "ts_scheduled"),
@@ -206,8 +211,9 @@ def _columns() -> dict[str, str]:
         ("ts_first_token", "ts_prefilled"),
     ]
     return {
-        "_r": f"""CASE WHEN any_sid IS NULL THEN {{'code': 'missing-field', 'detail': 'spanId is missing'}}
-         WHEN first_t0 IS NULL THEN {{'code': 'missing-field', 'detail': 'startTimeUnixNano is missing or not an integer'}}
+        "_r": f"""CASE WHEN first_t0 IS NULL OR (pd_p AND p_t0 IS NULL) OR (pd_d AND d_t0 IS NULL) THEN
+              {{'code': 'missing-field', 'detail': 'startTimeUnixNano is missing or not an integer'}}
+         WHEN any_sid IS NULL THEN {{'code': 'missing-field', 'detail': 'spanId is missing'}}
          WHEN coalesce(d_t1, p_t1) IS NULL THEN {{'code': 'missing-field', 'detail': 'endTimeUnixNano is missing or not an integer'}}
          WHEN coalesce(d_t1, p_t1) < first_t0 THEN {{'code': 'negative-duration', 'detail': 'the request root span ends before it starts'}}
          WHEN coalesce(p_backwards, d_backwards) IS NOT NULL THEN
@@ -222,9 +228,9 @@ def _columns() -> dict[str, str]:
         "parent_span_id": "d_pid",
         "vantage": "'server'",
         "service": "coalesce(d_r_service, p_r_service, getvariable('service'))",
-        "replica": "coalesce(d_r_instance, d_host)",
-        "prefill_replica": f"CASE WHEN {pd} THEN coalesce(p_r_instance, concat_ws('/', p_r_service, left(p_host, 8))) END",
-        "decode_replica": f"CASE WHEN {pd} THEN coalesce(d_r_instance, concat_ws('/', d_r_service, left(d_host, 8))) END",
+        "replica": "coalesce(d_r_instance, p_r_instance)",
+        "prefill_replica": "CASE WHEN pd_p THEN coalesce(p_r_instance, concat_ws('/', p_r_service, left(p_host, 8))) END",
+        "decode_replica": "CASE WHEN pd_d THEN coalesce(d_r_instance, concat_ws('/', d_r_service, left(d_host, 8))) END",
         "model": "coalesce(d_model, getvariable('model'))",
         "ts_arrival": "first_t0",
         "ts_queued": "coalesce(p_pb_0, p_pw_0)",
