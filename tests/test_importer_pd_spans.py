@@ -28,8 +28,8 @@ COLS = (
     "ts_routed",
     "ts_queued",
     "ts_scheduled",
-    "ts_prefilled",
-    "ts_kv_transferred",
+    "ts_prefill_done",
+    "ts_kv_ready",
     "ts_first_token",
     "ts_last_token",
     "ts_end",
@@ -102,11 +102,7 @@ def test_sglang_pd_boundaries_exact(sg) -> None:
     for row, r in zip(by_start[:2], [SgPd(1, 0), SgPd(2, 50_000, kv=40_000, cached=0)], strict=True):
         t = r.times()
         assert _bounds(row) == _want(t, "aqspkfle"), r
-        assert (row["prefill_replica"], row["decode_replica"], row["replica"]) == (
-            "prefill-0",
-            "decode-0",
-            "decode-0",
-        )
+        assert (row["prefill_replica"], row["replica"]) == ("prefill-0", "decode-0")
         assert (row["input_tokens"], row["output_tokens"], row["cached_input_tokens"]) == (512, 5, r.cached)
         assert (row["vantage"], row["model"], row["finish_reason"], row["status"]) == (
             "server",
@@ -118,7 +114,7 @@ def test_sglang_pd_boundaries_exact(sg) -> None:
         # the decode root is the row's identity (its span, its trace)
         assert row["span_id"] == f"{2:04x}{r.n:012x}" and row["trace_id"] == r.trace
     # the slow transfer: 40 ms of prefill_transfer_kv_cache + 0.2 ms until the decode side holds it
-    kv = [(r["ts_kv_transferred"] - r["ts_prefilled"]) for r in by_start[:2]]
+    kv = [(r["ts_kv_ready"] - r["ts_prefill_done"]) for r in by_start[:2]]
     assert kv == [3_200, 40_200]
 
 
@@ -139,7 +135,7 @@ def test_sglang_unified_request_has_no_pd_boundaries(sg) -> None:
         "l": at + 13200,
         "e": at + 13700,
     }
-    assert (row["prefill_replica"], row["decode_replica"], row["finish_reason"]) == (None, None, "length")
+    assert (row["prefill_replica"], row["replica"], row["finish_reason"]) == ("unified-0", "unified-0", "length")
 
 
 def test_sglang_kv_transfer_incident_shows_in_the_boundaries(kit, tmp_path: Path) -> None:
@@ -149,12 +145,12 @@ def test_sglang_kv_transfer_incident_shows_in_the_boundaries(kit, tmp_path: Path
     reqs = [SgPd(n, n * 100_000, kv=3_000 if n < 5 else 25_000) for n in range(1, 9)]
     s, rows, _ = _import(kit, tmp_path, sglang_lines(reqs))
     assert (s["imported"], s["duplicates"]) == (8, 8)
-    assert _gaps(rows, ("ts_prefilled", "ts_kv_transferred")) == [(3_200,)] * 4 + [(25_200,)] * 4
+    assert _gaps(rows, ("ts_prefill_done", "ts_kv_ready")) == [(3_200,)] * 4 + [(25_200,)] * 4
     steady = _gaps(
         rows,
         ("ts_queued", "ts_scheduled"),
-        ("ts_scheduled", "ts_prefilled"),
-        ("ts_kv_transferred", "ts_first_token"),
+        ("ts_scheduled", "ts_prefill_done"),
+        ("ts_kv_ready", "ts_first_token"),
     )
     assert set(steady) == {(4_000, 20_000, 2_000)}
 
@@ -172,11 +168,7 @@ def test_sglang_roots_in_either_order_or_alone(kit, tmp_path: Path) -> None:
     t = r.times()
     # the prefill side alone: its KV send end is the KV boundary; the first token out is unknown
     assert _bounds(alone[0]) == {**_want(t, "aqsp"), "k": t["kv_sent"], "e": t["kv_sent"] + 300}
-    assert (alone[0]["prefill_replica"], alone[0]["decode_replica"], alone[0]["replica"]) == (
-        "prefill-0",
-        None,
-        "prefill-0",
-    )
+    assert (alone[0]["prefill_replica"], alone[0]["replica"]) == ("prefill-0", None)
 
 
 def _sg_line(spans: list[dict]) -> str:
@@ -214,8 +206,8 @@ def test_sglang_bad_spans_are_quarantined_with_reasons(kit, tmp_path: Path) -> N
         ("missing-field", "startTimeUnixNano is missing or not an integer"),
         ("negative-duration", "a stage slice ends before it starts"),
         ("negative-duration", "a stage slice ends before it starts"),
-        ("out-of-order", "ts_kv_transferred is before ts_prefilled"),
-        ("out-of-order", "ts_kv_transferred is before ts_prefilled"),
+        ("out-of-order", "ts_kv_ready is before ts_prefill_done"),
+        ("out-of-order", "ts_kv_ready is before ts_prefill_done"),
         ("unparseable", "line is not valid JSON"),
     ]
     assert s["read"] == 9 and s["imported"] == 1 and s["duplicates"] == 1
@@ -271,22 +263,18 @@ def test_llmd_boundaries_exact(ld) -> None:
     for c in (LdCall(1, 0), LdCall(2, 200_000, scoring=25_000)):
         row, t = by_id[f"req-{c.n:04d}"], c.times()
         assert _bounds(row) == _want(t, "arqspfle"), c
-        assert (row["prefill_replica"], row["decode_replica"], row["replica"]) == (
-            "10.0.3.7:8000",
-            "pd-decode-0",
-            "pd-decode-0",
-        )
+        assert (row["prefill_replica"], row["replica"]) == ("pd-prefill-0", "pd-decode-0")
         assert (row["input_tokens"], row["output_tokens"], row["clock_skew_ms"]) == (900, 64, None)
         assert row["span_id"] == f"{51:04x}{c.n:012x}"  # the gateway.request span
         assert row["derived"] == [
             "ts_queued",
             "ts_scheduled",
-            "ts_prefilled",
+            "ts_prefill_done",
             "ts_first_token",
             "ts_last_token",
         ]
     one, t = by_id["req-0003"], LdCall(3, 400_000, pd=False).times()
-    assert _bounds(one) == _want(t, "arqsfle") and one["prefill_replica"] is None
+    assert _bounds(one) == _want(t, "arqsfle") and one["prefill_replica"] == one["replica"] == "pd-decode-0"
     solo = by_id["direct-1"]  # as vllm-otlp maps it: arrival 800 ms, queued +0.7, scheduled +1.7, ...
     assert _bounds(solo) == {
         "a": 800_000,
@@ -312,8 +300,8 @@ def test_llmd_router_queue_incident_shows_in_route(kit, tmp_path: Path) -> None:
     steady = _gaps(
         rows,
         ("ts_routed", "ts_scheduled"),
-        ("ts_scheduled", "ts_prefilled"),
-        ("ts_prefilled", "ts_first_token"),
+        ("ts_scheduled", "ts_prefill_done"),
+        ("ts_prefill_done", "ts_first_token"),
     )
     assert set(steady) == {(3_000, 30_000, 8_100)}
 

@@ -15,16 +15,16 @@ from pathlib import Path
 
 from toolkit import schema
 from toolkit.importers import REGISTRY
-from toolkit.importers._common import documented_boundaries
+from toolkit.importers._common import BOUNDARIES, OPTIONAL_BOUNDARIES
 
 
 def formats_markdown() -> str:
     short = {"ts_arrival": "arrival", "ts_routed": "routed", "ts_queued": "queued", "ts_scheduled": "scheduled",
-             "ts_prefilled": "prefilled", "ts_kv_transferred": "KV held",
+             "ts_prefill_done": "prefill done", "ts_kv_ready": "KV ready",
              "ts_first_token": "first token", "ts_last_token": "last token", "ts_end": "end"}
     lines = ["| format | vantage | reads | boundaries it gives | cannot |", "|---|---|---|---|---|"]
     for name, imp in REGISTRY.items():
-        have = [short.get(b, b) for b in documented_boundaries(imp.docs.boundaries) if b in imp.docs.boundaries]
+        have = [short[b] for b in BOUNDARIES if b in imp.docs.boundaries]
         cell = [f"`{name}`", imp.vantage, imp.docs.description, ", ".join(have), imp.docs.cannot]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cell) + " |")
     return "\n".join(lines)
@@ -35,7 +35,9 @@ def boundaries_markdown(name: str) -> str:
     imp = REGISTRY[name]
     lines = [f"`{name}` (vantage: {imp.vantage}) reads {imp.docs.file_hint}.", "",
              "| boundary | from |", "|---|---|"]
-    for b in documented_boundaries(imp.docs.boundaries):
+    for b in BOUNDARIES:
+        if b in OPTIONAL_BOUNDARIES and b not in imp.docs.boundaries:  # routed/disaggregated: only where given
+            continue
         lines.append(f"| `{b}` | " + imp.docs.boundaries.get(b, "not available").replace("|", "\\|") + " |")
     lines += ["", f"Cannot: {imp.docs.cannot}."]
     return "\n".join(lines)

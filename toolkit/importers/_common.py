@@ -53,7 +53,6 @@ Session values (file name, overrides) are DuckDB variables read with ``getvariab
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,7 +61,11 @@ from toolkit import schema
 if TYPE_CHECKING:
     from toolkit.importers.spec import Importer
 
-BOUNDARIES = ("ts_arrival", "ts_queued", "ts_scheduled", "ts_first_token", "ts_last_token", "ts_end")
+BOUNDARIES = ("ts_arrival", "ts_routed", "ts_queued", "ts_scheduled", "ts_prefill_done", "ts_kv_ready",
+              "ts_first_token", "ts_last_token", "ts_end")
+# the boundaries of routed and disaggregated serving (docs/stages.md): most sources have none, so a
+# format's boundaries table lists them only where it gives them
+OPTIONAL_BOUNDARIES = ("ts_routed", "ts_prefill_done", "ts_kv_ready")
 # Derived boundaries may be shifted by up to this much to fit between read ones (docs/data-model.md).
 SKEW_TOLERANCE_US = 50_000
 # Plausible wall-clock range for timestamps in microseconds: 1970-01-01 .. 2200-01-01.
@@ -172,13 +175,7 @@ def checked_sql(importer: Importer, candidate_sql: str, present: set[str], table
     )
 
 
-def documented_boundaries(declared: Iterable[str]) -> list[str]:
-    """The boundaries a format's docs list, in the schema's (the stage chain's) order: the six
-    every format has, and the routed/disaggregated ones (``ts_routed``…) only where declared."""
-    chain = [c.name for c in schema.table("requests").columns if c.stage_boundary]
-    return [b for b in chain if b in BOUNDARIES or b in declared]
-
-
 def describe_boundaries(importer: Importer) -> list[tuple[str, str]]:
     """``(boundary, how the importer gets it)`` for ``stagelens formats``."""
-    return [(b, importer.docs.boundaries.get(b, "not available")) for b in documented_boundaries(importer.docs.boundaries)]
+    return [(b, importer.docs.boundaries.get(b, "not available")) for b in BOUNDARIES
+            if b not in OPTIONAL_BOUNDARIES or b in importer.docs.boundaries]

@@ -21,9 +21,9 @@ Facts from docs/formats/llm-d-otlp.md (``llm-d/llm-d-router``: ``pkg/epp/handler
 
 One row per call (the gateway's vantage): arrival and end are the gateway's; ``ts_routed`` is the
 first worker's arrival (route = EPP scoring and picking, the proxy hop); the prefill worker's
-queue and prefill (its first token is ``ts_prefilled``) and the decode worker's first and last
+queue and prefill (its first token is ``ts_prefill_done``) and the decode worker's first and last
 token, each mapped as ``vllm-otlp`` maps a span (shared SQL, ``_otlp.py``). vLLM records no
-instant at which the decode worker holds the KV: ``ts_kv_transferred`` stays empty, and
+instant at which the decode worker holds the KV: ``ts_kv_ready`` stays empty, and
 ``kv_transfer+decode_queue`` is one composite. The gateway's and the workers' spans of a call are
 records of one request: each gives the call's row, one is kept and the others are duplicates. A
 vLLM span of no call (no ``gateway.request`` in its trace) is a row of its own, as ``vllm-otlp``
@@ -52,7 +52,7 @@ BOUNDARIES = {
     "ts_routed": "the first worker's llm_request start (after EPP scoring and picking, the PD proxy hop)",
     "ts_queued": "the prefill (or only) worker's queued, as vllm-otlp (derived)",
     "ts_scheduled": "the prefill (or only) worker's scheduled, as vllm-otlp (derived)",
-    "ts_prefilled": "PD: the prefill worker's first token, as vllm-otlp (derived)",
+    "ts_prefill_done": "PD: the prefill worker's first token, as vllm-otlp (derived)",
     "ts_first_token": "the decode (or only) worker's first token, as vllm-otlp (derived)",
     "ts_last_token": "the decode (or only) worker's last token, as vllm-otlp (derived)",
     "ts_end": "gateway.request span end (the response has passed the gateway)",
@@ -197,8 +197,6 @@ def _columns() -> dict[str, str]:
               'the call has several vLLM llm_request spans and no PD proxy prefill span names the prefill worker'}}
          WHEN abs(shift) > {tol} OR w_first + shift < g0 OR w_max + shift > g1 THEN {{'code': 'out-of-order', 'detail':
               'the workers'' llm_request spans do not fit in gateway.request (host clocks differ by more than 50 ms?)'}}
-         WHEN ts_prefilled < ts_scheduled THEN {{'code': 'out-of-order', 'detail': 'ts_prefilled is before ts_scheduled'}}
-         WHEN ts_first_token < ts_prefilled THEN {{'code': 'out-of-order', 'detail': 'ts_first_token is before ts_prefilled'}}
     END""",
         "request_id": "coalesce(e_rid, d_request_id, p_request_id, sid)",
         "trace_id": "tid",
@@ -207,14 +205,14 @@ def _columns() -> dict[str, str]:
         "vantage": "'gateway'",
         "service": "coalesce(r_service, getvariable('service'))",
         "replica": "d_replica",
-        "prefill_replica": f"CASE WHEN {pd} THEN coalesce(p_target, p_replica) END",
-        "decode_replica": f"CASE WHEN {pd} THEN coalesce(d_target, d_replica) END",
+        # the prefill worker's own instance, else the host:port the proxy sent it to; one worker: both
+        "prefill_replica": f"CASE WHEN {pd} THEN coalesce(p_replica, p_target) ELSE d_replica END",
         "model": "coalesce(d_model, e_model, getvariable('model'))",
         "ts_arrival": "g0",
         "ts_routed": sh("w_first"),
         "ts_queued": sh(f"CASE WHEN {pd} THEN p_ts_queued ELSE d_ts_queued END"),
         "ts_scheduled": sh(f"CASE WHEN {pd} THEN p_ts_scheduled ELSE d_ts_scheduled END"),
-        "ts_prefilled": sh(f"CASE WHEN {pd} THEN p_ts_first_token END"),
+        "ts_prefill_done": sh(f"CASE WHEN {pd} THEN p_ts_first_token END"),
         "ts_first_token": sh("d_ts_first_token"),
         "ts_last_token": sh("d_ts_last_token"),
         "ts_end": "g1",
@@ -227,7 +225,7 @@ def _columns() -> dict[str, str]:
                 ("ts_routed", "shift <> 0 AND w_first IS NOT NULL"),
                 ("ts_queued", f"CASE WHEN {pd} THEN p_dq ELSE d_dq END"),
                 ("ts_scheduled", f"CASE WHEN {pd} THEN p_ts_scheduled ELSE d_ts_scheduled END IS NOT NULL"),
-                ("ts_prefilled", f"{pd} AND p_ts_first_token IS NOT NULL"),
+                ("ts_prefill_done", f"{pd} AND p_ts_first_token IS NOT NULL"),
                 ("ts_first_token", "d_ts_first_token IS NOT NULL"),
                 ("ts_last_token", "d_ts_last_token IS NOT NULL"),
             ]

@@ -46,8 +46,8 @@ BOUNDARIES = {
     "ts_arrival": "earliest request root span start (the workers' API servers)",
     "ts_queued": "prefill_bootstrap slice start (PD), else prefill_waiting start",
     "ts_scheduled": "prefill_forward slice start",
-    "ts_prefilled": "PD: the prefill worker's prefill_forward end",
-    "ts_kv_transferred": "PD: the decode worker's decode_transferred end, else prefill_transfer_kv_cache end",
+    "ts_prefill_done": "PD: the prefill worker's prefill_forward end",
+    "ts_kv_ready": "PD: the decode worker's decode_transferred end, else prefill_transfer_kv_cache end",
     "ts_first_token": "decode root start + gen_ai.latency.time_to_first_token (derived); else fake_output end "
     "(PD) or prefill_forward end",
     "ts_last_token": "last decode_loop slice end",
@@ -198,29 +198,27 @@ def _merged() -> str:
 )"""
 
 
+def _worker(side: str) -> str:
+    """A worker's label: its ``service.instance.id``, else its ``service.name`` and host id."""
+    return f"coalesce({side}r_instance, {side}r_service || '/' || left({side}host, 8), {side}r_service)"
+
+
 def _columns() -> dict[str, str]:
     """The candidate ``requests`` columns of a request (over ``rq``), and ``_r``, its verdict."""
     f_derived = f"d_t0 + {us('d_ttft_s')}"
-    # PD without the decode root: the first token out is unknown (the prefill's is ts_prefilled)
+    # PD without the decode root: the first token out is unknown (the prefill's is ts_prefill_done)
     first = f"coalesce({f_derived}, CASE WHEN pd_p OR pd_d THEN d_fo_1 ELSE p_pf_1 END)"
     pd = "(pd_p OR pd_d)"
-    order = [
-        ("ts_prefilled", "ts_scheduled"),
-        ("ts_kv_transferred", "ts_prefilled"),
-        ("ts_first_token", "ts_kv_transferred"),
-        ("ts_first_token", "ts_prefilled"),
-    ]
     return {
-        "_r": f"""CASE WHEN first_t0 IS NULL OR (pd_p AND p_t0 IS NULL) OR (pd_d AND d_t0 IS NULL) THEN
-              {{'code': 'missing-field', 'detail': 'startTimeUnixNano is missing or not an integer'}}
-         WHEN any_sid IS NULL THEN {{'code': 'missing-field', 'detail': 'spanId is missing'}}
-         WHEN coalesce(d_t1, p_t1) IS NULL THEN {{'code': 'missing-field', 'detail': 'endTimeUnixNano is missing or not an integer'}}
-         WHEN coalesce(d_t1, p_t1) < first_t0 THEN {{'code': 'negative-duration', 'detail': 'the request root span ends before it starts'}}
+        "_r": """CASE WHEN first_t0 IS NULL OR (pd_p AND p_t0 IS NULL) OR (pd_d AND d_t0 IS NULL) THEN
+              {'code': 'missing-field', 'detail': 'startTimeUnixNano is missing or not an integer'}
+         WHEN any_sid IS NULL THEN {'code': 'missing-field', 'detail': 'spanId is missing'}
+         WHEN coalesce(d_t1, p_t1) IS NULL THEN {'code': 'missing-field', 'detail': 'endTimeUnixNano is missing or not an integer'}
+         WHEN coalesce(d_t1, p_t1) < first_t0 THEN {'code': 'negative-duration', 'detail': 'the request root span ends before it starts'}
          WHEN coalesce(p_backwards, d_backwards) IS NOT NULL THEN
-              {{'code': 'negative-duration', 'detail': 'a stage slice ends before it starts'}}
-         WHEN d_has_ttft AND d_ttft_s IS NULL THEN {{'code': 'bad-type', 'detail': 'gen_ai.latency.time_to_first_token is not a number'}}
-         WHEN d_ttft_s < 0 THEN {{'code': 'negative-duration', 'detail': 'gen_ai.latency.time_to_first_token is negative'}}
-         {" ".join(f"WHEN {a} < {b} THEN {{'code': 'out-of-order', 'detail': '{a} is before {b}'}}" for a, b in order)}
+              {'code': 'negative-duration', 'detail': 'a stage slice ends before it starts'}
+         WHEN d_has_ttft AND d_ttft_s IS NULL THEN {'code': 'bad-type', 'detail': 'gen_ai.latency.time_to_first_token is not a number'}
+         WHEN d_ttft_s < 0 THEN {'code': 'negative-duration', 'detail': 'gen_ai.latency.time_to_first_token is negative'}
     END""",
         "request_id": "coalesce(d_rid, p_rid, any_sid)",
         "trace_id": "coalesce(d_tid, any_tid)",
@@ -228,15 +226,15 @@ def _columns() -> dict[str, str]:
         "parent_span_id": "d_pid",
         "vantage": "'server'",
         "service": "coalesce(d_r_service, p_r_service, getvariable('service'))",
-        "replica": "coalesce(d_r_instance, p_r_instance)",
-        "prefill_replica": "CASE WHEN pd_p THEN coalesce(p_r_instance, concat_ws('/', p_r_service, left(p_host, 8))) END",
-        "decode_replica": "CASE WHEN pd_d THEN coalesce(d_r_instance, concat_ws('/', d_r_service, left(d_host, 8))) END",
+        # the decode worker sends the tokens (a prefill root alone: unknown); one worker: both
+        "replica": _worker("d_"),
+        "prefill_replica": _worker("p_"),
         "model": "coalesce(d_model, getvariable('model'))",
         "ts_arrival": "first_t0",
         "ts_queued": "coalesce(p_pb_0, p_pw_0)",
         "ts_scheduled": "coalesce(p_pf_0, p_pw_1)",
-        "ts_prefilled": f"CASE WHEN {pd} THEN p_pf_1 END",
-        "ts_kv_transferred": f"CASE WHEN {pd} THEN coalesce(d_dt_1, p_kv_1) END",
+        "ts_prefill_done": f"CASE WHEN {pd} THEN p_pf_1 END",
+        "ts_kv_ready": f"CASE WHEN {pd} THEN coalesce(d_dt_1, p_kv_1) END",
         "ts_first_token": first,
         "ts_last_token": "d_dl_1",
         "ts_end": "coalesce(d_t1, p_t1)",
