@@ -273,7 +273,7 @@ SELECT r.ln, r.first_of_line,
 FROM rows AS r
 LEFT JOIN cand AS c ON c.tid = r.tid AND c.sid = coalesce(r.g_sid, CASE WHEN r.is_root THEN r.sid END)
 LEFT JOIN solo AS o ON r.g_sid IS NULL AND r.{_W} AND o.tid = r.tid AND o.sid = r.sid AND o.ln = r.ln
-ORDER BY r.ln
+ORDER BY r.ln, r.sid  -- deterministic: a line holds several records
 """
 
 

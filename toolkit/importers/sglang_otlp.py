@@ -285,7 +285,7 @@ SELECT r.ln, r.first_of_line,
     _v['code'] AS reason_code, _v['detail'] AS reason_detail,
     {out}
 FROM rows AS r LEFT JOIN cand AS c ON r.is_root AND c.tid = r.tid AND c.sid = r.sid
-ORDER BY r.ln
+ORDER BY r.ln, r.sid  -- deterministic: a line holds several records
 """
 
 
