@@ -382,3 +382,15 @@ def test_a_root_exported_twice_is_one_request(kit, tmp_path: Path) -> None:
     s, rows, _ = _import(kit, tmp_path, lines + lines)
     assert (s["read"], s["imported"], s["duplicates"]) == (4, 1, 3)
     assert _bounds(rows[0]) == _want(r.times(), "aqspkfle")
+
+
+def test_sglang_an_aborted_thread_makes_the_request_an_error() -> None:
+    """SGLang's abort ends the request's thread spans with an ERROR status (trace.py): the row's
+    status says so; the same request without it is ok."""
+    p, d = sglang_pd(SgPd(1, 0))
+    ok = _candidates(sglang_otlp, [_sg_line(p + d)])
+    for sp in d:
+        if sp["name"].startswith("Scheduler"):
+            sp["status"] = {"code": 2}
+    failed = _candidates(sglang_otlp, [_sg_line(p + d)])
+    assert {r["status"] for r in ok} == {"ok"} and {r["status"] for r in failed} == {"error"}

@@ -94,8 +94,8 @@ def _a(name: str) -> str:
 
 
 def _per_root() -> str:
-    """CTE ``pr``: per request root, its slices' times (first start, last end) and whether a slice
-    ends before it starts; the host of its threads."""
+    """CTE ``pr``: per request root, its slices' times (first start, last end), whether a slice
+    ends before it starts or a thread span was aborted; the host of its threads."""
     aggs = []
     for a, n in _SLICES.items():
         aggs += [
@@ -105,6 +105,8 @@ def _per_root() -> str:
     return f"""pr AS (
     SELECT tid, root_sid, {", ".join(aggs)},
         min(name) FILTER (WHERE t1 < t0) AS backwards,
+        -- an abort ends the thread spans with an ERROR status (trace.py, abort)
+        bool_or(sp['status']['code'] IN ('2', 'STATUS_CODE_ERROR')) AS aborted,
         min({_a("host")}['stringValue']) FILTER (WHERE {_a("host")} IS NOT NULL) AS host
     FROM anc WHERE root_sid IS NOT NULL AND NOT is_root GROUP BY tid, root_sid
 )"""
@@ -122,8 +124,8 @@ def _roots() -> str:
         {num(_a("ttft"))} AS ttft_s, {_a("ttft")} IS NOT NULL AS has_ttft,
         {bigint(_a("prompt"))} AS prompt, {bigint(_a("completion"))} AS completion, {bigint(_a("cached"))} AS cached,
         {_a("model")}['stringValue'] AS model, {_a("finish")}['stringValue'] AS finish,
-        s.sp['status']['code'] IN ('2', 'STATUS_CODE_ERROR') AS failed,
-        pr.* EXCLUDE (tid, root_sid)
+        s.sp['status']['code'] IN ('2', 'STATUS_CODE_ERROR') OR coalesce(pr.aborted, false) AS failed,
+        pr.* EXCLUDE (tid, root_sid, aborted)
     FROM s LEFT JOIN pr ON pr.tid = s.tid AND pr.root_sid = s.sid
     WHERE s.is_root
     QUALIFY row_number() OVER (PARTITION BY s.tid, s.sid ORDER BY s.ln) = 1  -- a root exported twice: one request
