@@ -36,11 +36,11 @@ S, C = REPO / "sample_traces", REPO / "tests" / "cases"
 # one sample trace per importer (tests/cases/ where a sample under sample_traces/ would change the
 # demo's import of that folder: llmperf is refused without --clock-origin)
 SAMPLES: dict[str, Path] = {
+    "llm-d-otlp": S / "llm-d-otlp/golden_pd.jsonl",
+    "sglang-otlp": S / "sglang-otlp/golden_pd.jsonl",
     "sglang": S / "sglang/golden_request_metrics.jsonl",
     "sglang-timing": C / "sglang-timing/generate_responses.jsonl",
     "ollama": C / "ollama/responses.jsonl",
-    "llm-d-otlp": S / "llm-d-otlp/golden_pd.jsonl",
-    "sglang-otlp": S / "sglang-otlp/golden_pd.jsonl",
     "otlp": S / "otlp/golden_retail_agent_genai.jsonl",
     "vllm-otlp": S / "vllm/golden_spans.jsonl",
     "litellm": S / "litellm/golden_retail_agent.jsonl",

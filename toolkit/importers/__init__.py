@@ -31,11 +31,11 @@ from toolkit.importers import (
 from toolkit.importers.spec import Importer
 
 REGISTRY: dict[str, Importer] = {imp.name: imp for imp in (
+    llmd_otlp.IMPORTER,  # before otlp and vllm-otlp: gateway, PD proxy and vLLM spans of one call
+    sglang_otlp.IMPORTER,  # before otlp: SGLang's request trees (span names decide)
     sglang.IMPORTER,
     sglang_timing.IMPORTER,  # /generate responses with --enable-metrics timing
     ollama.IMPORTER,  # /api/generate and /api/chat responses
-    llmd_otlp.IMPORTER,  # before otlp and vllm-otlp: gateway, PD proxy and vLLM spans of one call
-    sglang_otlp.IMPORTER,  # before otlp: SGLang's request trees (span names decide)
     otlp.IMPORTER,  # before vllm-otlp: a file with agent and vLLM spans is read whole by otlp
     vllm_otlp.IMPORTER,
     litellm.IMPORTER,
