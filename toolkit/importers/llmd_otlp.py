@@ -24,8 +24,8 @@ first worker's arrival (route = EPP scoring and picking, the proxy hop); the pre
 queue and prefill (its first token is ``ts_prefill_done``) and the decode worker's first and last
 token, each mapped as ``vllm-otlp`` maps a span (shared SQL, ``_otlp.py``). vLLM records no
 instant at which the decode worker holds the KV: ``ts_kv_ready`` stays empty, and
-``kv_transfer+decode_queue`` is one composite. The gateway's and the workers' spans of a call are
-records of one request: each gives the call's row, one is kept and the others are duplicates. A
+``kv_transfer+decode_queue`` is one composite. The call's record is its ``gateway.request`` span;
+the workers' spans are parts of it (skipped), so the call counts once. A
 vLLM span of no call (no ``gateway.request`` in its trace) is a row of its own, as ``vllm-otlp``
 gives it. Worker times are placed within the gateway's interval when the hosts' clocks differ by
 at most 50 ms (``clock_skew_ms``); beyond that the call is out of order.
@@ -235,9 +235,10 @@ def _columns() -> dict[str, str]:
 
 
 def requests_sql() -> str:
-    """One row per span of each batch: a ``gateway.request`` and the vLLM spans of its call are
-    records carrying the call's row; a vLLM span of no call is a record as vllm-otlp maps it; one
-    EPP span of each group whose ``gateway.request`` is missing is a quarantined record."""
+    """One row per span of each batch: a ``gateway.request`` is a record carrying its call's row (the
+    vLLM spans of the call are parts of it: skipped); a vLLM span of no call is a record as
+    vllm-otlp maps it; one EPP span of each group whose ``gateway.request`` is missing is a
+    quarantined record."""
     cols, solo = _columns(), llm_request_columns("v_")
     orphan, orphan_why = tree.orphan_record("gateway.request span")
     kind, line_why = tree.line_verdict()
@@ -265,13 +266,14 @@ cand AS (
 )
 SELECT r.ln, r.first_of_line,
     CASE WHEN r.line_row THEN {kind}
-         WHEN r.is_root OR r.orphan OR r.{_W} THEN 'record' ELSE 'skip' END AS row_kind,
+         -- a call's record is its gateway.request span; its workers' spans are parts of it
+         WHEN r.is_root OR r.orphan OR (r.{_W} AND r.g_sid IS NULL) THEN 'record' ELSE 'skip' END AS row_kind,
     CASE WHEN r.line_row THEN r.line_why WHEN r.orphan THEN {orphan_why}
-         WHEN r.g_sid IS NOT NULL OR r.is_root THEN c._r ELSE o._r END AS _v,
+         WHEN r.is_root THEN c._r ELSE o._r END AS _v,
     _v['code'] AS reason_code, _v['detail'] AS reason_detail,
-    {", ".join(f"CASE WHEN r.g_sid IS NOT NULL OR r.is_root THEN c.{n} ELSE o.{n} END AS {n}" for n in names)}
+    {", ".join(f"CASE WHEN r.is_root THEN c.{n} ELSE o.{n} END AS {n}" for n in names)}
 FROM rows AS r
-LEFT JOIN cand AS c ON c.tid = r.tid AND c.sid = coalesce(r.g_sid, CASE WHEN r.is_root THEN r.sid END)
+LEFT JOIN cand AS c ON r.is_root AND c.tid = r.tid AND c.sid = r.sid
 LEFT JOIN solo AS o ON r.g_sid IS NULL AND r.{_W} AND o.tid = r.tid AND o.sid = r.sid AND o.ln = r.ln
 ORDER BY r.ln, r.sid  -- deterministic: a line holds several records
 """

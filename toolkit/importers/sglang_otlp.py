@@ -15,8 +15,9 @@ Facts from docs/formats/sglang-otlp.md (SGLang's ``python/sglang/srt/observabili
   steps inside), and in PD mode ``prefill_prepare``, ``prefill_bootstrap``,
   ``prefill_transfer_kv_cache`` on the prefill worker, ``decode_prepare``, ``decode_bootstrap``,
   ``decode_transferred``, ``decode_waiting``, ``fake_output`` on the decode worker;
-* one request is a record per worker: the prefill and decode roots of one ``bootstrap_room`` give
-  one row (the decode root's identity), so the second is counted as a duplicate, never twice.
+* one request, two workers: the prefill and decode roots of one ``bootstrap_room`` give one row,
+  whose record is the decode root (its identity); the prefill root is a part of it (skipped), so
+  the request counts once.
 
 Boundaries: arrival = the earliest root start; queued = ``prefill_bootstrap`` start (PD: the
 bootstrap queue is the prefill scheduler's first queue), else ``prefill_waiting`` start; scheduled
@@ -254,9 +255,10 @@ def _columns() -> dict[str, str]:
 
 
 def requests_sql() -> str:
-    """One row per span of each batch: a request root is a record carrying its request's merged row
-    (its prefill and decode roots give the same row: one is kept, one is a duplicate); one span of
-    each group whose root is missing is a quarantined record; the rest are skipped."""
+    """One row per span of each batch: a request's decode (or only) root is its record, carrying
+    the row its prefill and decode roots give together (the prefill root, a part of it, is
+    skipped; alone, it is the record); one span of each group whose root is missing is a
+    quarantined record; the rest are skipped."""
     cols = _columns()
     orphan, orphan_why = tree.orphan_record("request root span")
     kind, line_why = tree.line_verdict()
@@ -282,7 +284,9 @@ cand AS (
 )
 SELECT r.ln, r.first_of_line,
     CASE WHEN r.line_row THEN {kind}
-         WHEN r.is_root OR r.orphan THEN 'record' ELSE 'skip' END AS row_kind,
+         -- the request's record is its decode (or only) root; its prefill root is a part of it
+         WHEN r.orphan OR (r.is_root AND c.span_id = r.sid AND c.trace_id = r.tid) THEN 'record'
+         ELSE 'skip' END AS row_kind,
     CASE WHEN r.line_row THEN r.line_why WHEN r.orphan THEN {orphan_why} ELSE c._r END AS _v,
     _v['code'] AS reason_code, _v['detail'] AS reason_detail,
     {out}
