@@ -62,7 +62,15 @@ def test_messy_file_imports_as_before_the_port(golden: Path) -> None:
     for mode in ("relative", "anchored"):
         assert got[mode]["counts"] == want[mode]["counts"], mode
         assert got[mode]["quarantine"] == want[mode]["quarantine"], mode
-        assert got[mode]["requests"] == want[mode]["requests"], mode
+        assert _since(got[mode]["requests"], want[mode]["requests"]) == want[mode]["requests"], mode
+
+
+def _since(rows: list[dict], golden: list[dict]) -> list[dict]:
+    """``rows`` less the columns added to the schema after the golden was made (the routed and
+    disaggregated boundaries, prefill_replica) where they are null: an importer that does not
+    give them must leave them so, and any value there is still a difference."""
+    known = {k for r in golden for k in r}
+    return [{k: v for k, v in r.items() if k in known or v is not None} for r in rows] if golden else rows
 
 
 def test_goldens_hold_every_kind_of_reason() -> None:
