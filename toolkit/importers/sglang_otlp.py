@@ -50,7 +50,7 @@ BOUNDARIES = {
     "ts_prefill_done": "PD: the prefill worker's prefill_forward end",
     "ts_kv_ready": "PD: the decode worker's decode_transferred end, else prefill_transfer_kv_cache end",
     "ts_first_token": "decode root start + gen_ai.latency.time_to_first_token (derived); else fake_output end "
-    "(PD) or prefill_forward end",
+    "(PD) or prefill_forward end (one worker)",
     "ts_last_token": "last decode_loop slice end",
     "ts_end": "the decode (or only) worker's root span end",
 }
