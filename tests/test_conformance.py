@@ -36,6 +36,8 @@ S, C = REPO / "sample_traces", REPO / "tests" / "cases"
 # one sample trace per importer (tests/cases/ where a sample under sample_traces/ would change the
 # demo's import of that folder: llmperf is refused without --clock-origin)
 SAMPLES: dict[str, Path] = {
+    "llm-d-otlp": S / "llm-d-otlp/golden_pd.jsonl",
+    "sglang-otlp": S / "sglang-otlp/golden_pd.jsonl",
     "sglang": S / "sglang/golden_request_metrics.jsonl",
     "sglang-timing": C / "sglang-timing/generate_responses.jsonl",
     "ollama": C / "ollama/responses.jsonl",

@@ -14,6 +14,7 @@ from toolkit.importers import (
     langfuse,
     litellm,
     llama_cpp,
+    llmd_otlp,
     llmperf,
     mapping,
     mooncake,
@@ -21,6 +22,7 @@ from toolkit.importers import (
     otlp,
     replay,
     sglang,
+    sglang_otlp,
     sglang_timing,
     tgi,
     triton,
@@ -31,6 +33,8 @@ from toolkit.importers import (
 from toolkit.importers.spec import Importer
 
 REGISTRY: dict[str, Importer] = {imp.name: imp for imp in (
+    llmd_otlp.IMPORTER,  # before otlp and vllm-otlp: gateway, PD proxy and vLLM spans of one call
+    sglang_otlp.IMPORTER,  # before otlp: SGLang's request trees (span names decide)
     sglang.IMPORTER,
     sglang_timing.IMPORTER,  # /generate responses with --enable-metrics timing
     ollama.IMPORTER,  # /api/generate and /api/chat responses

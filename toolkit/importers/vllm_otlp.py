@@ -32,6 +32,7 @@ from toolkit.importers._otlp import double as _double
 from toolkit.importers._otlp import has as _has
 from toolkit.importers._otlp import hex_id as _hex_id
 from toolkit.importers._otlp import int_ as _int
+from toolkit.importers._otlp_tree import LLMD_MARKERS
 from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
 
 __all__ = ["_attr", "_double", "_has", "_hex_id", "_int", "requests_sql", "sniff"]
@@ -62,7 +63,9 @@ _SPEC = json.dumps({"resourceSpans": [{"resource": {"attributes": [_ATTR]},
 
 
 def sniff(head: bytes) -> bool:
-    return b'"resourceSpans"' in head[:4096] and (b"llm_request" in head or b"vllm" in head)
+    """vLLM's spans, unless llm-d's gateway spans are with them (llm-d-otlp joins those)."""
+    return (b'"resourceSpans"' in head[:4096] and (b"llm_request" in head or b"vllm" in head)
+            and not any(m in head for m in LLMD_MARKERS))
 
 
 # One line (an ExportTraceServiceRequest), as json_transform and the fast read_json both take it.

@@ -225,11 +225,13 @@ class Identity:
         """Each stored row's identity hash (``k``) and its row number in its file (``_row``), over
         the Parquet files given as the parameter. Hashed as the import hashes its candidates,
         whose timestamps are BIGINT microseconds: the stored TIMESTAMPs are converted back first
-        (an identity may read one: litellm's request id + arrival)."""
-        stamps = ", ".join(f"epoch_us({c.name}) AS {c.name}" for c in schema.table(table).columns
-                           if c.type == "timestamp")
-        return (f"SELECT {self.hash_sql(table)} AS k, file_row_number AS _row FROM (SELECT * REPLACE ({stamps}) "
-                "FROM read_parquet(?, hive_partitioning = false, file_row_number = true) "
+        (an identity may read one: litellm's request id + arrival). Chosen by name among the
+        columns a file has: a file written before a timestamp column was added (ts_routed…) lacks
+        it, and ``REPLACE`` of a missing column fails the bind."""
+        names = ", ".join(f"'{c.name}'" for c in schema.table(table).columns if c.type == "timestamp")
+        cols = f"COLUMNS(lambda c: c NOT IN ({names})), epoch_us(COLUMNS(lambda c: c IN ({names})))"
+        return (f"SELECT {self.hash_sql(table)} AS k, file_row_number AS _row FROM (SELECT {cols} "
+                "FROM read_parquet(?, hive_partitioning = false, file_row_number = true, union_by_name = true) "
                 "WHERE source_format = getvariable('source_format'))")
 
 
