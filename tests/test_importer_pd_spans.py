@@ -393,3 +393,38 @@ def test_sglang_an_aborted_thread_makes_the_request_an_error() -> None:
             sp["status"] = {"code": 2}
     failed = _candidates(sglang_otlp, [_sg_line(p + d)])
     assert {r["status"] for r in ok} == {"ok"} and {r["status"] for r in failed} == {"error"}
+
+
+# -- the verdict on the incidents (the stages that route/kv_transfer boundaries make) --------------------
+
+
+def _driver(kit, tmp: Path, before: list[str], after: list[str]) -> tuple[str | None, dict]:
+    """The mean-TTFT entry of ``report after --baseline before``: its driver and contributions."""
+    from toolkit.report.build import build_report
+
+    _import(kit, tmp, before, "before.jsonl")
+    _import(kit, tmp, after, "after.jsonl")
+    report = build_report(tmp / "ds-after.jsonl", baseline_dataset=tmp / "ds-before.jsonl")
+    entry = next(a for a in report.attribution if a["metric"] == "ttft_ms" and a["statistic"] == "mean")
+    return entry["driver"], entry["contributions"]
+
+
+def test_llmd_router_incident_names_route(kit, tmp_path: Path) -> None:
+    """EPP scoring 1.5 ms -> 20 ms a pass (two passes a call): the report names ``route``, +37 ms,
+    and no other stage moved."""
+    before = llmd_lines([LdCall(n, n * 200_000, scoring=1_500) for n in range(1, 6)])
+    after = llmd_lines([LdCall(n, n * 200_000, scoring=20_000) for n in range(1, 6)])
+    driver, contributions = _driver(kit, tmp_path, before, after)
+    assert driver == "route"
+    assert contributions["route"] == pytest.approx(37.0, abs=1e-6)
+    assert all(v == pytest.approx(0.0, abs=1e-6) for k, v in contributions.items() if k != "route")
+
+
+def test_sglang_transfer_incident_names_kv_transfer(kit, tmp_path: Path) -> None:
+    """prefill_transfer_kv_cache 3 ms -> 25 ms: the report names ``kv_transfer``, +22 ms."""
+    before = sglang_lines([SgPd(n, n * 100_000, kv=3_000) for n in range(1, 6)])
+    after = sglang_lines([SgPd(n, n * 100_000, kv=25_000) for n in range(1, 6)])
+    driver, contributions = _driver(kit, tmp_path, before, after)
+    assert driver == "kv_transfer"
+    assert contributions["kv_transfer"] == pytest.approx(22.0, abs=1e-6)
+    assert all(v == pytest.approx(0.0, abs=1e-6) for k, v in contributions.items() if k != "kv_transfer")
