@@ -43,7 +43,7 @@
 --   derived: list of names; boundaries computed rather than read
 --   counted: bool; this row is the record its call is counted by in turns, load and metrics (see _bounds)
 --   in_load: bool; counted and on the dataset's main clock: the rows load and the busy/quiet periods are made of (see _bounds)
---   period: name; busy or quiet: whether the request arrived in a busy bucket of load (null for rows off the main clock, which load leaves out)
+--   period: name; busy, ramp or quiet: whether the request arrived in a busy bucket of load, in the ramp or drain around a busy period (load.ramp: neither busy nor baseline), or in quiet time (null for rows off the main clock, which load leaves out)
 --   good: bool; status ok (or unknown), ttft_ms <= $ttft_slo_ms and tpot_ms <= $tpot_slo_ms (a reply of one token has no TPOT and meets that objective); null when the request has no TTFT and cannot be judged
 --
 -- The columns up to in_load are those of stages, unchanged (defined there).
@@ -52,25 +52,29 @@
 -- busy buckets), so the Python side and an analyst's SQL cannot disagree. Python reads these
 -- columns; where it needs a fast copy it materializes this view's own rows, never a re-derivation.
 -- goodput and metrics read period and good from here.
--- Period: the bucket of the arrival (bucket index = arrival epoch us // bucket width), busy as in
--- load; busy_periods are runs of those buckets, so "arrived inside a busy period" is the same test.
+-- Period: the bucket of the arrival (bucket index = arrival epoch us // bucket width), busy and ramp as
+-- in load; busy_periods are runs of those buckets, so "arrived inside a busy period" is the same test.
 -- Goodput rule (DistServe, vLLM bench): a request that failed (error, aborted, timeout) is judged
 -- and not good, whatever its latency.
 WITH bl AS (
     -- _bucket_load read once: its busy flags and the bucket width
-    SELECT bucket_index, bucket_us, busy FROM _bucket_load
+    SELECT bucket_index, bucket_us, busy, ramp FROM _bucket_load
 ),
 bk AS (
     SELECT coalesce((SELECT max(bucket_us) FROM bl), 60000000) AS bucket_us
 ),
 busy_buckets AS (
     SELECT bucket_index FROM bl WHERE busy
+),
+ramp_buckets AS (
+    SELECT bucket_index FROM bl WHERE ramp
 )
 SELECT
     s.*,
     CASE WHEN s.in_load
-        THEN CASE WHEN epoch_us(s.ts_arrival) // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets)
-                  THEN 'busy' ELSE 'quiet' END
+        THEN CASE WHEN epoch_us(s.ts_arrival) // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets) THEN 'busy'
+                  WHEN epoch_us(s.ts_arrival) // bk.bucket_us IN (SELECT bucket_index FROM ramp_buckets) THEN 'ramp'
+                  ELSE 'quiet' END
         END AS period,
     CASE WHEN s.ttft_ms IS NOT NULL
         THEN coalesce(s.status, 'ok') = 'ok' AND s.ttft_ms <= $ttft_slo_ms

@@ -294,19 +294,21 @@ def compare_datasets(
     memory_limit: str | None = None,
     engine: str = "duckdb",
     master: str | None = None,
+    params: dict[str, object] | None = None,
 ) -> dict:
     """Everything ``stagelens compare --json`` prints (docs/command-line.md). ``engine="spark"``: the
-    same statements on Spark (toolkit/engines/connection.py; ``master`` as ``--master``)."""
+    same statements on Spark (toolkit/engines/connection.py; ``master`` as ``--master``). ``params``: the
+    period rules' (``--param``), which a side's filter such as ``period = 'busy'`` reads."""
     if dataset_b is not None:  # two DuckDB databases in one process: the limit is shared
         memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
     if engine == "spark":
         from toolkit.engines.connection import connect as spark_connect
 
         def connect(ds: str | Path) -> duckdb.DuckDBPyConnection:
-            return spark_connect(ds, None, master)  # type: ignore[return-value]
+            return spark_connect(ds, params or None, master)  # type: ignore[return-value]
     else:
         def connect(ds: str | Path) -> duckdb.DuckDBPyConnection:
-            return queries.connect(ds, memory_limit=memory_limit)
+            return queries.connect(ds, params or None, memory_limit=memory_limit)
     con_a = connect(dataset_a)
     con_b = connect(dataset_b) if dataset_b is not None else con_a
     wa, pa_ = compile_filter(filter_a)

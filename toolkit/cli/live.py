@@ -18,6 +18,7 @@ from toolkit.cli._app import (
     check_positive,
     check_window,
     fail,
+    period_params,
     show_progress,
     write_output,
 )
@@ -168,6 +169,9 @@ def whatif_cmd(
     tpot_slo_ms: Annotated[float | None, typer.Option(help="TPOT objective for goodput (default: the goodput view's).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the JSON here (- for stdout).")] = None,
     html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page here (- for stdout).")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", metavar="NAME=VALUE",
+                                                    help="A period rule's parameter (repeatable), e.g. bucket_s=10 "
+                                                         "(docs/load.md).")] = None,
 ) -> None:
     """Would more replicas or a bigger batch have absorbed it? Replay the window through a calibrated model.
 
@@ -192,6 +196,7 @@ def whatif_cmd(
 
     lists = (numbers("--replicas", replicas, int), numbers("--max-num-seqs", max_num_seqs, int),
              numbers("--rate-scale", rate_scale, float))
+    params = period_params(param)
     to_stdout = check_outputs((json_out, "--json"), (html, "--html"))
     if arrivals_window and arrivals is None:
         raise fail("--arrivals-window goes with --arrivals DATASET", EXIT_USAGE)
@@ -201,7 +206,7 @@ def whatif_cmd(
         raise fail(str(e), EXIT_USAGE) from None
     slo = objectives() | {k: v for k, v in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms)) if v is not None}
     try:
-        result = run(dataset, windows[0], model, *lists, arrivals, windows[1], seed, slo)
+        result = run(dataset, windows[0], model, *lists, arrivals, windows[1], seed, slo, params)
     except CalibrationError as e:
         raise fail(str(e), e.code) from None
     except DatasetError as e:

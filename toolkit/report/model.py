@@ -39,10 +39,13 @@ class Report:
     """What ``stagelens report`` found.
 
     * ``meta``: ``dataset``, ``baseline_dataset`` (or None), ``generated_at``, ``comparison``
-      (``busy-vs-quiet``, ``windows`` or ``datasets``), ``current`` and ``baseline`` (each a
+      (``busy-vs-quiet``, ``slow-vs-rest``, ``windows`` or ``datasets``), ``current`` and ``baseline`` (each a
       description: windows as ``[{start, end}]`` and a request count), ``filters``, ``tail``
       (e.g. ``p95``), ``threshold`` (relative regression threshold), ``bucket_s``.
     * ``busy_periods``: ``[{start, end, peak_concurrency, mean_concurrency}]`` (ISO UTC).
+    * ``slow_periods``: the same keys plus ``requests``, ``metrics`` (those that departed) and
+      ``departures`` (toolkit/report/periods.py): windows at ordinary load whose latency or failures
+      departed from the rest; compared (``meta.comparison`` = ``slow-vs-rest``) when there is no busy period.
     * ``attribution``: one dict per comparison, with the keys of docs/command-line.md: ``metric``,
       ``statistic``, ``baseline``, ``current``, ``delta``, ``contributions`` (stage -> ms,
       summing to delta), ``effects`` (stage -> {mix, rate}), ``driver``, ``regression``; plus
@@ -76,6 +79,7 @@ class Report:
     compared: bool | None = None
     reason: str | None = None
     status: dict[str, Any] | None = None
+    slow_periods: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         from toolkit.report.headline import make_headline  # the one rule
@@ -96,6 +100,7 @@ class Report:
         return {
             "meta": self.meta,
             "busy_periods": self.busy_periods,
+            "slow_periods": self.slow_periods,
             "attribution": self.attribution,
             "summary": self.summary,
             "warnings": self.warnings,

@@ -173,9 +173,10 @@ def _arrivals(tbl: pa.Table) -> Arrivals:
 
 
 def _prepare(dataset: str | Path, window: tuple[datetime, datetime] | None,
-             model: str | None) -> tuple[Calibration, Arrivals, pa.Table]:
-    """The calibration, and the window's calibrated requests (as arrivals and as rows)."""
-    con = queries.connect(dataset)
+             model: str | None, params: dict[str, object] | None = None) -> tuple[Calibration, Arrivals, pa.Table]:
+    """The calibration, and the window's calibrated requests (as arrivals and as rows); ``params``: the
+    period rules' (``--param``), for the views that read them."""
+    con = queries.connect(dataset, params or None)
     try:
         check_window(con, window, str(dataset))
         cal = calibrate(load_inputs(con, window, model), model)
@@ -214,10 +215,10 @@ def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, mo
         replicas: list[int] | None = None, max_num_seqs: list[int] | None = None,
         rate_scale: list[float] | None = None, arrivals: str | Path | None = None,
         arrivals_window: tuple[datetime, datetime] | None = None, seed: int = 0,
-        slo: dict[str, float] | None = None) -> dict:
+        slo: dict[str, float] | None = None, params: dict[str, object] | None = None) -> dict:
     """Calibrate on the dataset (window), replay as observed, then every requested scenario."""
     slo = slo or objectives()
-    cal, own, own_tbl = _prepare(dataset, window, model)
+    cal, own, own_tbl = _prepare(dataset, window, model, params)
     span = int(own.a_us[-1] - own.a_us[0]) if len(own) else 0
     bucket_us = max(1_000_000, -(-span // CHART_BUCKETS) // 1_000_000 * 1_000_000)
     observed_own = summarize(own_tbl, slo, bucket_us)
@@ -225,7 +226,7 @@ def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, mo
     other, observed_other, other_name = None, None, None
     if arrivals is not None:
         other_name = str(arrivals)
-        con2 = queries.connect(arrivals)
+        con2 = queries.connect(arrivals, params or None)
         check_window(con2, arrivals_window, other_name)
         c2, a2 = window_condition(arrivals_window)
         other_tbl = _observed_rows(con2, f"in_load AND {c2}", a2)
