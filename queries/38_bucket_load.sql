@@ -9,7 +9,8 @@
 --   $busy_z DOUBLE = 3.0  and at least this many Poisson standard deviations (sqrt of the median) above the median, so noise in small buckets is not busy
 --   $busy_min_buckets BIGINT = 2  and in a run of at least this many consecutive such buckets (a lone noisy bucket is not a busy period)
 --   $busy_exit DOUBLE = 0.5  hysteresis: a busy period, once entered, lasts while mean in-flight stays at least this fraction of the way from the median up to busy_threshold (0 = down to the median, 1 = no hysteresis)
---   $busy_merge_buckets BIGINT = 2  two busy periods separated by a dip of at most this many buckets, or by a dip no longer than the shorter of the two, are one period
+--   $busy_merge_buckets BIGINT = 2  two busy periods separated by a dip of at most this many buckets are one period
+--   $busy_merge_ratio DOUBLE = 1.0  and so are two separated by a dip no longer than this times the shorter of the two (0 with busy_merge_buckets 0: no merging)
 --   $busy_guard_buckets BIGINT = 2  this many buckets on each side of a busy period are its ramp: in neither the period nor the quiet baseline
 -- columns:
 --   bucket_index: index; bucket number since the Unix epoch
@@ -35,8 +36,8 @@
 --   2. stay (hysteresis): the period is the whole run of "elevated" buckets around it, those at or
 --      above exit = m + $busy_exit * (busy_threshold - m): a burst's ramp up, its waves and its
 --      drain are part of it, not a separate period or quiet time;
---   3. merge: two periods separated by a dip of at most max($busy_merge_buckets, the shorter
---      period's length) buckets are one (a queue that drains for 10 s inside a minute-long burst);
+--   3. merge: two periods separated by a dip of at most max($busy_merge_buckets, $busy_merge_ratio x
+--      the shorter period's length) buckets are one (a queue that drains for 10 s inside a minute-long burst);
 --      each dip is compared with its two neighbours as found in step 2 (one pass, no iteration).
 -- The $busy_guard_buckets buckets on each side of a period are its ramp: their requests arrived
 -- while the queue was building or draining, so they are neither busy nor quiet baseline.
@@ -174,9 +175,9 @@ neighbours AS (
     FROM cores
 ),
 periods AS (
-    -- step 3: a dip no longer than max($busy_merge_buckets, the shorter neighbour) continues the period
+    -- step 3: a dip no longer than max($busy_merge_buckets, $busy_merge_ratio x the shorter neighbour) continues it
     SELECT min(lo) AS lo, max(hi) AS hi FROM (
-        SELECT lo, hi, sum(CASE WHEN dip <= greatest($busy_merge_buckets, shorter) THEN 0 ELSE 1 END)
+        SELECT lo, hi, sum(CASE WHEN dip <= greatest($busy_merge_buckets, $busy_merge_ratio * shorter) THEN 0 ELSE 1 END)
             OVER (ORDER BY lo ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS grp
         FROM neighbours
     ) AS g

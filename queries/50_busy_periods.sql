@@ -20,7 +20,8 @@
 -- max($busy_factor * m, m + $busy_z * sqrt(m)), m the median bucket's (defaults 2.0 and 3.0): twice
 -- the typical load, and clear of Poisson noise. It lasts while the mean in-flight stays at least
 -- m + $busy_exit * (threshold - m) (hysteresis, default 0.5: halfway), and a dip of at most
--- max($busy_merge_buckets, the shorter neighbouring period) buckets (default 2) does not end it:
+-- max($busy_merge_buckets, $busy_merge_ratio x the shorter neighbouring period) buckets (defaults 2
+-- and 1.0) does not end it:
 -- one burst, with its waves and its drain, is one period. The $busy_guard_buckets (default 2)
 -- buckets either side are its ramp, in neither the period nor the baseline.
 -- Change them with --param busy_factor=1.5 etc. (sql, report, compare and whatif all take them).

@@ -1,15 +1,16 @@
 """Planted traffic for the period tests (tests/test_periods.py): vectorized numpy, known answers.
 
-Requests arrive at a deterministic rate profile (evenly spaced within each second, jittered by a
+Requests arrive at a deterministic rate profile (evenly spread within each second, jittered by a
 seeded RNG) on 4 replicas (round robin); each is queued 5 ms, prefills 40 ms and decodes
-``OUTPUT_TOKENS`` tokens at 8 ms each, times a seeded lognormal noise of 10 %. Knobs plant an
-incident: a rate multiplier over a window (a burst), or a decode slowdown of one replica over a window
-(a bad replica at flat load), or a TTFT spike of every request over a window.
+``OUTPUT_TOKENS`` tokens at ``TPOT_MS`` each, each times a seeded lognormal noise (10 % by default).
+Knobs plant an incident: a rate multiplier over a window (a burst), a decode slowdown of one replica
+over a window (a bad replica at flat load), or extra queue time for every request over a window.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,9 +22,13 @@ TPOT_MS = 8.0
 REPLICAS = ("r1", "r2", "r3", "r4")
 
 
-def plant(
-    tmp: Path,
-    name: str,
+def plant(tmp: Path, name: str, **knobs: Any) -> Path:
+    """A dataset of planted requests (``planted`` takes the knobs)."""
+    return make_dataset_from_arrow(tmp, planted(name, **knobs), name)
+
+
+def planted(
+    name: str = "p",
     *,
     seconds: int = 600,
     rate: float = 10.0,
@@ -32,20 +37,17 @@ def plant(
     slow_replica: tuple[str, float, float, float] | None = None,
     ttft_spike: tuple[float, float, float] | None = None,
     noise: float = 0.1,
-) -> Path:
-    """A dataset of planted requests. ``bursts``: (start s, end s, rate factor); ``slow_replica``:
-    (replica, start s, end s, decode factor); ``ttft_spike``: (start s, end s, extra queue ms)."""
+) -> pa.Table:
+    """Planted requests as an Arrow table. ``bursts``: (start s, end s, rate factor);
+    ``slow_replica``: (replica, start s, end s, decode factor); ``ttft_spike``: (start s, end s,
+    extra queue ms)."""
     rng = np.random.default_rng(seed)
     per_s = np.full(seconds, rate)
     for a, b, f in bursts:
         per_s[int(a) : int(b)] *= f
     counts = np.round(per_s).astype(int)
     sec = np.repeat(np.arange(seconds), counts)
-    within = (
-        np.concatenate([(np.arange(c) + rng.random(c)) / c for c in counts if c])
-        if counts.sum()
-        else np.array([])
-    )
+    within = np.concatenate([(np.arange(c) + rng.random(c)) / c for c in counts if c])
     a_us = T0_US + ((sec + within) * 1e6).astype(np.int64)
     n = len(a_us)
     t = (a_us - T0_US) / 1e6
@@ -64,9 +66,8 @@ def plant(
     s_us = q_us + (queue_ms * 1e3).astype(np.int64)
     f_us = s_us + (prefill_ms * 1e3).astype(np.int64)
     l_us = f_us + (decode_ms * 1e3).astype(np.int64)
-    e_us = l_us + 500
     ts = pa.timestamp("us")
-    table = pa.table(
+    return pa.table(
         {
             "request_id": pa.array([f"{name}-{i}" for i in range(n)]),
             "source_format": pa.array(["vllm-otlp"] * n),
@@ -77,10 +78,9 @@ def plant(
             "ts_scheduled": pa.array(s_us, ts),
             "ts_first_token": pa.array(f_us, ts),
             "ts_last_token": pa.array(l_us, ts),
-            "ts_end": pa.array(e_us, ts),
+            "ts_end": pa.array(l_us + 500, ts),
             "input_tokens": pa.array(np.full(n, 200), pa.int64()),
             "output_tokens": pa.array(np.full(n, OUTPUT_TOKENS), pa.int64()),
             "status": pa.array(["ok"] * n),
         }
     )
-    return make_dataset_from_arrow(tmp, table, name)
