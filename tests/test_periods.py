@@ -34,7 +34,11 @@ def _s(iso_or_dt: object) -> float:
     """Seconds since the planted data's start, from an ISO string or a naive UTC datetime."""
     from datetime import UTC, datetime
 
-    d = iso_or_dt if isinstance(iso_or_dt, datetime) else datetime.fromisoformat(str(iso_or_dt).replace("Z", "+00:00"))
+    d = (
+        iso_or_dt
+        if isinstance(iso_or_dt, datetime)
+        else datetime.fromisoformat(str(iso_or_dt).replace("Z", "+00:00"))
+    )
     d = d.replace(tzinfo=UTC) if d.tzinfo is None else d
     return d.timestamp() - T0_US / 1e6
 
@@ -90,10 +94,6 @@ def test_the_report_compares_the_burst_as_one_period(data: dict[str, Path]) -> N
     assert r["meta"]["comparison"] == "busy-vs-quiet" and len(r["busy_periods"]) == 1
     assert r["status"]["current"]["requests"] == 30 * 40 + 10 * 10 + 30 * 40  # burst, dip, burst
     assert r["slow_periods"] == []  # latency does not depend on load here, and the quiet time is flat
-    # --param busy_factor reaches the report: no bucket is 10x the median, so nothing stands out
-    strict = build_report(data["burst"], params={"busy_factor": 10}).to_json()
-    assert strict["busy_periods"] == [] and not strict["compared"]
-    assert strict["reason"].startswith("nothing stood out")
 
 
 def test_a_bad_replica_at_flat_load_is_a_slow_period(data: dict[str, Path]) -> None:
@@ -144,27 +144,44 @@ def test_the_reports_bucket_rows_equal_the_view(data: dict[str, Path]) -> None:
         assert g[:4] == w[:4] and g[4:] == pytest.approx(w[4:], rel=1e-12)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(seed=st.integers(0, 10_000), noise=st.sampled_from([0.1, 0.3, 0.6]))
 def test_noise_alone_is_never_a_slow_period(seed: int, noise: float) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ds = make_dataset_from_arrow(Path(tmp), planted(seconds=300, rate=5.0, seed=seed, noise=noise))
-        got = queries.run_sql(ds, "SELECT (SELECT count(*) FROM busy_periods) AS busy, "
-                                  "(SELECT count(*) FROM slow_periods) AS slow").to_pylist()
+        got = queries.run_sql(
+            ds,
+            "SELECT (SELECT count(*) FROM busy_periods) AS busy, (SELECT count(*) FROM slow_periods) AS slow",
+        ).to_pylist()
     assert got == [{"busy": 0, "slow": 0}]
 
 
 def test_param_on_the_command_line(data: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    res = runner.invoke(app, ["report", str(data["burst"]), "--json", str(out), "--param", "busy_factor=10"])
-    assert res.exit_code == 0, res.output
-    assert json.loads(out.read_text())["busy_periods"] == []
-    res = runner.invoke(app, ["report", str(data["burst"]), "--json", str(out), "-p", "busy_merge_ratio=0",
-                              "-p", "busy_merge_buckets=0", "-p", "busy_exit=1"])
-    assert res.exit_code == 0, res.output
-    assert len(json.loads(out.read_text())["busy_periods"]) == 2
-    for cmd in (["report", str(data["burst"])], ["compare", str(data["burst"]), "--a", "true"],
-                ["whatif", str(data["burst"])]):
+    # --param busy_factor reaches the report: no bucket is 10x the median, so nothing stands out
+    res = runner.invoke(
+        app,
+        [
+            "report",
+            str(data["burst"]),
+            "--json",
+            str(out),
+            "--fail-on-regression",
+            "--param",
+            "busy_factor=10",
+            "-p",
+            "busy_z=1",
+        ],
+    )
+    assert res.exit_code == 5, res.output
+    strict = json.loads(out.read_text())
+    assert strict["busy_periods"] == [] and not strict["compared"]
+    assert strict["reason"].startswith("nothing stood out")
+    for cmd in (
+        ["report", str(data["burst"])],
+        ["compare", str(data["burst"]), "--a", "true"],
+        ["whatif", str(data["burst"])],
+    ):
         line = one_error_line(runner.invoke(app, [*cmd, "--param", "busy_factr=3"]), 2, "busy_factr")
         assert all(name in line for name in period_param_names())
         one_error_line(runner.invoke(app, [*cmd, "--param", "slow_z=fast"]), 2, "slow_z", "'fast'")
@@ -180,7 +197,9 @@ def test_the_real_vllm_burst_is_one_period(tmp_path_factory: pytest.TempPathFact
     ds = tmp_path_factory.mktemp("real") / "mns4-base"
     src = Path(__file__).parent / "data" / "whatif" / "mns4-base.otlp.jsonl.gz"
     assert import_traces([str(src)], ds, fmt="vllm-otlp").to_json()["quarantined"] == 0
-    load = queries.run_sql(ds, "SELECT bucket_index, mean_in_flight, busy, ramp FROM load ORDER BY 1").to_pylist()
+    load = queries.run_sql(
+        ds, "SELECT bucket_index, mean_in_flight, busy, ramp FROM load ORDER BY 1"
+    ).to_pylist()
     peak = max(r["mean_in_flight"] for r in load)
     plateau = [r for r in load if r["mean_in_flight"] >= 0.8 * peak]
     assert len(_busy(ds)) == 1

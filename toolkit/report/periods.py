@@ -118,8 +118,9 @@ def _round(x: float | None, digits: int) -> float | None:
 
 
 def slow_line(slow_periods: list[dict[str, Any]], span: Any) -> str | None:
-    """"Slow periods (1): 2026-12-01 12:05–12:06 UTC (TPOT p90 ×2.7, e2e p90 ×2.5)" for the terminal and
-    Markdown (``span`` formats a start and end), or None when there is none."""
+    """The slow periods in one line for the terminal and Markdown, e.g. "Slow periods (1): 2026-12-01
+    12:05–12:06 UTC (TPOT p90 ×2.7, e2e p90 ×2.5)"
+    (``span`` formats a start and an end), or None when there is none."""
     if not slow_periods:
         return None
     items = [f"{span(p.get('start'), p.get('end'))} ({describe(p)})" for p in slow_periods[:3]]
