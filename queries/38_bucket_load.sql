@@ -8,7 +8,7 @@
 --   $busy_factor DOUBLE = 2.0  a bucket is busy when its mean in-flight is at least this many times the median bucket's
 --   $busy_z DOUBLE = 3.0  and at least this many Poisson standard deviations (sqrt of the median) above the median, so noise in small buckets is not busy
 --   $busy_min_buckets BIGINT = 2  and in a run of at least this many consecutive such buckets (a lone noisy bucket is not a busy period)
---   $busy_exit DOUBLE = 0.5  hysteresis: a busy period, once entered, lasts while mean in-flight stays at least this fraction of the way from the median up to busy_threshold (0 = down to the median, 1 = no hysteresis)
+--   $busy_exit DOUBLE = 1.0  hysteresis: a busy period, once entered, lasts while mean in-flight stays at least this fraction of the way from the median up to busy_threshold (1 = at the threshold: no hysteresis, the default; 0.5 = halfway; 0 = down to the median)
 --   $busy_merge_buckets BIGINT = 2  two busy periods separated by a dip of at most this many buckets are one period
 --   $busy_merge_ratio DOUBLE = 1.0  and so are two separated by a dip no longer than this times the shorter of the two (0 with busy_merge_buckets 0: no merging)
 --   $busy_guard_buckets BIGINT = 2  this many buckets on each side of a busy period are its ramp: in neither the period nor the quiet baseline
@@ -21,7 +21,7 @@
 --   mean_in_flight: requests; time-weighted mean in flight over the bucket
 --   mean_e2e_ms: ms; mean e2e of the bucket's arrivals
 --   busy_threshold: requests; max($busy_factor * m, m + $busy_z * sqrt(m)), m = median mean_in_flight over buckets with any load
---   busy: bool; inside a busy period: entered by a run of at least $busy_min_buckets buckets at or above busy_threshold, kept while at or above the exit level (hysteresis), dips merged (see below)
+--   busy: bool; inside a busy period: entered by a run of at least $busy_min_buckets buckets at or above busy_threshold, kept while at or above the exit level ($busy_exit), dips merged (see below)
 --   ramp: bool; not busy, but within $busy_guard_buckets buckets of a busy period (its ramp or drain; left out of the quiet baseline)
 --
 -- Why a helper: busy flags are needed by load, metrics and goodput, and they need only the
@@ -33,9 +33,12 @@
 -- Busy rule: see load. Runs of buckets are found by gaps-and-islands on bucket_index (index minus
 -- row number is constant along a run). One burst is one period, in three steps:
 --   1. enter: a run of at least $busy_min_buckets buckets at or above busy_threshold;
---   2. stay (hysteresis): the period is the whole run of "elevated" buckets around it, those at or
---      above exit = m + $busy_exit * (busy_threshold - m): a burst's ramp up, its waves and its
---      drain are part of it, not a separate period or quiet time;
+--   2. stay (hysteresis, off by default): the period is the whole run of "elevated" buckets around
+--      it, those at or above exit = m + $busy_exit * (busy_threshold - m). With $busy_exit below 1
+--      a burst's ramp up and its drain become part of it; by default (1) they do not, since in-flight
+--      lags the arrivals (a drain is requests finishing after the burst's arrivals ended), which
+--      would move the period's end by the drain's length; step 3 and the ramp keep the burst whole
+--      and out of the baseline instead;
 --   3. merge: two periods separated by a dip of at most max($busy_merge_buckets, $busy_merge_ratio x
 --      the shorter period's length) buckets are one (a queue that drains for 10 s inside a minute-long burst);
 --      each dip is compared with its two neighbours as found in step 2 (one pass, no iteration).

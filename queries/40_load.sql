@@ -7,7 +7,7 @@
 --   $busy_factor DOUBLE = 2.0  a bucket is busy when its mean in-flight is at least this many times the median bucket's
 --   $busy_z DOUBLE = 3.0  and at least this many Poisson standard deviations (sqrt of the median) above the median, so noise in small buckets is not busy
 --   $busy_min_buckets BIGINT = 2  and in a run of at least this many consecutive such buckets (a lone noisy bucket is not a busy period)
---   $busy_exit DOUBLE = 0.5  hysteresis: a busy period, once entered, lasts while mean in-flight stays at least this fraction of the way from the median up to busy_threshold (0 = down to the median, 1 = no hysteresis)
+--   $busy_exit DOUBLE = 1.0  hysteresis: a busy period, once entered, lasts while mean in-flight stays at least this fraction of the way from the median up to busy_threshold (1 = at the threshold: no hysteresis, the default; 0.5 = halfway; 0 = down to the median)
 --   $busy_merge_buckets BIGINT = 2  two busy periods separated by a dip of at most this many buckets are one period
 --   $busy_merge_ratio DOUBLE = 1.0  and so are two separated by a dip no longer than this times the shorter of the two (0 with busy_merge_buckets 0: no merging)
 --   $busy_guard_buckets BIGINT = 2  this many buckets on each side of a busy period are its ramp: in neither the period nor the quiet baseline
@@ -44,7 +44,7 @@
 -- (third term) almost never in $busy_min_buckets consecutive buckets, while a real burst lasts.
 -- Defaults: 2.0, 3.0, 2. A burst shorter than two buckets is not a busy period: lower the bucket.
 -- One burst is one period (_bucket_load): once entered, a period lasts while mean_in_flight stays
--- at or above m + $busy_exit * (busy_threshold - m) (default halfway), short dips inside a burst
+-- at or above m + $busy_exit * (busy_threshold - m) (default 1: the threshold), short dips inside a burst
 -- (at most max($busy_merge_buckets, $busy_merge_ratio x the shorter neighbour) buckets) are merged, and the
 -- $busy_guard_buckets buckets either side are its ramp, left out of the quiet baseline.
 WITH bl AS (

@@ -19,7 +19,7 @@
 -- (default 2) buckets whose time-weighted mean in-flight is at least
 -- max($busy_factor * m, m + $busy_z * sqrt(m)), m the median bucket's (defaults 2.0 and 3.0): twice
 -- the typical load, and clear of Poisson noise. It lasts while the mean in-flight stays at least
--- m + $busy_exit * (threshold - m) (hysteresis, default 0.5: halfway), and a dip of at most
+-- m + $busy_exit * (threshold - m) (hysteresis; default 1: off, 0.5 halfway), and a dip of at most
 -- max($busy_merge_buckets, $busy_merge_ratio x the shorter neighbouring period) buckets (defaults 2
 -- and 1.0) does not end it:
 -- one burst, with its waves and its drain, is one period. The $busy_guard_buckets (default 2)

@@ -4,7 +4,7 @@
 -- percentiles: exact (medians over buckets)
 -- requires: load, _bucket_latency
 -- params:
---   $slow_z DOUBLE = 4.0  a bucket's 90th percentile departs when it is at least this many robust standard deviations (1.4826 x the MAD over the judged buckets) above the median over them; its error rate when at least this many binomial standard deviations above the reference rate
+--   $slow_z DOUBLE = 5.0  a bucket's 90th percentile departs when it is at least this many robust standard deviations (1.4826 x the MAD over the judged buckets) above the median over them; its error rate when at least this many binomial standard deviations above the reference rate
 --   $slow_min_effect DOUBLE = 0.5  and must be at least this much above the reference, relative (0.5 = +50 %)
 --   $slow_error_delta DOUBLE = 0.05  and an error rate at least this much above the reference rate, absolute (0.05 = 5 points), with at least 3 failures in the bucket
 --   $slow_min_requests BIGINT = 10  a bucket with fewer ok requests is not judged: its percentile is mostly noise
@@ -41,7 +41,7 @@
 -- decides). For the error rate the reference is p = failed / requests over the judged buckets; a
 -- bucket departs when it has at least 3 failures and its rate is at least p + max($slow_error_delta,
 -- $slow_z x sqrt(p (1 - p) / requests_b)). Runs of at least $slow_min_buckets consecutive departing
--- buckets (gaps-and-islands on bucket_index) are slow periods. Defaults: 4.0, 0.5, 0.05, 10, 2.
+-- buckets (gaps-and-islands on bucket_index) are slow periods. Defaults: 5.0, 0.5, 0.05, 10, 2.
 -- Only rises count: a faster window is not an incident.
 WITH b AS (
     SELECT

@@ -26,8 +26,8 @@ from toolkit.report.build import Selection, _connect, _materialize, _side_counts
 from toolkit.report.periods import period_param_names, shadow_bucket_latency
 
 runner = CliRunner()
-OLD_RULE = {"busy_exit": 1, "busy_merge_buckets": 0, "busy_merge_ratio": 0, "busy_guard_buckets": 0}
-"""The busy rule before periods followed the incident: no hysteresis, no merging, no ramp."""
+OLD_RULE = {"busy_merge_buckets": 0, "busy_merge_ratio": 0, "busy_guard_buckets": 0}
+"""The busy rule before periods followed the incident: no merging, no ramp (and no hysteresis, the default)."""
 
 
 def _s(iso_or_dt: object) -> float:
@@ -189,23 +189,26 @@ def test_param_on_the_command_line(data: dict[str, Path], tmp_path: Path) -> Non
 
 
 def test_the_real_vllm_burst_is_one_period(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The real capture (tests/data/whatif/mns4-base: a burst on vLLM CPU with --max-num-seqs 4,
-    1 s buckets): the old rule kept only the 4 s at its peak and left the rest of the plateau in the
-    quiet baseline; now the plateau is one period. About 1 s (the import)."""
+    """The real capture (tests/data/whatif/mns4-base: a burst on vLLM CPU with --max-num-seqs 4, 1 s
+    buckets). The burst is most of the capture, so the median is inside it and only its peak passes
+    the threshold: the old rule kept those 4 s as the period and counted the buckets either side,
+    queued as deep, as quiet baseline. Now they are its ramp, out of the baseline; with hysteresis
+    (busy_exit=0.5) the whole plateau is one period. About 1 s (the import)."""
     from toolkit.ingest import import_traces
 
     ds = tmp_path_factory.mktemp("real") / "mns4-base"
     src = Path(__file__).parent / "data" / "whatif" / "mns4-base.otlp.jsonl.gz"
     assert import_traces([str(src)], ds, fmt="vllm-otlp").to_json()["quarantined"] == 0
-    load = queries.run_sql(
-        ds, "SELECT bucket_index, mean_in_flight, busy, ramp FROM load ORDER BY 1"
-    ).to_pylist()
+    sql = "SELECT bucket_index, mean_in_flight, busy, ramp FROM load ORDER BY 1"
+    load = queries.run_sql(ds, sql).to_pylist()
     peak = max(r["mean_in_flight"] for r in load)
-    plateau = [r for r in load if r["mean_in_flight"] >= 0.8 * peak]
-    assert len(_busy(ds)) == 1
-    assert all(r["busy"] for r in plateau) and len(plateau) >= 9
     busy = [r["bucket_index"] for r in load if r["busy"]]
-    assert busy == list(range(busy[0], busy[-1] + 1))  # contiguous
-    assert any(r["ramp"] for r in load)  # a ramp either side, out of the baseline
-    old = queries.run_sql(ds, "SELECT buckets FROM busy_periods", OLD_RULE).to_pylist()
-    assert old == [{"buckets": 4}]  # the old rule: the peak only
+    assert len(_busy(ds)) == 1 and busy == list(range(busy[0], busy[-1] + 1))
+    ramp = [r["bucket_index"] for r in load if r["ramp"]]
+    assert ramp == [busy[0] - 2, busy[0] - 1, busy[-1] + 1, busy[-1] + 2]
+    assert all(r["mean_in_flight"] >= 0.8 * peak for r in load if r["ramp"])  # as deep as the period
+    assert queries.run_sql(ds, "SELECT buckets FROM busy_periods", OLD_RULE).to_pylist() == [{"buckets": 4}]
+    held = queries.run_sql(ds, sql, {"busy_exit": 0.5}).to_pylist()
+    plateau = [r for r in held if r["mean_in_flight"] >= 0.8 * peak]
+    assert len(plateau) >= 9 and all(r["busy"] for r in plateau)
+    assert len(_busy(ds, {"busy_exit": 0.5})) == 1
