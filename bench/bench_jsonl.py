@@ -189,7 +189,7 @@ def _spec_reference(fmt: str, file: str) -> str:
     typed column per field (sglang-timing, ollama)."""
     from toolkit.importers import get_importer
     from toolkit.importers._common import ImportOptions
-    from toolkit.ingest.sources import expand
+    from toolkit.inputs.sources import expand
 
     fast = get_importer(fmt).for_file(expand([file])[0], ImportOptions()).layout.fast
     assert fast is not None
@@ -214,7 +214,7 @@ def schema_reference(fmt: str, file: str, mapping: str = "") -> tuple[list[str],
     from toolkit.importers import get_importer
     from toolkit.importers._common import ImportOptions
     from toolkit.ingest.readers.fast import fast_lines_sql
-    from toolkit.ingest.sources import expand
+    from toolkit.inputs.sources import expand
 
     src = expand([file])[0]
     imp = get_importer(fmt).for_file(src, ImportOptions(mapping=mapping or None))

@@ -33,8 +33,9 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "spans": {"kind": "tool", "source_format": "test", "source_file": "fixture.jsonl"},
     "quarantine": {"source_format": "test", "source_file": "fixture.jsonl", "source_line": 1,
                    "reason_code": "unparseable"},
+    "engine_state": {"source_format": "test", "source_file": "fixture.log"},
 }
-_DATE_COLUMN = {"requests": "ts_arrival", "spans": "ts_start", "quarantine": "imported_at"}
+_DATE_COLUMN = {"requests": "ts_arrival", "spans": "ts_start", "quarantine": "imported_at", "engine_state": "ts"}
 
 
 def ms(offset_ms: float | None) -> datetime | None:
@@ -77,11 +78,13 @@ def make_dataset(
     spans_rows: Iterable[Mapping[str, Any]] = (),
     quarantine_rows: Iterable[Mapping[str, Any]] = (),
     name: str = "ds",
+    engine_rows: Iterable[Mapping[str, Any]] = (),
 ) -> Path:
     """A dataset directory holding the given rows; returns its path."""
     root = Path(tmp_path) / name
     root.mkdir(parents=True, exist_ok=True)
-    for table, rows in (("requests", requests_rows), ("spans", spans_rows), ("quarantine", quarantine_rows)):
+    for table, rows in (("requests", requests_rows), ("spans", spans_rows), ("quarantine", quarantine_rows),
+                        ("engine_state", engine_rows)):
         rows = list(rows)
         if table == "quarantine":
             rows = [{"imported_at": datetime.now(UTC).replace(tzinfo=None), **r} for r in rows]

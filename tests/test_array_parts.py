@@ -20,7 +20,7 @@ from toolkit.importers import triton
 from toolkit.ingest import duck, import_traces
 from toolkit.ingest.readers import array_parts
 from toolkit.ingest.readers import fast as fast_reader
-from toolkit.ingest.sources import InputError, expand
+from toolkit.inputs.sources import InputError, expand
 
 ROOT = Path(__file__).resolve().parent.parent
 TRITON = [ROOT / "sample_traces/triton/golden_http_trace.json", ROOT / "sample_traces/triton/golden_grpc_stream_trace.json",

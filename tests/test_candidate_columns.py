@@ -13,7 +13,7 @@ import pytest
 from tests.test_conformance import REPO, _options, _session
 from toolkit.importers import REGISTRY
 from toolkit.ingest import import_traces, split
-from toolkit.ingest.sources import expand
+from toolkit.inputs.sources import expand
 
 CASES = REPO / "tests" / "cases"
 

@@ -126,7 +126,7 @@ def test_a_recognised_log_in_a_folder_gets_its_hint_not_skipped(llmperf: Path, t
     beside them is skipped as not a log."""
     from toolkit.ingest import import_traces
     from toolkit.ingest.fanout import import_fanned, run_here
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
 
     def run(**kw):  # type: ignore[no-untyped-def]
         if fanned:

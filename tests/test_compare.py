@@ -83,10 +83,13 @@ def test_two_filters_on_one_dataset_and_goodput(tmp_path: Path) -> None:
     assert r["goodput"]["b"]["share"] == 1.0 and r["more_within_objectives"] == "b"
 
 
-def test_vantage_mismatch_is_warned(tmp_path: Path) -> None:
+def test_vantage_mismatch_is_refused_unless_allowed_then_warned(tmp_path: Path) -> None:
     a = make_dataset(tmp_path, _service(tmp_path, "a", 2000, 20, vantage="client"), name="a")
     b = make_dataset(tmp_path, _service(tmp_path, "b", 500, 50), name="b")
-    r = compare_datasets(a, b)
+    with pytest.raises(ValueError, match=r"differ in vantage \(a: client; b: server\).*--vantage.*--allow-mixed"):
+        compare_datasets(a, b)
+    r = compare_datasets(a, b, allow_mixed=True)
+    assert r["mixed"] == {"vantage": {"a": ["client"], "b": ["server"]}}
     assert any("different places" in w for w in r["warnings"])
     assert "client's send" in r["a"]["boundary"] and "server's arrival" in r["b"]["boundary"]
 

@@ -27,9 +27,9 @@ from toolkit.importers import REGISTRY
 from toolkit.importers._common import SPANS_ONLY, ImportOptions
 from toolkit.importers.spec import Importer
 from toolkit.ingest.readers.fast import fast_lines_sql
-from toolkit.ingest.sources import Limits, expand
 from toolkit.ingest.split import with_checks
-from toolkit.ingest.streams import LINE_SCHEMA, head, iter_lines
+from toolkit.inputs.sources import Limits, expand
+from toolkit.inputs.streams import LINE_SCHEMA, head, iter_lines
 
 REPO = Path(__file__).resolve().parent.parent
 S, C = REPO / "sample_traces", REPO / "tests" / "cases"

@@ -33,8 +33,8 @@ from typer.testing import CliRunner
 from tests.helpers import bench_module
 from toolkit import _endings, queries
 from toolkit.cli import app
-from toolkit.ingest import sources
 from toolkit.ingest.readers import fast
+from toolkit.inputs import sources
 from toolkit.store import _files, dataset, staging
 
 AS_IT_WAS = "no space left on device; the dataset is as it was"

@@ -13,7 +13,7 @@ import pytest
 
 from toolkit.importers import _document
 from toolkit.ingest import import_traces
-from toolkit.ingest.sources import InputError, expand
+from toolkit.inputs.sources import InputError, expand
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "vllm-bench" / "golden_bench_result.json"
 

@@ -44,18 +44,19 @@ def test_a_small_query_sets_up_only_the_views_it_reads(tmp_path) -> None:  # typ
 
     ds = make_dataset(tmp_path, [{"request_id": "a", "ts_arrival": ms(0), "ts_end": ms(10)}])
     views = "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1"
-    assert queries.connect(ds, sql="SELECT 1").sql(views).fetchall() == [("quarantine",), ("requests",), ("spans",)]
+    assert queries.connect(ds, sql="SELECT 1").sql(views).fetchall() == [("engine_state",), ("quarantine",),
+                                                                         ("requests",), ("spans",)]
     some = {v for (v,) in queries.connect(ds, sql="SELECT * FROM busy_periods").sql(views).fetchall()}
-    assert some == {"quarantine", "requests", "spans", "_links", "_bounds", "_load_calls", "_bucket_load", "load",
-                    "busy_periods"}
-    assert len(queries.connect(ds).sql(views).fetchall()) == 3 + sum(q.is_view for q in queries.list_queries())
+    assert some == {"engine_state", "quarantine", "requests", "spans", "_links", "_bounds", "_load_calls",
+                    "_bucket_load", "load", "busy_periods"}
+    assert len(queries.connect(ds).sql(views).fetchall()) == 4 + sum(q.is_view for q in queries.list_queries())
 
 
 @pytest.mark.parametrize("fmt", ["table", "line", "json", "markdown"])
 def test_a_small_sql_imports_no_arrow(tmp_path, fmt: str) -> None:  # type: ignore[no-untyped-def]
     """`stagelens sql DS "SELECT 1"` (issue 22: < 0.4 CPU s) formats DuckDB's rows itself: pyarrow
     (with NumPy), polars and altair stay unimported, and the dataset's views are set up from the
-    Parquet footers DuckDB reads (toolkit/store.py), not pyarrow's."""
+    Parquet footers DuckDB reads (toolkit/store/dataset.py), not pyarrow's."""
     from helpers import make_dataset, ms
 
     ds = make_dataset(tmp_path, [{"request_id": "a", "ts_arrival": ms(0), "ts_end": ms(10)}])
@@ -89,7 +90,7 @@ print(json.dumps({"ma": "numpy.ma" in sys.modules, "imported": [c["imported"] fo
 def test_an_import_never_loads_numpy_ma(tmp_path, reader: str) -> None:
     """``pa.array`` on an ndarray imports ``numpy.ma`` (0.01 CPU s of each import):
     neither reader, nor the duplicate path (a file imported before, twice over in one file), nor nested
-    spans (OTLP) use it (toolkit/ingest/arrow.py).
+    spans (OTLP) use it (toolkit/inputs/arrow.py).
 
     The probe runs as the command's process does, finding no pandas: where pandas is installed
     (the spark extra brings it, for PySpark), pyarrow imports it at its first conversion of a

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from toolkit.ingest import import_traces
 from toolkit.ingest.fanout import import_fanned, run_here
-from toolkit.ingest.sources import InputError
+from toolkit.inputs.sources import InputError
 
 T0 = 1_795_993_812_501_733
 

@@ -294,7 +294,7 @@ def test_llmperf_synthesized_arrivals(tmp_path: Path) -> None:
     ("llmperf", CASES / "llmperf/individual_responses.json"),
 ])
 def test_truncated_document_is_one_clear_error(tmp_path: Path, fmt: str, path: Path) -> None:
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
 
     cut = tmp_path / f"cut-{path.name}"
     cut.write_bytes(path.read_bytes()[:300])

@@ -14,7 +14,7 @@ import pytest
 
 from toolkit.importers import REGISTRY
 from toolkit.importers._common import ImportOptions
-from toolkit.ingest.sources import expand
+from toolkit.inputs.sources import expand
 
 CASE = Path(__file__).resolve().parent / "cases" / "sglang" / "messy_both_layouts.log"
 GOLDEN = CASE.with_suffix(".golden")

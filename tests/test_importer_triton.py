@@ -162,7 +162,7 @@ def test_out_of_range_ns_quarantines_that_request_only(tmp_path: Path, origin, n
 
 
 def test_truncated_document_is_an_input_error(tmp_path: Path) -> None:
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
 
     f = tmp_path / "trace.json"
     f.write_bytes(HTTP.read_bytes()[:300])

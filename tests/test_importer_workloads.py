@@ -116,7 +116,7 @@ def test_mooncake_is_its_spec_with_a_fast_reader() -> None:
     from toolkit.importers import REGISTRY, mooncake
     from toolkit.importers.mapping import load
     from toolkit.importers.spec import JsonValues
-    from toolkit.ingest.sources import Source
+    from toolkit.inputs.sources import Source
 
     m = load(mooncake.SPEC, builtin=True)
     assert (m.name, m.clock, m.unchecked) == ("mooncake", "relative", {"input_tokens", "output_tokens"})
@@ -145,7 +145,7 @@ def test_csv_workload_traces_are_specs_with_a_fast_reader(name: str, path: str, 
     from toolkit.importers.compile_read import _Reader
     from toolkit.importers.mapping import load
     from toolkit.importers.spec import OwnRecords
-    from toolkit.ingest.sources import Source
+    from toolkit.inputs.sources import Source
 
     mod = azure_llm if name == "azure-llm" else burstgpt
     assert not hasattr(mod, "requests_sql") and not hasattr(mod, "_sql")
@@ -164,7 +164,7 @@ def test_csv_workload_traces_are_specs_with_a_fast_reader(name: str, path: str, 
 
 def test_csv_workload_header_without_a_required_column(tmp_path: Path) -> None:
     """A file lacking a required column is refused as before the port: one input error naming it."""
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
 
     f = tmp_path / "t.csv"
     f.write_text("Timestamp,Model,Response tokens\n1,GPT-4,3\n")

@@ -26,8 +26,9 @@ from typer.testing import CliRunner
 from toolkit.cli import app
 from toolkit.importers import REGISTRY
 from toolkit.importers._common import ImportOptions
-from toolkit.ingest import dispatch, streams
-from toolkit.ingest.sources import Limits, expand
+from toolkit.ingest import dispatch
+from toolkit.inputs import streams
+from toolkit.inputs.sources import Limits, expand
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 ORIGIN = {"clock_origin_us": 1_735_689_600_000_000}

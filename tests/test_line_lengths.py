@@ -22,8 +22,9 @@ from typer.testing import CliRunner
 
 from toolkit.cli import app
 from toolkit.importers._common import ImportOptions
-from toolkit.ingest import duck, sources
-from toolkit.ingest.sources import Limits, expand
+from toolkit.ingest import duck
+from toolkit.inputs import sources
+from toolkit.inputs.sources import Limits, expand
 
 MIB = 1 << 20
 CAP = Limits().max_line_bytes
@@ -246,7 +247,7 @@ def test_a_2_gib_line_is_streamed_past(kit, tmp_path):
     # exec from the forking process (Linux keeps the old mm's high water), so a pytest worker that
     # had grown past 1 GB made a 340 MB import read as 1,068 MB
     code = ("import json, re; from toolkit.ingest import import_traces; "
-            "from toolkit.ingest.sources import Limits; "
+            "from toolkit.inputs.sources import Limits; "
             f"s = import_traces([{str(f)!r}], {str(tmp_path / 'ds')!r}, fmt='sglang', "
             "limits=Limits(max_ratio=1e9)).to_json(); "
             "print(json.dumps([s['read'], s['imported'], s['by_reason'], "

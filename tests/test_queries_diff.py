@@ -2,7 +2,7 @@
 parameters and an expected CSV.
 
 ``case.toml`` holds ``query`` (SQL over the views) or ``named`` (a query file run by name), optional
-``params``, and the input rows as ``[[requests]]`` / ``[[spans]]`` tables, where every ``ts_*`` value
+``params``, and the input rows as ``[[requests]]`` / ``[[spans]]`` / ``[[engine_state]]`` tables, where every ``ts_*`` (and ``ts``) value
 is a millisecond offset from ``helpers.T0`` (2026-11-30 12:00:00 UTC). ``expected.csv`` was computed
 by hand (the arithmetic is in comments in ``case.toml``), not pasted from a run. Values are compared
 as text after a canonical formatting: floats to 6 decimals with trailing zeros stripped, booleans
@@ -27,7 +27,7 @@ CASES = sorted(p for p in (Path(__file__).parent / "sql").iterdir() if (p / "cas
 
 
 def _rows(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: (ms(v) if k.startswith("ts_") else v) for k, v in r.items()} for r in raw]
+    return [{k: (ms(v) if k.startswith("ts_") or k == "ts" else v) for k, v in r.items()} for r in raw]
 
 
 def canonical(v: Any) -> str:
@@ -46,7 +46,8 @@ def canonical(v: Any) -> str:
 
 def run_case(case: Path, tmp_path: Path) -> tuple[list[str], list[list[str]]]:
     spec = tomllib.loads((case / "case.toml").read_text())
-    ds = make_dataset(tmp_path, _rows(spec.get("requests", [])), _rows(spec.get("spans", [])))
+    ds = make_dataset(tmp_path, _rows(spec.get("requests", [])), _rows(spec.get("spans", [])),
+                      engine_rows=_rows(spec.get("engine_state", [])))
     params = {k: str(v) for k, v in spec.get("params", {}).items()}
     if "named" in spec:
         tbl = queries.run_query(ds, spec["named"], params)

@@ -16,7 +16,7 @@ from toolkit.report.render_html import render_html
 from toolkit.report.render_md import MAX_LINES, md_escape, render_markdown
 
 ESCAPED_EVIL = "&lt;script&gt;alert(1)&lt;/script&gt;"
-N_CHARTS = 6  # waterfall, latency, composition, replay timeline, load vs TTFT, CDFs
+N_CHARTS = 7  # waterfall, latency, load over time, composition, replay timeline, load vs TTFT, CDFs
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_markdown_is_short_and_says_what_matters(report: Report) -> None:
     assert len(rows) == 6
     assert rows[0].startswith("| TTFT | p95 | 298 ms → 1.88 s | +1.59 s (+532%) | queue | **yes** |")
     assert rows[-1].endswith("| – | no |")  # the one non-regression comes last
-    assert any(ln.startswith("**Busy periods (2):**") and "14:05–14:40 UTC (peak 48)" in ln for ln in lines)
+    assert any(ln.startswith("**Busy periods (2):**") and "14:05:00–14:40:00 UTC (peak 48)" in ln for ln in lines)
     assert sum(ln.startswith("- ⚠") for ln in lines) == 2
 
 
@@ -206,7 +206,7 @@ def test_html_of_an_empty_report() -> None:
     out = render_html(_empty_report())
     assert "<svg" not in out
     assert "No data for this chart." in out
-    assert "No comparison" in out
+    assert "No comparison" not in out and 'id="attribution"' not in out  # not compared: no empty attribution
 
 
 def test_a_failing_chart_does_not_lose_the_report(report: Report, monkeypatch) -> None:
@@ -274,8 +274,8 @@ def test_load_chart_accepts_either_in_flight_key(report: Report) -> None:
 
 
 def test_context_dates_a_span_over_midnight_and_windows() -> None:
-    """The headline's times: a busy period within a day as HH:MM–HH:MM; one over midnight, and
-    every window, with their dates (a 3-year span read "18:17–10:14")."""
+    """The headline's times: a busy period within a day as HH:MM–HH:MM, to the second when shorter
+    than an hour; one over midnight, and every window, with their dates (a 3-year span read "18:17–10:14")."""
     from types import SimpleNamespace
 
     from toolkit.report.build import _context
@@ -283,7 +283,7 @@ def test_context_dates_a_span_over_midnight_and_windows() -> None:
     day = [{"start": "2026-11-29T14:25:00Z", "end": "2026-11-29T14:38:00Z"}]
     long = [{"start": "2023-11-16T18:17:00Z", "end": "2026-11-30T10:14:00Z"}]
     none = SimpleNamespace(description={})
-    assert _context("busy-vs-quiet", day, none, none) == "Busy 14:25–14:38 UTC vs quiet time"
+    assert _context("busy-vs-quiet", day, none, none) == "Busy 14:25:00–14:38:00 UTC vs quiet time"
     assert _context("busy-vs-quiet", long, none, none) == "Busy 2023-11-16 18:17–2026-11-30 10:14 UTC vs quiet time"
     cur = SimpleNamespace(description={"windows": [{"start": "2030-01-01T00:00:00Z", "end": "2030-01-02T00:00:00Z"}]})
     base = SimpleNamespace(description={"windows": [{"start": "2029-12-31T09:00:00Z", "end": "2029-12-31T10:00:00Z"}]})

@@ -47,7 +47,7 @@ WIDTHS = (1400, 700)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--hide-scrollbars", "--host-resolver-rules=MAP * ~NOTFOUND"]
-N_CHARTS = 6
+N_CHARTS = 7  # the load-over-time chart beside latency
 
 
 def chromium(tmp: Path, name: str, *args: str) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ import pytest
 from toolkit import queries
 from toolkit.demo import DEMO_SERVICE, SAMPLES
 from toolkit.ingest import import_traces
-from toolkit.ingest.sources import is_data_file
+from toolkit.inputs.sources import is_data_file
 from toolkit.report import attribution, quantiles
 from toolkit.report.build import build_report
 from toolkit.report.render import render_json

@@ -31,7 +31,7 @@ QUERIES = queries.list_queries()
 def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every bundled sample trace (golden files too) in one dataset: all formats and vantages."""
     from toolkit.ingest import import_traces
-    from toolkit.ingest.sources import is_data_file
+    from toolkit.inputs.sources import is_data_file
 
     ds = tmp_path_factory.mktemp("spark") / "samples"
     files = sorted(str(f) for f in (ROOT / "sample_traces").rglob("*") if is_data_file(f))

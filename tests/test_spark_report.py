@@ -31,7 +31,7 @@ INTERVAL_WIDTH = 0.5  # a side past BOOT_ROWS: Spark's hash picks another sample
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's dataset (docs: README "What the demo shows"): the planted 14:25-14:38 queue burst."""
     from toolkit.ingest import import_traces
-    from toolkit.ingest.sources import is_data_file
+    from toolkit.inputs.sources import is_data_file
 
     ds = tmp_path_factory.mktemp("spark-report") / "demo"
     files = sorted(str(f) for f in (ROOT / "sample_traces").rglob("*")

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 COMMITTED = "the import was committed first: the dataset holds it"
 """What an interrupt held during a commit says (``deferred_signals``)."""
@@ -92,7 +93,7 @@ def deferred_signals(note: str) -> Iterator[None]:
         yield
         return
     held: list[int] = []
-    old = {s: signal.getsignal(s) for s in SIGNALS}
+    old: dict[int, Any] = {int(s): signal.getsignal(s) for s in SIGNALS}
 
     def hold(signum: int, _frame: FrameType | None) -> None:
         held.append(signum)
@@ -142,9 +143,9 @@ def no_space(exc: BaseException | None) -> BaseException | None:
     return next((e for e in _chain(exc) if _is_no_space(e)), None)
 
 
-def no_space_path(exc: BaseException) -> str | None:
+def no_space_path(exc: BaseException | None) -> str | None:
     """The file or folder the no-space error behind ``exc`` names, if any does."""
-    return next((str(e.filename) for e in _chain(exc) if _is_no_space(e) and getattr(e, "filename", None)), None)
+    return next((str(f) for e in _chain(exc) if _is_no_space(e) and (f := getattr(e, "filename", None))), None)
 
 
 @contextmanager

@@ -39,6 +39,7 @@ import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
+from typing import Any
 
 # The variables OpenBLAS reads for its thread count, in its order.
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
@@ -107,7 +108,7 @@ class _Out(io.FileIO):
             raise OSError(e.errno, e.strerror, self.label) from None
 
 
-def _safe(stream: io.TextIOWrapper | None, label: str) -> io.TextIOWrapper | None:
+def _safe(stream: Any, label: str) -> Any:
     """``stream`` again over an ``_Out`` of its descriptor; a terminal (no EPIPE there) or a stream
     without a descriptor (a test's capture) is kept."""
     try:
@@ -125,8 +126,8 @@ def _safe(stream: io.TextIOWrapper | None, label: str) -> io.TextIOWrapper | Non
 
 def pipe_safe_streams() -> None:
     """stdout and stderr through ``_Out`` (module docstring)."""
-    sys.stdout = _safe(sys.stdout, "standard output")  # type: ignore[assignment]
-    sys.stderr = _safe(sys.stderr, "standard error")  # type: ignore[assignment]
+    sys.stdout = _safe(sys.stdout, "standard output")
+    sys.stderr = _safe(sys.stderr, "standard error")
 
 
 _SET: list[bool] = []
@@ -154,7 +155,7 @@ def main() -> None:
     except KeyboardInterrupt as e:
         from toolkit._endings import interrupted
 
-        signum = interrupted() or getattr(e, "signum", signal.SIGINT)
+        signum = interrupted() or getattr(e, "signum", None) or signal.SIGINT
         print(f"stagelens: {'terminated' if signum == signal.SIGTERM else 'interrupted'}", file=sys.stderr, flush=True)
         raise SystemExit(128 + signum) from None
     command()

@@ -27,6 +27,7 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
+from toolkit import filters as rowfilters
 from toolkit import queries, resources
 from toolkit.report.status import LATENCY_OVER, OK_SQL, failed, status_block, two_proportion_test
 
@@ -56,7 +57,7 @@ def compile_filter(text: str | None) -> tuple[str, list]:
         raise FilterError(f"filter {text!r}: a subquery is not allowed (compare columns with literal values)")
     values: list = []
 
-    def build(node: exp.Expression) -> str:
+    def build(node: exp.Expr) -> str:
         if isinstance(node, exp.Paren):
             return f"({build(node.this)})"
         if isinstance(node, exp.And | exp.Or):
@@ -84,12 +85,12 @@ def compile_filter(text: str | None) -> tuple[str, list]:
         raise FilterError(f"filter {text!r}: {node.key} is not allowed (use comparisons, IN, LIKE, AND, OR, "
                           "NOT)")
 
-    def column(node: exp.Expression) -> str:
+    def column(node: exp.Expr) -> str:
         if not isinstance(node, exp.Column) or node.table or node.name not in FILTER_COLUMNS:
             raise FilterError(f"filter {text!r}: only these columns: {', '.join(sorted(FILTER_COLUMNS))}")
         return node.name
 
-    def value(node: exp.Expression) -> str:
+    def value(node: exp.Expr) -> str:
         if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
             values.append(-float(node.this.this))
         elif isinstance(node, exp.Literal):
@@ -99,6 +100,16 @@ def compile_filter(text: str | None) -> tuple[str, list]:
         return "?"
 
     return build(tree), values
+
+
+def filter_columns(text: str | None) -> set[str]:
+    """The columns a --a/--b filter names (a side set apart by model on purpose is no mix)."""
+    if not text:
+        return set()
+    try:
+        return {c.name for c in sqlglot.parse_one(text, read="duckdb").find_all(exp.Column)}
+    except sqlglot.errors.ParseError:
+        return set()  # compile_filter says why
 
 
 @dataclass
@@ -124,6 +135,7 @@ def _side_stats(side: Side) -> dict:
                    count(*) FILTER (WHERE status = 'timeout'),
                    count(*) FILTER (WHERE status NOT IN ('ok', 'error', 'aborted', 'timeout'))
             FROM stages WHERE {cond}""", side.params).fetchone()
+    assert row is not None  # an aggregate without GROUP BY has one row
     n, ttft, tpot, med_out, max_out, vantages, formats, span_s, n_err, n_ab, n_to, n_other = row
     vantages, formats = vantages or [], formats or []  # no request matched: lists of nothing, not NULL
     bad = n_err + n_ab + n_to + n_other
@@ -276,9 +288,11 @@ def goodput(side: Side, ttft_slo_ms: float | None, tpot_slo_ms: float | None) ->
     for name, value in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms)):
         v = float("inf") if value is None else float(value)
         side.con.execute(f"SET VARIABLE {name} = CAST('{v!r}' AS DOUBLE)")  # a float's repr: no user text
-    judged, good, span = side.con.execute(
+    row = side.con.execute(
         f"""SELECT count(good), count_if(good), (epoch_us(max(ts_end)) - epoch_us(min(ts_arrival))) / 1e6
             FROM per_request WHERE counted AND ({side.where})""", side.params).fetchone()
+    assert row is not None  # an aggregate without GROUP BY has one row
+    judged, good, span = row
     return {"requests": judged, "good": good, "share": _r(good / judged) if judged else None,
             "rate_per_s": _r(good / span) if span else None}
 
@@ -294,21 +308,31 @@ def compare_datasets(
     memory_limit: str | None = None,
     engine: str = "duckdb",
     master: str | None = None,
+    filters: dict[str, str | None] | None = None,
+    allow_mixed: bool = False,
     params: dict[str, object] | None = None,
 ) -> dict:
     """Everything ``stagelens compare --json`` prints (docs/command-line.md). ``engine="spark"``: the
-    same statements on Spark (toolkit/engines/connection.py; ``master`` as ``--master``). ``params``: the
+    same statements on Spark (toolkit/engines/connection.py; ``master`` as ``--master``). ``filters``
+    (``--model``, ``--vantage``, ...) narrow both datasets in their views (``toolkit/filters.py``);
+    sides of different vantage, source format or model raise ``MixedSides`` unless ``allow_mixed``
+    or the --a/--b filters set that column apart on purpose (``result["mixed"]`` says so). ``params``: the
     period rules' (``--param``), which a side's filter such as ``period = 'busy'`` reads."""
+    given = rowfilters.normalize(filters)
     if dataset_b is not None:  # two DuckDB databases in one process: the limit is shared
         memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
     if engine == "spark":
         from toolkit.engines.connection import connect as spark_connect
 
         def connect(ds: str | Path) -> duckdb.DuckDBPyConnection:
-            return spark_connect(ds, params or None, master)  # type: ignore[return-value]
+            con = spark_connect(ds, params or None, master)
+            rowfilters.restrict(con, ds, given)
+            return con  # type: ignore[return-value]
     else:
         def connect(ds: str | Path) -> duckdb.DuckDBPyConnection:
-            return queries.connect(ds, params or None, memory_limit=memory_limit)
+            con = queries.connect(ds, params or None, memory_limit=memory_limit, where=rowfilters.where_sql(given))
+            rowfilters.check_matches(con, ds, given, "_requests_unfiltered")
+            return con
     con_a = connect(dataset_a)
     con_b = connect(dataset_b) if dataset_b is not None else con_a
     wa, pa_ = compile_filter(filter_a)
@@ -319,6 +343,12 @@ def compare_datasets(
     }
     stats = {k: _side_stats(s) for k, s in sides.items()}
     warnings = []
+    mix = rowfilters.mixed(rowfilters.kinds(con_a, wa, pa_), rowfilters.kinds(con_b, wb, pb),
+                           chosen=filter_columns(filter_a) | filter_columns(filter_b))
+    if not allow_mixed:
+        rowfilters.refuse_mixed(mix, ("a", "b"))
+    if mix:
+        warnings.append(rowfilters.mixed_warning(mix, ("a", "b")))
     for k, s in stats.items():
         if s["requests"] == 0:
             raise FilterError(f"side {k} ({s['label']}) has no requests")
@@ -331,7 +361,9 @@ def compare_datasets(
             "server's does not, so part of any difference is where it was measured.")
     pairs = {k: _pairs(s) for k, s in sides.items()}
     result: dict = {"a": stats["a"], "b": stats["b"], "warnings": warnings, "latency_over": LATENCY_OVER,
-                    "error_rate": error_rate_difference(stats["a"]["status"], stats["b"]["status"])}
+                    "error_rate": error_rate_difference(stats["a"]["status"], stats["b"]["status"]),
+                    **({"mixed": {c: {"a": v["current"], "b": v["baseline"]} for c, v in mix.items()}} if mix else {}),
+                    **({"filters": given} if given else {})}
     # one reply length for both sides (given, else the mean of the two medians): each side's own
     # median stays in median_output_tokens
     medians = [m for m in (stats["a"]["median_output_tokens"], stats["b"]["median_output_tokens"]) if m]

@@ -10,7 +10,7 @@ from toolkit import queries
 from toolkit._endings import write_text
 from toolkit._paths import shipped
 from toolkit.ingest import import_traces
-from toolkit.ingest.sources import is_data_file
+from toolkit.inputs.sources import is_data_file
 
 SAMPLES = shipped("sample_traces")
 DEMO_SERVICE = "chat-assistant"  # the vLLM service whose burst the sample traces record
@@ -46,7 +46,7 @@ def run_demo(out: Path | None, echo: Callable[[str], None] = print) -> Path:
     report = build_report(target, filters={"service": DEMO_SERVICE})
     for kind in ("html", "md", "json"):
         write_text(out_dir / f"report.{kind}", RENDERERS[kind](report))
-    echo(f"\n{report.headline['sentence']}")
+    echo(f"\n{(report.headline or {}).get('sentence', '')}")
     echo(f"\nreport: {out_dir / 'report.html'}  (also report.md, report.json)")
     echo(f"next: stagelens sql {target} \"SELECT * FROM stages LIMIT 5\"")
     return target

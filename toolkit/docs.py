@@ -2,15 +2,17 @@
 
 ``python -m toolkit.docs`` (``python3 dev.py readme``) rewrites the blocks between
 ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in every file of ``generated_files()``: ``formats``
-in the README, ``schema`` in docs/data-model.md, and ``boundaries:IMPORTER`` in the format pages
+and ``engine-formats`` in the README, ``schema`` in docs/data-model.md, and ``boundaries:IMPORTER`` in the format pages
 (docs/formats/). Given paths, it rewrites those instead. ``tests/test_docs.py`` fails when a file
 is stale, and rendering a current file changes nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from toolkit import schema
@@ -40,7 +42,19 @@ def boundaries_markdown(name: str) -> str:
     return "\n".join(lines)
 
 
-BLOCKS = {"schema": lambda: schema.describe(markdown=True).rstrip(), "formats": formats_markdown}
+def engine_formats_markdown() -> str:
+    """The engine-state formats (toolkit/enginestate/): what each reads into ``engine_state``."""
+    from toolkit.enginestate import FORMATS
+
+    lines = ["| format | reads | a record | cannot |", "|---|---|---|---|"]
+    for f in FORMATS.values():
+        cell = [f"[`{f.name}`](docs/formats/{f.name}.md)", f.description, f.records, f.cannot]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cell) + " |")
+    return "\n".join(lines)
+
+
+BLOCKS: dict[str, Callable[[], str]] = {"schema": lambda: schema.describe(markdown=True).rstrip(),
+                                         "formats": formats_markdown, "engine-formats": engine_formats_markdown}
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,10 +68,14 @@ def generated_files(root: Path = ROOT) -> list[Path]:
 BOUNDARIES_BLOCK = re.compile(r"(<!-- boundaries:([a-z0-9-]+):begin -->\n).*?(<!-- boundaries:\2:end -->)", re.S)
 
 
+def _fill(fn: Callable[[], str], m: re.Match[str]) -> str:
+    return m.group(1) + fn() + "\n" + m.group(2)
+
+
 def render(text: str) -> str:
     for name, fn in BLOCKS.items():
         pattern = re.compile(rf"(<!-- {name}:begin -->\n).*?(<!-- {name}:end -->)", re.S)
-        text = pattern.sub(lambda m, fn=fn: m.group(1) + fn() + "\n" + m.group(2), text)
+        text = pattern.sub(functools.partial(_fill, fn), text)
     return BOUNDARIES_BLOCK.sub(lambda m: m.group(1) + boundaries_markdown(m.group(2)) + "\n" + m.group(3), text)
 
 

@@ -28,7 +28,8 @@ def unrecognised(name: str, head: bytes, verify: bool = True) -> str:
     if _VLLM_TEXT.search(head) or b"vLLM API server" in head:
         return (f"{base}: it looks like a vLLM server's text log, which holds no per-request timing; "
                 "start vLLM with --otlp-traces-endpoint http://127.0.0.1:4318/v1/traces and receive its "
-                "spans with `stagelens collect` (docs/incident-workflow.md)")
+                "spans with `stagelens collect` (docs/incident-workflow.md); its engine stats lines (none in "
+                "the first 256 KB here) import with --format vllm-log")
     first = head.split(b"\n", 1)[0].strip()
     if first and not first.startswith((b"{", b"[")) and (first.count(b",") >= 2 or first.count(b"\t") >= 2):
         return (f"{base}: it looks like a CSV/TSV table; describe its columns in a TOML file and import it "
@@ -77,7 +78,7 @@ def _nearest(line: bytes) -> list[str]:
     if not isinstance(record, dict) or not record:
         return []
     keys = [k for k in record if isinstance(k, str) and len(k) > 2]
-    scored = []
+    scored: list[tuple[int, int, str]] = []
     for name, imp in REGISTRY.items():
         try:
             text = inspect.getsource(inspect.getmodule(imp.sniff))  # type: ignore[arg-type]

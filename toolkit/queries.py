@@ -187,7 +187,7 @@ def _quote(s: str) -> str:
 
 
 def setup_sql(dataset: str | Path, params: dict[str, object] | None = None, only: set[str] | None = None,
-              con: duckdb.DuckDBPyConnection | None = None, *, lasting: bool = False) -> str:
+              con: duckdb.DuckDBPyConnection | None = None, *, lasting: bool = False, where: str | None = None) -> str:
     """DDL that recreates every view of the dataset in a plain DuckDB session.
 
     ``params`` override the declared defaults of the views' variables (``--param name=value``).
@@ -208,9 +208,9 @@ def setup_sql(dataset: str | Path, params: dict[str, object] | None = None, only
     title = "-- stagelens views over " + str(Path(dataset).resolve())
     if lasting:
         notes, sources = _lasting_sources(root, published)
-        return _views_ddl("\n".join([title, *notes]), sources, params, keep)
+        return _views_ddl("\n".join([title, *notes]), sources, params, keep, where)
     sources = {name: _table_source(published[name], name) for name in BASE_TABLES}
-    return _views_ddl(title, sources, params, keep)
+    return _views_ddl(title, sources, params, keep, where)
 
 
 _GLOB_CHARS = re.compile(r"[*?\[\]{}]")
@@ -251,7 +251,7 @@ def _lasting_sources(root: Path, published: dict[str, list[str]]) -> tuple[list[
 
 
 def _views_ddl(title: str, sources: dict[str, str], params: dict[str, object] | None,
-               keep: set[str] | None = None) -> str:
+               keep: set[str] | None = None, where: str | None = None) -> str:
     """The DDL of ``setup_sql``, with each base table read by the SELECT in ``sources`` (and only
     the views in ``keep``, when given)."""
     out = [title, "SET TimeZone = 'UTC';"]
@@ -261,6 +261,10 @@ def _views_ddl(title: str, sources: dict[str, str], params: dict[str, object] | 
         if value is not None:
             out.append(f"SET VARIABLE {p.name} = CAST({_literal(_coerce(value))} AS {p.type});")
     for name in BASE_TABLES:
+        if name == "requests" and where:  # every view reads the filtered rows (toolkit/filters.py)
+            out.append(f"CREATE OR REPLACE VIEW _requests_unfiltered AS {sources[name]};")
+            out.append(f"CREATE OR REPLACE VIEW requests AS SELECT * FROM _requests_unfiltered WHERE {where};")
+            continue
         out.append(f"CREATE OR REPLACE VIEW {name} AS {sources[name]};")
     for q in list_queries():
         if q.is_view and (keep is None or q.name in keep):
@@ -322,13 +326,13 @@ def duck() -> duckdb.DuckDBPyConnection:
 
 
 def connect(dataset: str | Path, params: dict[str, object] | None = None,
-            memory_limit: str | None = None, sql: str | None = None) -> duckdb.DuckDBPyConnection:
+            memory_limit: str | None = None, sql: str | None = None, where: str | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with all views of ``dataset`` defined (with ``sql``: those it names),
     its memory limit and spill folder chosen from the machine (``toolkit/resources.py``;
-    ``memory_limit`` is ``--memory-limit``)."""
+    ``memory_limit`` is ``--memory-limit``; ``where``: only these requests, ``setup_sql``)."""
     con = duck()
     resources.configure(con, dataset, memory_limit)
-    con.execute(setup_sql(dataset, params, None if sql is None else named_views(sql), con))
+    con.execute(setup_sql(dataset, params, None if sql is None else named_views(sql), con, where=where))
     return con
 
 
@@ -496,7 +500,7 @@ def mixed_vantage_warnings(dataset: str | Path, sql: str, result: pa.Table | duc
     from toolkit import terminal
 
     out: list[str] = []
-    names = list(result.column_names) if hasattr(result, "column_names") else list(result.columns)
+    names = list(result.columns) if isinstance(result, duckdb.DuckDBPyRelation) else list(result.column_names)
     if "mixed_vantage" in names:
         dims = [c for c in ("model", "service", "replica", "tenant", "source_format", "period") if c in names]
         flagged = [r for r in terminal.rows(result) if r.get("mixed_vantage")]

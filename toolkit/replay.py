@@ -102,7 +102,7 @@ def _from_file(path: Path, fmt: str) -> list[tuple[float, int, int, str | None]]
 
     from toolkit.importers import UnknownFormat
     from toolkit.ingest import import_traces
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
 
     with tempfile.TemporaryDirectory(prefix="stagelens-replay-") as tmp:
         try:
@@ -125,7 +125,8 @@ def _from_dataset(path: Path, window: str | None) -> list[tuple[float, int, int,
     files = Dataset.open(path).table_files("requests")
     if not files:
         return []
-    where, params = "", [files]
+    where = ""
+    params: list[Any] = [files]
     if window:
         try:
             start, end = (datetime.fromisoformat(x.strip().replace("Z", "+00:00")) for x in window.split("/"))

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 SCHEMA_DIR = shipped("schemas")
 SCHEMA_FILE = SCHEMA_DIR / "stagelens.v1.toml"
-TABLES = ("requests", "spans", "quarantine")
+TABLES = ("requests", "spans", "engine_state", "quarantine")
 
 
 

@@ -130,7 +130,14 @@ def text_columns(tbl: Result) -> duckdb.DuckDBPyRelation:
             cols.append(f"CAST(to_json({q}) AS VARCHAR) AS {q}")
         else:
             cols.append(q)
-    return rel.query("result", f"SELECT {', '.join(cols) or '*'} FROM result")
+    return _over(rel, f"SELECT {', '.join(cols) or '*'} FROM result")
+
+
+def _over(rel: duckdb.DuckDBPyRelation, sql: str) -> duckdb.DuckDBPyRelation:
+    """``sql`` over ``rel`` (named ``result`` in it): a SELECT always gives a relation."""
+    out = rel.query("result", sql)
+    assert out is not None
+    return out
 
 
 def _display_cells(rel: duckdb.DuckDBPyRelation) -> list[list[str]]:
@@ -147,7 +154,7 @@ def _display_cells(rel: duckdb.DuckDBPyRelation) -> list[list[str]]:
             cols.append(f"coalesce(CAST({q} AS VARCHAR), 'NULL')")
     if not cols:
         return []
-    out = rel.query("result", f"SELECT {', '.join(cols)} FROM result").fetchall()
+    out = _over(rel, f"SELECT {', '.join(cols)} FROM result").fetchall()
     return [[clean(v, newlines=False) for v in col] for col in zip(*out, strict=True)] if out else [[] for _ in cols]
 
 
@@ -160,7 +167,7 @@ def _numeric(t: str) -> bool:
 
 
 def _num_rows(rel: duckdb.DuckDBPyRelation) -> int:
-    return int(rel.query("result", "SELECT count(*) FROM result").fetchall()[0][0])
+    return int(_over(rel, "SELECT count(*) FROM result").fetchall()[0][0])
 
 
 def rows(tbl: Result) -> list[dict[str, Any]]:
@@ -474,6 +481,10 @@ def print_report(report: Any, out: IO[str] | None = None) -> None:
     con.print(_t(headline_sentence(j) or next(iter(verdicts(report)), "No comparison could be made."), "bold"))
     if report.status:  # what latency is over, and the failures it leaves out, on every page
         con.print(_t(status_text(report)))
+    if report.engine:  # what the engines said of themselves in each window
+        from toolkit.report.engine import engine_text
+
+        con.print(_t(engine_text(report.engine)))
     entries = ordered_attribution(report)
     rates = error_rate_entries(report)
     if entries or rates:
@@ -548,10 +559,11 @@ class ImportProgress:
     SAMPLE = 1 << 20
 
     def __init__(self, paths: list[str], bar: _Bar | _NoProgress) -> None:
-        from toolkit.ingest.sources import InputError, expand
+        from toolkit.inputs.sources import InputError, expand
 
         self.bar, self.sizes, self.per_line = bar, {}, {}
-        self.done, self.current = 0, None
+        self.done = 0
+        self.current: str | None = None
         try:
             sources = [] if "-" in paths else expand(paths)
         except (InputError, OSError):  # the import itself will say what is wrong

@@ -318,9 +318,10 @@ def check_positive(*values: tuple[float | None, str]) -> None:
 
 def check_format(fmt: str, option: str = "--format") -> None:
     """An importer name that does not exist is a usage error, caught before any file is read."""
+    from toolkit.enginestate import FORMATS
     from toolkit.importers import UnknownFormat, get_importer
 
-    if fmt != "auto":
+    if fmt != "auto" and fmt not in FORMATS:
         try:
             get_importer(fmt)
         except UnknownFormat as e:  # its message names the close match and the known formats

@@ -30,6 +30,7 @@ from toolkit.cli._app import (
     show_progress,
     write_output,
 )
+from toolkit.cli._filter_options import AllowMixed, Model, Replica, Service, SourceFormat, Tenant, Vantage
 
 
 @app.command("report")
@@ -50,10 +51,13 @@ def report_cmd(
                                                           "requests on a side).")] = False,
     threshold: Annotated[float, typer.Option(help="Relative change that counts as a regression.")] = 0.10,
     tail: Annotated[float, typer.Option(help="Tail percentile for the tail statistic, e.g. 95 or 99.")] = 95.0,
-    model: Annotated[str | None, typer.Option(help="Only this model.")] = None,
-    service: Annotated[str | None, typer.Option(help="Only this service.")] = None,
-    replica: Annotated[str | None, typer.Option(help="Only this replica.")] = None,
-    tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+    model: Model = None,
+    service: Service = None,
+    replica: Replica = None,
+    tenant: Tenant = None,
+    vantage: Vantage = None,
+    source_format: SourceFormat = None,
+    allow_mixed: AllowMixed = False,
     bucket_s: Annotated[float | None, typer.Option(help="Load bucket width in seconds (default: adapts to the data; "
                                                                 "widened if it would give over 100 000 buckets).")] = None,
     param: Annotated[list[str] | None, typer.Option("--param", "-p", metavar="NAME=VALUE",
@@ -105,9 +109,11 @@ def report_cmd(
             def build():  # type: ignore[no-untyped-def]
                 return build_report(
                     current, baseline_dataset=base, window=window, baseline_window=baseline_window,
-                    filters={"model": model, "service": service, "replica": replica, "tenant": tenant},
+                    filters={"model": model, "vantage": vantage, "source_format": source_format, "service": service,
+                             "replica": replica, "tenant": tenant},
                     tail=tail / 100, threshold=threshold, bucket_s=bucket_s, params=params, progress=step,
-                    memory_limit=memory_limit, engine=engine, master=master,
+                    memory_limit=memory_limit,
+                    engine=engine, master=master, allow_mixed=allow_mixed,
                 )
 
             report = _on_spark(build) if engine == "spark" else build()
@@ -145,6 +151,13 @@ def compare_cmd(
     dataset_b: Annotated[str | None, typer.Argument(help="Dataset of side B (default: the same, with --b).")] = None,
     a: Annotated[str | None, typer.Option("--a", help="Filter for side A, e.g. \"model = 'x'\".")] = None,
     b: Annotated[str | None, typer.Option("--b", help="Filter for side B.")] = None,
+    model: Model = None,
+    vantage: Vantage = None,
+    source_format: SourceFormat = None,
+    service: Service = None,
+    replica: Replica = None,
+    tenant: Tenant = None,
+    allow_mixed: AllowMixed = False,
     output_tokens: Annotated[int | None, typer.Option(help="Reply length to compare (default: the median).")] = None,
     ttft_slo_ms: Annotated[float | None, typer.Option(help="TTFT objective for goodput, ms.")] = None,
     tpot_slo_ms: Annotated[float | None, typer.Option(help="TPOT objective for goodput, ms per token.")] = None,
@@ -186,12 +199,15 @@ def compare_cmd(
     try:
         def run():  # type: ignore[no-untyped-def]
             return compare_datasets(side_a, side_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit,
-                                    engine=engine, master=master, params=params)
+                                    engine=engine, master=master, allow_mixed=allow_mixed,
+                                    filters={"model": model, "vantage": vantage, "source_format": source_format,
+                                             "service": service, "replica": replica, "tenant": tenant},
+                                    params=params)
 
         result = _on_spark(run) if engine == "spark" else run()
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
-    except FilterError as e:
+    except (FilterError, ValueError) as e:  # a bad --a/--b, a filter matching nothing, mixed sides
         raise fail(str(e), EXIT_USAGE) from None
     except duckdb.OutOfMemoryException:
         raise _out_of_memory(memory_limit) from None

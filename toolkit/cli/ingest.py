@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -54,7 +54,7 @@ def import_cmd(
     from toolkit.importers import UnknownFormat
     from toolkit.importers._common import ImportOptions
     from toolkit.ingest import import_traces
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
     from toolkit.store import DatasetError
 
     if not 0 <= max_bad_fraction <= 1:
@@ -92,7 +92,7 @@ def import_cmd(
     origin_us = _parse_clock_origin(clock_origin) if clock_origin is not None else None
     if min(max_line_mb, max_content_gb, max_ratio) <= 0:
         raise fail("--max-line-mb, --max-content-gb and --max-ratio are positive numbers", EXIT_USAGE)
-    from toolkit.ingest.sources import Limits
+    from toolkit.inputs.sources import Limits
     from toolkit.terminal import ImportProgress, progress_bar
 
     limits = Limits(max_line_bytes=int(max_line_mb * (1 << 20)), max_content_bytes=int(max_content_gb * (1 << 30)),
@@ -212,14 +212,18 @@ def formats_cmd(
     from toolkit.importers import REGISTRY
     from toolkit.importers._common import describe_boundaries
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, imp in REGISTRY.items():
         rows.append({
             "name": name, "vantage": imp.vantage, "description": imp.docs.description, "files": imp.docs.file_hint,
             "boundaries": dict(describe_boundaries(imp)), "cannot": imp.docs.cannot,
         })
+    from toolkit.enginestate import FORMATS
+
+    engine: list[dict[str, str]] = [{"name": f.name, "vantage": f.vantage, "description": f.description, "files": f.file_hint,
+               "table": "engine_state", "record": f.records, "cannot": f.cannot} for f in FORMATS.values()]
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps([*rows, *engine], indent=2))
         return
     for r in rows:
         typer.echo(f"{r['name']}  (vantage: {r['vantage']})  {r['description']}")
@@ -227,6 +231,9 @@ def formats_cmd(
         for b, how in r["boundaries"].items():
             typer.echo(f"  {b:<15} {how}")
         typer.echo(f"  cannot: {r['cannot']}\n")
+    for e in engine:  # engine state (the engine_state table), not requests
+        typer.echo(f"{e['name']}  (engine state)  {e['description']}")
+        typer.echo(f"  files: {e['files']}\n  a record: {e['record']}\n  cannot: {e['cannot']}\n")
 
 
 @app.command("schema")

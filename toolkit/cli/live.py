@@ -22,6 +22,7 @@ from toolkit.cli._app import (
     show_progress,
     write_output,
 )
+from toolkit.cli._filter_options import Replica, Service, SourceFormat, Tenant, Vantage
 
 
 @app.command("collect")
@@ -109,7 +110,7 @@ def replay_cmd(
     """
     from urllib.parse import urlsplit
 
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
     from toolkit.replay import ReplayError, replay
     from toolkit.store import DatasetError
     from toolkit.terminal import progress_bar
@@ -164,6 +165,11 @@ def whatif_cmd(
     arrivals: Annotated[Path | None, typer.Option(help="Replay this dataset's arrivals instead (observed: its own).")] = None,
     arrivals_window: Annotated[str | None, typer.Option(help="Only --arrivals requests in START/END.")] = None,
     model: Annotated[str | None, typer.Option(help="The model to calibrate (needed when the window holds several).")] = None,
+    vantage: Vantage = None,
+    source_format: SourceFormat = None,
+    service: Service = None,
+    replica: Replica = None,
+    tenant: Tenant = None,
     seed: Annotated[int, typer.Option(help="Seed of the resampling and of the pre/postprocess draws.")] = 0,
     ttft_slo_ms: Annotated[float | None, typer.Option(help="TTFT objective for goodput (default: the goodput view's).")] = None,
     tpot_slo_ms: Annotated[float | None, typer.Option(help="TPOT objective for goodput (default: the goodput view's).")] = None,
@@ -206,11 +212,15 @@ def whatif_cmd(
         raise fail(str(e), EXIT_USAGE) from None
     slo = objectives() | {k: v for k, v in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms)) if v is not None}
     try:
-        result = run(dataset, windows[0], model, *lists, arrivals, windows[1], seed, slo, params)
+        result = run(dataset, windows[0], model, *lists, arrivals, windows[1], seed, slo,
+                     filters={"vantage": vantage, "source_format": source_format, "service": service,
+                              "replica": replica, "tenant": tenant}, params=params)
     except CalibrationError as e:
         raise fail(str(e), e.code) from None
     except DatasetError as e:
         raise fail(str(e), e.exit_code) from None
+    except ValueError as e:  # a filter that matches no request
+        raise fail(str(e), EXIT_USAGE) from None
     try:
         if html is not None:
             write_output(html, render.render_html(result))
@@ -230,7 +240,7 @@ def demo_cmd(
     """Import the bundled sample_traces/ and print what they show: the one-minute tour."""
     from toolkit.demo import run_demo
     from toolkit.importers import UnknownFormat
-    from toolkit.ingest.sources import InputError
+    from toolkit.inputs.sources import InputError
     from toolkit.store import DatasetError
 
     try:

@@ -174,7 +174,7 @@ class DatasetSink:
     def _import(self, paths: list[Path]) -> bool:
         """Import ``paths`` in one commit, then delete them; on failure log one line and schedule a retry."""
         from toolkit.ingest import import_traces
-        from toolkit.ingest.sources import InputError
+        from toolkit.inputs.sources import InputError
         from toolkit.store import DatasetError
 
         fmt = self.fmt

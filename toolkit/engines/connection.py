@@ -32,6 +32,8 @@ from toolkit import queries
 from toolkit.engines.translate import Untranslatable, to_spark
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pyspark.sql import DataFrame
 
     from toolkit.engines.spark import SparkViews
@@ -199,7 +201,7 @@ class SparkConnection:
         parts = re.split(r"('(?:[^']|'')*')", sql)
         return "".join(p if p.startswith("'") else _PLACEHOLDER.sub(one, p) for p in parts)
 
-def connect(dataset: object, params: dict[str, object] | None = None, master: str | None = None) -> SparkConnection:
+def connect(dataset: str | Path, params: dict[str, object] | None = None, master: str | None = None) -> SparkConnection:
     """A ``SparkConnection`` over ``dataset``'s tables and views, in a Spark session of its own (its
     temporary views do not clash with another dataset's: a report with ``--baseline`` holds two)."""
     from toolkit.engines.spark import SparkViews

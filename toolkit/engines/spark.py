@@ -258,7 +258,8 @@ def checkpoint(df: DataFrame, eager: bool) -> DataFrame:
     is made the active one while the checkpoint is taken (tests/test_spark_connect.py, the report)."""
     if not type(df).__module__.startswith("pyspark.sql.connect"):
         return df.localCheckpoint(eager=eager)
-    holder = type(df.sparkSession)._active_session  # the Connect client's thread-local active session
+    session_class: Any = type(df.sparkSession)
+    holder = session_class._active_session  # the Connect client's thread-local active session
     before = getattr(holder, "session", None)
     holder.session = df.sparkSession
     try:
@@ -273,7 +274,7 @@ def where(spark: SparkSession) -> str:
     ``;token=...`` is never read: it may be a secret)."""
     if _is_connect(spark):
         return f"sc://{spark.client.host}"
-    return spark.sparkContext.master
+    return str(spark.sparkContext.master)
 
 
 class SparkViews:
@@ -394,7 +395,7 @@ class SparkViews:
         tree.set("with_", None)
         renamed: dict[str, str] = {}
 
-        def rename(node: exp.Expression) -> exp.Expression:
+        def rename(node: exp.Expr) -> exp.Expr:
             for t in node.find_all(exp.Table):
                 if not t.args.get("db") and t.name.lower() in renamed:
                     if not t.alias:  # columns may be qualified with the CTE's name (up.row_key)

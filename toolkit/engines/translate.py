@@ -76,29 +76,29 @@ class _DuckDB(DuckDB):
 
 
 class _Context:
-    def __init__(self, source: str, columns_of: ColumnsOf | None, root: exp.Expression) -> None:
+    def __init__(self, source: str, columns_of: ColumnsOf | None, root: exp.Expr) -> None:
         self.source, self.columns_of, self.root = source, columns_of, root
 
-    def refuse(self, node: exp.Expression, why: str) -> Untranslatable:
+    def refuse(self, node: exp.Expr, why: str) -> Untranslatable:
         return Untranslatable(self.source, node.sql("duckdb")[:80], why)
 
 
-Rule = Callable[[exp.Expression, _Context], exp.Expression | None]
+Rule = Callable[[exp.Expr, _Context], exp.Expr | None]
 """Returns the replacement node, or None when the rule does not apply to this node."""
 
 
-def _fn(name: str, *args: exp.Expression) -> exp.Expression:
+def _fn(name: str, *args: exp.Expr) -> exp.Expr:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
-def _rule_epoch_us(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_epoch_us(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``epoch_us(ts)`` -> ``unix_micros(ts)``: sqlglot passes EPOCH_US through, which Spark lacks."""
     if isinstance(node, exp.Anonymous) and node.name.lower() == "epoch_us":
         return _fn("unix_micros", *node.expressions)
     return None
 
 
-def _rule_quantile_cont(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_quantile_cont(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``quantile_cont(x, p)`` / ``(x, [p...])`` -> Spark's exact ``percentile`` (linear interpolation,
     as DuckDB's). sqlglot emits ``PERCENTILE_CONT(x, p)``, which Spark rejects (wrong arity)."""
     if isinstance(node, exp.PercentileCont) and node.expression is not None:
@@ -108,19 +108,19 @@ def _rule_quantile_cont(node: exp.Expression, ctx: _Context) -> exp.Expression |
     return None
 
 
-def _rule_time_bucket(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_time_bucket(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``time_bucket(width, ts, origin)`` stays Spark's ``time_bucket`` (Spark >= 4.2); sqlglot emits
     DATE_BIN. The origin must be written: DuckDB's default is 2000-01-03, Spark's the epoch."""
     if not isinstance(node, exp.DateBin):
         return None
     origin = node.args.get("origin") or node.args.get("unit")
-    if not isinstance(origin, exp.Expression) or isinstance(origin, exp.Var):
+    if not isinstance(origin, exp.Expr) or isinstance(origin, exp.Var):
         raise ctx.refuse(node, "time_bucket needs an explicit origin, TIMESTAMP '1970-01-01 00:00:00' "
                                "(the engines' default origins differ)")
     return _fn("time_bucket", node.this, node.expression, origin)
 
 
-def _rule_list_avg(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_list_avg(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``list_avg(l)`` -> the sum of the non-null elements over their count (null for an empty list),
     as DuckDB's list_avg; sqlglot passes LIST_AVG through."""
     if not (isinstance(node, exp.Anonymous) and node.name.lower() == "list_avg"):
@@ -134,7 +134,7 @@ def _rule_list_avg(node: exp.Expression, ctx: _Context) -> exp.Expression | None
     return exp.Paren(this=exp.Div(this=total, expression=size))
 
 
-def _rule_index(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_index(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``l[i]`` (1-based) and ``m['k']`` -> ``try_element_at``: NULL past the end or for a missing
     key, as in DuckDB; sqlglot's ``l[i-1]`` raises INVALID_ARRAY_INDEX under Spark's ANSI mode."""
     if not isinstance(node, exp.Bracket) or len(node.expressions) != 1:
@@ -150,7 +150,7 @@ def _rule_index(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
     raise ctx.refuse(node, "an index that is not a literal (1-based in DuckDB, 0-based in Spark)")
 
 
-def _rule_hash(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_hash(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``hash(...)`` (DuckDB: 64 bits) -> ``xxhash64(...)``: Spark's ``hash`` has 32 bits, which
     collide at millions of rows. Values differ between engines (keys are engine-specific); equal
     inputs still give equal keys, which is all the queries use them for."""
@@ -159,7 +159,7 @@ def _rule_hash(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
     return None
 
 
-def _rule_hash_mod(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_hash_mod(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``hash(...) % n`` -> ``pmod(xxhash64(...), n)``: DuckDB's hash is unsigned, so ``hash % n`` lies
     in [0, n) and ``hash(...) % n < k`` picks about k rows in n (the report's bootstrap sample and
     chart share, toolkit/report/attribution.py). Spark's xxhash64 is signed: plain ``%`` is negative for half
@@ -170,7 +170,7 @@ def _rule_hash_mod(node: exp.Expression, ctx: _Context) -> exp.Expression | None
     return None
 
 
-def _rule_sample(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_sample(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``FROM x USING SAMPLE reservoir(N ROWS) REPEATABLE (s)`` -> ``FROM (SELECT * FROM x ORDER BY
     rand(s) LIMIT N)``: sqlglot writes ``TABLESAMPLE (N ROWS)``, which in Spark is the *first* N rows,
     not a random sample. Both are uniform samples of N rows, seeded; the rows differ between engines
@@ -194,7 +194,7 @@ def _rule_sample(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
     return out
 
 
-def _rule_enum_cast(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_enum_cast(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``CAST(x AS ENUM('b', 'c'))`` -> ``CAST(x AS STRING)``: Spark has no ENUM type. The values and
     equality tests are the same text (the report's ``_rb.side``, toolkit/report/build.py); an
     ENUM sorts by its list's order, text alphabetically, so only lists already in that order pass."""
@@ -212,7 +212,7 @@ STRFTIME_CODES = {"%Y": "yyyy", "%m": "MM", "%d": "dd", "%H": "HH", "%M": "mm", 
 """DuckDB strftime codes and the Java pattern letters Spark's date_format gives the same text with."""
 
 
-def _rule_strftime(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_strftime(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``strftime(ts, '%Y-%m-%dT%H:%M:%SZ')`` -> ``date_format(ts, "yyyy-MM-dd'T'HH:mm:ss'Z'")``: sqlglot
     maps the codes but leaves literal letters (``T``, ``Z``) bare, which Spark reads as pattern letters
     (``Z``: a zone offset) or refuses. Literal text with letters is quoted; a code without a listed
@@ -235,7 +235,7 @@ def _rule_strftime(node: exp.Expression, ctx: _Context) -> exp.Expression | None
     return _fn("date_format", node.this.copy(), exp.Literal.string("".join(out)))
 
 
-def _rule_make_timestamp(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_make_timestamp(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``make_timestamp(micros)`` -> ``CAST(timestamp_micros(micros) AS TIMESTAMP_NTZ)``: DuckDB gives a
     TIMESTAMP without zone, Spark's timestamp_micros one with the session zone (UTC here)."""
     if isinstance(node, exp.UnixToTime) and str(node.args.get("scale") or "") in ("6", exp.UnixToTime.MICROS):
@@ -246,14 +246,14 @@ def _rule_make_timestamp(node: exp.Expression, ctx: _Context) -> exp.Expression 
     return None
 
 
-def _rule_struct_to_map(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_struct_to_map(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``CAST({'k': v, ...} AS MAP(K, V))`` -> ``map('k', CAST(v AS V), ...)``: Spark cannot cast a
     struct to a map."""
     if not (isinstance(node, exp.Cast) and isinstance(node.this, exp.Struct)
             and node.to.this == exp.DataType.Type.MAP):
         return None
     value_type = node.to.expressions[1]
-    args: list[exp.Expression] = []
+    args: list[exp.Expr] = []
     for field in node.this.expressions:
         if not isinstance(field, exp.PropertyEQ):
             raise ctx.refuse(node, "a struct literal without field names")
@@ -261,7 +261,7 @@ def _rule_struct_to_map(node: exp.Expression, ctx: _Context) -> exp.Expression |
     return _fn("map", *args)
 
 
-def _rule_ordered_list(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_ordered_list(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``list(x ORDER BY k)`` -> the values of ``array_sort(collect_list(struct(k, x)))``: sqlglot
     drops the ORDER BY (and collect_list drops NULLs, which DuckDB's list keeps: the struct keeps them).
     ``list(...) FILTER (WHERE c)``: the FILTER goes on collect_list, the aggregate inside (Spark
@@ -272,7 +272,7 @@ def _rule_ordered_list(node: exp.Expression, ctx: _Context) -> exp.Expression | 
     if not isinstance(node, exp.ArrayAgg):
         return None
 
-    def gathered(agg: exp.Expression) -> exp.Expression:
+    def gathered(agg: exp.Expr) -> exp.Expr:
         return agg if where is None else exp.Filter(this=agg, expression=where.copy())
 
     inner = node.this
@@ -295,7 +295,7 @@ def _rule_ordered_list(node: exp.Expression, ctx: _Context) -> exp.Expression | 
         lambda n: packed if isinstance(n, exp.Column) and n.name == "__p" else n)
 
 
-def _rule_regexp_replace(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_regexp_replace(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``regexp_replace(s, re, r)`` replaces the first match in DuckDB and every match in Spark: kept
     when the pattern can match once only (anchored with ^ or $, no alternation) or with the 'g' flag."""
     if not isinstance(node, exp.RegexpReplace):
@@ -314,7 +314,7 @@ def _rule_regexp_replace(node: exp.Expression, ctx: _Context) -> exp.Expression 
     return exp.RegexpReplace(this=node.this, expression=pattern, replacement=node.args["replacement"])
 
 
-def _rule_union_by_name(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_union_by_name(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``a UNION ALL BY NAME b`` -> both sides select the union of their columns, by name, in the left
     side's order (a column one side lacks is NULL there). Spark SQL has no BY NAME; the columns come
     from Spark's analyzer at run time (``columns_of``)."""
@@ -337,7 +337,7 @@ def _rule_union_by_name(node: exp.Expression, ctx: _Context) -> exp.Expression |
     return exp.Union(this=out[0], expression=out[1], distinct=False)
 
 
-def _with_ctes(side: exp.Expression, union: exp.Expression) -> exp.Expression:
+def _with_ctes(side: exp.Expr, union: exp.Expr) -> exp.Expr:
     """A union side as a standalone Spark query: with the CTEs defined before the one holding the
     union (those the side may read), translated."""
     q = side.copy()
@@ -354,7 +354,7 @@ def _with_ctes(side: exp.Expression, union: exp.Expression) -> exp.Expression:
     return q.transform(lambda n: _apply(n, _Context("<union side>", None, root)), copy=False)
 
 
-def _rule_nested_unnest(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_nested_unnest(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``f(unnest(l))`` in a select list -> ``unnest(transform(l, v -> f(v)))``: Spark does not allow a
     generator inside an expression (UNSUPPORTED_GENERATOR.NESTED_IN_EXPRESSIONS); the rows are the same."""
     if not isinstance(node, exp.Select):
@@ -384,7 +384,7 @@ def _rule_nested_unnest(node: exp.Expression, ctx: _Context) -> exp.Expression |
     return out
 
 
-def _rule_count_if(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_count_if(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``count_if(c)`` -> ``sum(CASE WHEN c THEN 1 WHEN NOT c THEN 0 END)``: DuckDB's count_if is NULL
     when every input is NULL (or there is none), Spark's is 0."""
     if not isinstance(node, exp.CountIf):
@@ -395,7 +395,7 @@ def _rule_count_if(node: exp.Expression, ctx: _Context) -> exp.Expression | None
     return exp.Sum(this=case)
 
 
-def _rule_string_agg(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _rule_string_agg(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``string_agg([DISTINCT] x, sep [ORDER BY x])`` -> ``array_join`` over the sorted values (NULL
     when there are none, as DuckDB); Spark 4.3's LISTAGG(DISTINCT ...) WITHIN GROUP failed inside
     the planner (ClassCastException) on the consistency view."""
@@ -438,7 +438,7 @@ RULES: dict[str, Rule] = {
 """The project's rules, by the DuckDB construct each rewrites (docs/spark-engine.md lists them)."""
 
 
-def _apply(node: exp.Expression, ctx: _Context) -> exp.Expression:
+def _apply(node: exp.Expr, ctx: _Context) -> exp.Expr:
     for rule in RULES.values():
         out = rule(node, ctx)
         if out is not None:

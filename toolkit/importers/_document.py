@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from toolkit.ingest.sources import DOCUMENT_MAX_BYTES, InputError, Source
+from toolkit.inputs.sources import DOCUMENT_MAX_BYTES, InputError, Source
 
 if TYPE_CHECKING:
     from toolkit.importers._common import ImportOptions

@@ -23,8 +23,8 @@ import tempfile
 import pyarrow as pa
 
 from toolkit.importers.workloads import csv_header
-from toolkit.ingest.sources import InputError, Source, _write_all, close_spool
-from toolkit.ingest.streams import _open_decompressed
+from toolkit.inputs.sources import InputError, Source, _write_all, close_spool
+from toolkit.inputs.streams import _open_decompressed
 
 BLOCK = 16 << 20  # bytes per check: bounds memory whatever the file's size
 # 0x01 stands in no CSV export a user could import (see sources.TOO_LARGE)
@@ -45,7 +45,8 @@ def _valid(block: bytes | memoryview) -> bool:
 def _bad_spans(block: bytes) -> list[tuple[int, int]]:
     """(start, end) of each line of ``block`` (whole lines) that is not UTF-8: one decode per bad
     line, resumed after it (linear in the block; the loop runs once per bad line, not per row)."""
-    spans, pos, view = [], 0, memoryview(block)
+    spans: list[tuple[int, int]] = []
+    pos, view = 0, memoryview(block)
     while True:
         try:
             codecs.utf_8_decode(view[pos:], "strict", True)

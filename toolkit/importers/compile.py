@@ -66,7 +66,7 @@ from toolkit.importers.compile_read import MappingError, _Reader, _s
 from toolkit.importers.compile_rules import condition_sql, never_before, units_order
 from toolkit.importers.mapping_model import _ISO_OFFSET, _TO_US, Condition, Mapping
 from toolkit.importers.spec import Fast, FastInput, Importer, JsonColumns, JsonValues, Layout, OwnRecords
-from toolkit.ingest.sources import InputError, Source
+from toolkit.inputs.sources import InputError, Source
 
 if TYPE_CHECKING:
     from toolkit.importers._common import ImportOptions
@@ -345,39 +345,39 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     negative_first = m.check_groups is None or m.check_groups.index("negative") < m.check_groups.index("skew")
     place, shifts, skew_checks = [], [], []
     tol = m.tolerance_us
-    for b in defined:
-        around = said(kinds, b, "place")
-        if not can_derive[b] or around == []:
-            place.append(f"x_{b} AS p_{b}")
+    for bn in defined:
+        around = said(kinds, bn, "place")
+        if not can_derive[bn] or around == []:
+            place.append(f"x_{bn} AS p_{bn}")
             continue
-        i = defined.index(b)
+        i = defined.index(bn)
         lo = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[:i]
               if (around is None or e in around) and not always_derived[e]]
         hi = [f"CASE WHEN NOT dv_{e} THEN x_{e} END" for e in defined[i + 1:]
               if (around is None or e in around) and not always_derived[e]]
         if around is None and (not lo and not hi or not hi and negative_first and all(
-                never_before(bounds[b], defined[:i], always_derived) for bounds in kinds if b in bounds)):
-            place.append(f"x_{b} AS p_{b}")  # nothing to place it between, or never before its lower bound
+                never_before(bounds[bn], defined[:i], always_derived) for bounds in kinds if bn in bounds)):
+            place.append(f"x_{bn} AS p_{bn}")  # nothing to place it between, or never before its lower bound
             continue
         lo_e = f"greatest({', '.join(lo)})" if lo else "NULL"
         hi_e = f"least({', '.join(hi)})" if hi else "NULL"
         # mv: movable (derived, and the read boundaries around it in order: else the shared check names them)
         if m.skew_first:  # placed at the read boundary after it first, whatever the order of those around it
-            place.append(f"{lo_e} AS lo_{b}, {hi_e} AS hi_{b}, dv_{b} AS mv_{b}")
-            place.append(f"CASE WHEN mv_{b} AND x_{b} > hi_{b} THEN hi_{b} WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} "
-                         f"ELSE x_{b} END AS p_{b}")
-            place.append(f"CASE WHEN mv_{b} AND x_{b} > hi_{b} THEN x_{b} - hi_{b} "
-                         f"WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} - x_{b} END AS sh_{b}")
+            place.append(f"{lo_e} AS lo_{bn}, {hi_e} AS hi_{bn}, dv_{bn} AS mv_{bn}")
+            place.append(f"CASE WHEN mv_{bn} AND x_{bn} > hi_{bn} THEN hi_{bn} WHEN mv_{bn} AND x_{bn} < lo_{bn} THEN lo_{bn} "
+                         f"ELSE x_{bn} END AS p_{bn}")
+            place.append(f"CASE WHEN mv_{bn} AND x_{bn} > hi_{bn} THEN x_{bn} - hi_{bn} "
+                         f"WHEN mv_{bn} AND x_{bn} < lo_{bn} THEN lo_{bn} - x_{bn} END AS sh_{bn}")
         else:
-            place.append(f"{lo_e} AS lo_{b}, {hi_e} AS hi_{b}, dv_{b} AND coalesce(lo_{b} <= hi_{b}, true) AS mv_{b}")
-            place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} WHEN mv_{b} AND x_{b} > hi_{b} THEN hi_{b} "
-                         f"ELSE x_{b} END AS p_{b}")
-            place.append(f"CASE WHEN mv_{b} AND x_{b} < lo_{b} THEN lo_{b} - x_{b} "
-                         f"WHEN mv_{b} AND x_{b} > hi_{b} THEN x_{b} - hi_{b} END AS sh_{b}")
-        shifts.append(f"sh_{b}")
-        detail = (said(kinds, b, "out_of_order")
-                  or f"{b} (derived) is more than {tol / 1e3:g} ms outside the boundaries read around it")
-        skew_checks.append(f"WHEN sh_{b} > {tol} THEN {{'code': 'out-of-order', 'detail': {_s(detail)}}}")
+            place.append(f"{lo_e} AS lo_{bn}, {hi_e} AS hi_{bn}, dv_{bn} AND coalesce(lo_{bn} <= hi_{bn}, true) AS mv_{bn}")
+            place.append(f"CASE WHEN mv_{bn} AND x_{bn} < lo_{bn} THEN lo_{bn} WHEN mv_{bn} AND x_{bn} > hi_{bn} THEN hi_{bn} "
+                         f"ELSE x_{bn} END AS p_{bn}")
+            place.append(f"CASE WHEN mv_{bn} AND x_{bn} < lo_{bn} THEN lo_{bn} - x_{bn} "
+                         f"WHEN mv_{bn} AND x_{bn} > hi_{bn} THEN x_{bn} - hi_{bn} END AS sh_{bn}")
+        shifts.append(f"sh_{bn}")
+        detail = (said(kinds, bn, "out_of_order")
+                  or f"{bn} (derived) is more than {tol / 1e3:g} ms outside the boundaries read around it")
+        skew_checks.append(f"WHEN sh_{bn} > {tol} THEN {{'code': 'out-of-order', 'detail': {_s(detail)}}}")
 
     # the other columns
     def col_expr(k: str, srcs: list[str]) -> str:
@@ -396,9 +396,9 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         if k == "itl_ms":
             unit = m.units[srcs[0]]
             raw = rd.use(srcs[0], "DOUBLE[]")
-            f = (data_unit_ms(rd.use(m.unit_of[srcs[0]], "VARCHAR"), unit) if srcs[0] in m.unit_of
-                 else f"{_TO_US[unit] / 1e3:g}")
-            return f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {f}) AS FLOAT[])"
+            to_ms = (data_unit_ms(rd.use(m.unit_of[srcs[0]], "VARCHAR"), unit) if srcs[0] in m.unit_of
+                     else f"{_TO_US[unit] / 1e3:g}")
+            return f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {to_ms}) AS FLOAT[])"
         typ = {"string": "VARCHAR", "int64": "BIGINT", "float64": "DOUBLE"}.get(c.type, "VARCHAR")
         # a document's integers are read as numbers, then rounded (a report may write a count as 12.0)
         raws = [rd.use(s, "DOUBLE" if typ == "BIGINT" and fmt == "document" and not rd.typed else typ) for s in srcs]

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from toolkit.ingest.sources import DOCUMENT_MAX_BYTES, InputError, Source
-from toolkit.ingest.streams import head
+from toolkit.inputs.sources import DOCUMENT_MAX_BYTES, InputError, Source
+from toolkit.inputs.streams import head
 
 if TYPE_CHECKING:
     from toolkit.importers.compile import Mapping
@@ -257,14 +257,14 @@ class _Reader:
             # lines(ln, j), or a column per top-level key (columns()): read_json with the types
             # of json_spec(); a line that is not an object of that shape fails the read (the line
             # reader takes over), JSON null is NULL. A rare key is there on no line it reads.
-            def access(c: str) -> str:
+            def fast_access(c: str) -> str:
                 top, *rest = c.split(".")
                 if self.columns() is None:
                     return _column_sql(c)
                 if top in self.m.rare:
                     return f"CAST(NULL AS {self.json_type(c)})"
                 return _q(top) + "".join(f"[{_s(k)}]" for k in rest)
-            acc = ", ".join(f"{access(c)} AS c{i}" for i, c in enumerate(cols))
+            acc = ", ".join(f"{fast_access(c)} AS c{i}" for i, c in enumerate(cols))
             whole = "j IS NULL" if self.columns() is None else "false"  # a null line: columns give up
             return f"""
 x AS (
@@ -295,17 +295,17 @@ x AS (
         if self.fmt == "csv":
             return self._csv_sql(cols)
         # parquet
-        acc = []
+        parts = []
         for i, c in enumerate(cols):
             if c in self.parquet_cols:
-                acc.append(f"{_q(c)} AS c{i}")
+                parts.append(f"{_q(c)} AS c{i}")
             else:
                 first, *rest = c.split(".")
-                acc.append(f"{_q(first)}{''.join('[' + _s(k) + ']' for k in rest)} AS c{i}")
+                parts.append(f"{_q(first)}{''.join('[' + _s(k) + ']' for k in rest)} AS c{i}")
         return f"""
 x AS (
     SELECT file_row_number + 1 AS ln, NULL AS line, CAST(NULL AS VARCHAR) AS _bad, 'record' AS row_kind
-        {', ' + ', '.join(acc) if acc else ''}
+        {', ' + ', '.join(parts) if parts else ''}
     FROM read_parquet(getvariable('source_path'), file_row_number = true))"""
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from toolkit.importers.compile_clock import anchor_sql
 from toolkit.importers.compile_read import INDEX_ID, _q, _s
-from toolkit.ingest.sources import DOCUMENT_MAX_BYTES
+from toolkit.inputs.sources import DOCUMENT_MAX_BYTES
 
 if TYPE_CHECKING:
     from toolkit.importers.compile_read import _Reader

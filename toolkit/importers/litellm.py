@@ -39,7 +39,7 @@ from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
 
 if TYPE_CHECKING:
     from toolkit.importers._common import ImportOptions
-    from toolkit.ingest.sources import Source
+    from toolkit.inputs.sources import Source
 
 NAME = "litellm"
 VANTAGE = "gateway"

@@ -29,7 +29,7 @@ import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from toolkit import schema
 from toolkit.importers._common import BOUNDARIES as ORDER
@@ -41,7 +41,7 @@ from toolkit.importers.mapping_keys import _boundaries, _names_and_checks, _vari
 from toolkit.importers.mapping_model import DURATION_UNITS, TIME_UNITS, Condition, Csv, Mapping
 from toolkit.importers.mapping_text import _CONDITION, _OPS, _literal, _str_list, _Text, _when
 from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
-from toolkit.ingest.sources import Source
+from toolkit.inputs.sources import Source
 
 NAME = "mapping"
 VANTAGE = "as the mapping file says (constants.vantage)"
@@ -422,7 +422,7 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
     # would look it up): every process that imports the registry pays it for each built-in spec
     doc = tomllib.loads(spec.read_text(encoding="utf-8"))
     fmt = doc.get("source", {}).get("format")
-    reads = "document" if fmt in ("document", "json") else "lines"
+    reads: Literal["lines", "document"] = "document" if fmt in ("document", "json") else "lines"
     # and whether it has the fast reader (JSON lines, CSV: compile._fast), for the tests that list them
     fast = Fast(JsonValues({}), requests=unbound) if fmt in ("jsonl", "csv") else None
     return Importer(name, vantage, IDENTITY, docs or spec_docs(doc), sniff,

@@ -103,6 +103,7 @@ def _when(t: _Text, section: str, key: str, w: object) -> Condition:
 
 def _str_list(t: _Text, section: str, key: str, v: object, what: str) -> list[str]:
     items = v if isinstance(v, list) else [v]
-    if not items or not all(isinstance(x, str) and x.strip() for x in items):
+    strings = [x for x in items if isinstance(x, str) and x.strip()]
+    if not items or len(strings) != len(items):
         raise t.error(section, key, f"expected {what}: a string or a list of strings")
-    return [x.strip() for x in items]
+    return [x.strip() for x in strings]

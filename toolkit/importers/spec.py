@@ -20,7 +20,7 @@ from toolkit.importers._common import SPAN_IDENTITY
 
 if TYPE_CHECKING:
     from toolkit.importers._common import ImportOptions
-    from toolkit.ingest.sources import Source
+    from toolkit.inputs.sources import Source
 
 Sql = Callable[[], str]
 

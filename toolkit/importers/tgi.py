@@ -35,7 +35,7 @@ from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout, Own
 
 if TYPE_CHECKING:
     from toolkit.importers._common import ImportOptions
-    from toolkit.ingest.sources import Source
+    from toolkit.inputs.sources import Source
 
 NAME = "tgi"
 VANTAGE = "server"
@@ -137,7 +137,7 @@ def layout_of(head: bytes) -> str:
 
 def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
     """Bound to the file's layout (which fast reader); the line reader reads either, line by line."""
-    from toolkit.ingest.streams import head
+    from toolkit.inputs.streams import head
     layout = layout_of(head(src, 64 << 10))
     reads = JsonValues(FAST_JSON_SPEC) if layout == "json" else OwnRecords(fast_records)
     return imp.with_layout(Layout(

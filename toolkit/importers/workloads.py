@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import csv
 
-from toolkit.ingest.sources import Source
-from toolkit.ingest.streams import head
+from toolkit.inputs.sources import Source
+from toolkit.inputs.streams import head
 
 
 def csv_header(src: Source) -> list[str]:

@@ -7,7 +7,7 @@ JSON document, in ``array_parts`` when it is a large array), ``split`` (the shar
 quarantine, duplicates and rows), ``writer`` (Parquet on a thread), ``results`` (the counts).
 Input files themselves: ``sources`` (paths, compression, spooling) and ``streams`` (lines).
 
-The public names are loaded on first use: ``toolkit.ingest.sources`` (``InputError``, which
+The public names are loaded on first use: ``toolkit.inputs.sources`` (``InputError``, which
 importers and the CLI need) must not pull in DuckDB and the importer registry.
 """
 

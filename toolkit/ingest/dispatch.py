@@ -15,9 +15,9 @@ from toolkit.ingest import duck
 from toolkit.ingest.readers import document, fast, lines
 from toolkit.ingest.results import FileResult, Progress
 from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.sources import Source, log
-from toolkit.ingest.streams import head
 from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.sources import Source, log
+from toolkit.inputs.streams import head
 
 FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
 
@@ -88,14 +88,14 @@ def try_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: See
             return False
 
 
-def fast_ok(src: Source, fast: Fast, keep_raw: bool) -> bool:
+def fast_ok(src: Source, fast: Fast | None, keep_raw: bool) -> bool:
     """Whether DuckDB can read the file natively: a plain file of an importer that declares its
     record type (``FAST_SPEC`` or ``FAST_COLUMNS``, JSON lines) or its own reader (``fast_records``:
     CSV, text lines).
     Compressed input and ``--keep-raw`` (which needs each line's text) take the line reader. A
     line over ``Limits.max_line_bytes`` is the line reader's too (``fast.import_fast`` gives the
     file up when the scan found one)."""
-    if not FAST or keep_raw or src.compression:
+    if not FAST or keep_raw or src.compression or fast is None:
         return False
     return fast.accepts is None or bool(fast.accepts(head(src, 64 << 10)))
 

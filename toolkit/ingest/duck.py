@@ -10,7 +10,7 @@ import os
 import duckdb
 
 from toolkit import queries
-from toolkit.ingest.sources import Source, log
+from toolkit.inputs.sources import Source, log
 
 
 class FastReaderGaveUp(Exception):

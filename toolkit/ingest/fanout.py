@@ -37,7 +37,7 @@ import numpy as np
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest.results import FileResult, ImportResult
 from toolkit.ingest.seen import KEY_OF_HALVES, Identity, SeenSet, halves, keys_of, load_dataset_keys
-from toolkit.ingest.sources import InputError, Limits, Unrecognised, _source, close_spool
+from toolkit.inputs.sources import InputError, Limits, Source, Unrecognised, _source, close_spool
 from toolkit.store import Dataset, Staging
 
 J = TypeVar("J")
@@ -121,6 +121,7 @@ def import_part(job: PartJob) -> PartResult:
     (it is returned: the driver decides what it means)."""
     import duckdb
 
+    from toolkit.enginestate import EngineFormat
     from toolkit.ingest import duck
     from toolkit.ingest.dispatch import digest_first, import_file
     from toolkit.ingest.plan import _prepare, check_whole, note_nothing_read
@@ -142,6 +143,10 @@ def import_part(job: PartJob) -> PartResult:
             return out
         except InputError as e:  # recognised, refused (an option it needs): said, never skipped as "not logs"
             out.error, out.phase = str(e), "import"
+            return out
+        if isinstance(imp, EngineFormat):  # engine state (toolkit/enginestate/): read by the sequential import
+            out.error, out.phase = (f"{src.name}: engine state ({imp.name}) is imported with --engine duckdb, not in "
+                                    "Spark tasks"), "import"
             return out
         res = FileResult(path=src.name, format=imp.name, size=src.size, digest="")
         out.res, out.identity, out.compression = res, Identity.of(imp), src.compression
@@ -279,7 +284,7 @@ def import_fanned(
                          "save it to a file, or import it without --engine spark")
     ds, options = open_dataset(out, fmt, options)
     root = str(Path(ds.root).absolute())
-    sources = []
+    sources: list[Source] = []
     with ds.removed_if_unused(), ds.locked(lock_timeout_s):
         try:
             sources, empty, not_logs = find_inputs(paths, fmt, limits)
@@ -330,7 +335,8 @@ def _reconcile(ds: Dataset, sources: list[Any], empty: set[int], parts: dict[int
         if phase == "prepare" and all(p.phase == "prepare" for p in parts.values()) and not empty:
             raise no_log_file(not_logs)
     results: list[FileResult] = []
-    seen, loaded, seen_hashes = SeenSet(), set(), {}
+    seen, loaded = SeenSet(), set()
+    seen_hashes: dict[tuple[str, str], str] = {}
     drops: list[DropJob] = []
     outputs: dict[int, list[str]] = {}  # each file's parts that stay, adopted in input order
     con = duck.connect(1)

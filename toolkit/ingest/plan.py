@@ -18,14 +18,19 @@ from pathlib import Path
 from typing import Protocol
 
 from toolkit import __version__, _endings, schema
+from toolkit.enginestate import FORMATS, EngineFormat
+from toolkit.enginestate import detect as detect_engine
 from toolkit.importers import detect, get_importer
 from toolkit.importers._common import ImportOptions
 from toolkit.importers.spec import Importer
 from toolkit.ingest import duck
 from toolkit.ingest.dispatch import digest_first, import_file
+from toolkit.ingest.readers.engine_state import import_engine_file
 from toolkit.ingest.results import FileResult, ImportResult, Progress
 from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.sources import (
+from toolkit.ingest.split import load_seen
+from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.sources import (
     InputError,
     Limits,
     Source,
@@ -35,20 +40,19 @@ from toolkit.ingest.sources import (
     limits_hint,
     without_bom,
 )
-from toolkit.ingest.split import load_seen
-from toolkit.ingest.streams import head
-from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.streams import head
 from toolkit.store import Dataset, Staging
 
 
-def resolve_format(src: Source, fmt: str) -> Importer:
-    """The importer for ``src``: named, or sniffed from its first bytes (``auto``)."""
+def resolve_format(src: Source, fmt: str) -> Importer | EngineFormat:
+    """The importer for ``src``: named, or sniffed from its first bytes (``auto``): a request
+    format first, then an engine-state one (toolkit/enginestate/)."""
     if fmt != "auto":
-        return get_importer(fmt)
+        return FORMATS.get(fmt) or get_importer(fmt)
     if src.size == 0:
         raise Unrecognised(f"{src.name}: file is empty, cannot detect its format (give --format)")
     first = head(src)
-    imp = detect(first)
+    imp: Importer | EngineFormat | None = detect(first) or detect_engine(first)
     if imp is None and src.compression:
         src.scan()  # a stream cut early may hold too little to sniff: say that, not "unknown format"
         if src.stream_end == "truncated":
@@ -62,10 +66,12 @@ def resolve_format(src: Source, fmt: str) -> Importer:
     return imp
 
 
-def _prepare(src: Source, fmt: str, options: ImportOptions) -> Importer:
+def _prepare(src: Source, fmt: str, options: ImportOptions) -> Importer | EngineFormat:
     """The file's importer, bound to it; a compressed document is read through first (its digest)
     so that one cut short is refused as such before anything parses it."""
     imp = resolve_format(src, fmt)
+    if isinstance(imp, EngineFormat):
+        return imp
     if src.compression and digest_first(imp):
         src.scan()
         check_whole(src, imp)
@@ -148,6 +154,15 @@ def import_traces(
                         continue
                     res = FileResult(path=src.name, format=imp.name, size=src.size, digest="")
                     results.append(res)
+                    if isinstance(imp, EngineFormat):  # engine state: hashed first, read whole
+                        res.digest = src.digest
+                        if prior := _known(ds, src, imp.name, seen_hashes):
+                            _already(res, prior)
+                        else:
+                            import_engine_file(con, writer, ds, src, imp, options, imported_at, res)
+                            note_nothing_read(res, fmt)
+                            seen_hashes[(res.digest, imp.name)] = src.name
+                        continue
                     # Hashing costs a full read: do it first only when it decides something before the
                     # import: a same-size file seen before (in the dataset or earlier in this run), a
                     # compressed file (its content size is unknown), ids made of the digest, or a
@@ -176,7 +191,8 @@ def import_traces(
                     if hasher:
                         hasher.join()
                         res.digest = src.digest
-                        if mark is not None and (prior := _known(ds, src, imp.name, seen_hashes)):
+                        if mark is not None and snapshot is not None and (
+                                prior := _known(ds, src, imp.name, seen_hashes)):
                             writer.rollback(mark)
                             seen.restore(snapshot)
                             results[-1] = res = FileResult(path=src.name, format=imp.name, size=src.size,
@@ -202,7 +218,7 @@ def open_dataset(out: str | Path, fmt: str, options: ImportOptions | None) -> tu
     """Every import's prologue (this module's and the fanned-out one, toolkit/ingest/fanout.py): an
     unknown format refused before the dataset is touched, the dataset opened (created if need
     be), and the options (the defaults when none are given)."""
-    if fmt != "auto":
+    if fmt != "auto" and fmt not in FORMATS:
         get_importer(fmt)
     return Dataset.open(out, create=True), options or ImportOptions()
 

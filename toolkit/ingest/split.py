@@ -17,7 +17,6 @@ import pyarrow.compute as pc
 from toolkit import schema
 from toolkit.importers._common import COMMON_COLUMNS, FIRST_OF_LINE, NESTED, checked_sql
 from toolkit.importers.spec import Importer
-from toolkit.ingest.arrow import from_numpy
 from toolkit.ingest.results import FileResult
 from toolkit.ingest.seen import (
     KEY_OF_HALVES,
@@ -30,6 +29,7 @@ from toolkit.ingest.seen import (
     take_first_new,
 )
 from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.arrow import from_numpy
 from toolkit.store import Dataset
 
 if TYPE_CHECKING:

@@ -22,6 +22,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from toolkit import filters as rowfilters
 from toolkit import queries, resources
 from toolkit.report.attribution import (
     COMPOSITE_COLUMNS,
@@ -36,6 +37,8 @@ from toolkit.report.attribution import (
 )
 from toolkit.report.chart_data import RB_METRICS, _charts, _iso, _timeline
 from toolkit.report.concentration import add_concentration
+from toolkit.report.engine import engine_block, engine_clause
+from toolkit.report.engine_chart import engine_series
 from toolkit.report.headline import (  # noqa: F401  (re-exported for callers of build)
     HEADLINE_ORDER,
     LABELS,
@@ -50,7 +53,6 @@ from toolkit.report.periods import check_period_params, shadow_bucket_latency, s
 from toolkit.report.status import LATENCY_OVER, OK_SQL, error_rate_entry, status_block
 from toolkit.report.whatif_clause import WHATIF_MAX_REQUESTS, _whatif_clause  # noqa: F401  (re-exported)
 
-FILTER_COLUMNS = ("model", "service", "replica", "tenant")
 SUMMARY_Q = (0.5, 0.9, 0.95, 0.99)
 
 
@@ -94,32 +96,6 @@ def _window_selection(con: duckdb.DuckDBPyConnection, window: str | None, label:
                      {**description, "windows": [{"start": _iso(start), "end": _iso(end)}]}, label=label)
 
 
-def _check_filters(con: duckdb.DuckDBPyConnection, dataset: str | Path, filters: dict[str, str]) -> None:
-    """A filter that matches no request is a usage error naming it and the values that exist
-    (``--model nosuch`` is a typo far more often than a question), not an empty report."""
-    for col, val in filters.items():
-        if col not in FILTER_COLUMNS:
-            continue  # _filter_sql refuses it
-        hits, values = con.execute(
-            f"SELECT count_if({col} = $v), list(DISTINCT {col} ORDER BY {col}) FILTER (WHERE {col} IS NOT NULL) "
-            "FROM requests", {"v": val}).fetchone()
-        if not hits:
-            values = values or []
-            known = (", ".join(repr(v) for v in values[:10]) + (f" and {len(values) - 10} more" if len(values) > 10 else "")
-                     if values else f"none (no request records a {col})")
-            raise ValueError(f"--{col} {val!r} matches no request in {dataset}; {col} values there: {known}")
-
-
-def _filter_sql(filters: dict[str, str]) -> tuple[str, dict]:
-    conds, params = ["counted"], {}
-    for col, val in filters.items():
-        if col not in FILTER_COLUMNS:
-            raise ValueError(f"cannot filter on {col!r}; use one of {', '.join(FILTER_COLUMNS)}")
-        conds.append(f"{col} = $f_{col}")
-        params[f"f_{col}"] = val
-    return " AND ".join(conds), params
-
-
 def build_report(
     dataset: str | Path,
     baseline_dataset: str | Path | None = None,
@@ -134,20 +110,25 @@ def build_report(
     memory_limit: str | None = None,
     engine: str = "duckdb",
     master: str | None = None,
+    allow_mixed: bool = False,
 ) -> Report:
     """Compare current and baseline requests and say which stage drove the change.
 
     ``memory_limit``: DuckDB's, as ``--memory-limit`` takes it (default: ``toolkit/resources.py``).
     ``engine="spark"`` runs every statement on Spark (``master`` as ``--master``) through a DuckDB-shaped
     connection (toolkit/engines/connection.py); the code below is the same for both engines.
+    ``filters`` (column -> value, ``toolkit/filters.py``) narrow the dataset itself, so busy periods and
+    load are those of the matching requests. Two datasets of different vantage, source format or
+    model raise ``MixedSides`` unless ``allow_mixed``; then the report says so (``mixed``).
     ``params``: the period rules' parameters (``--param``, toolkit/report/periods.py); ``bucket_s`` too."""
     say = progress or (lambda _msg: None)
-    filters = {k: v for k, v in (filters or {}).items() if v is not None}
+    filters = rowfilters.normalize(filters)
     params = check_period_params({**(params or {}), **({"bucket_s": bucket_s} if bucket_s else {})}) or None
     if baseline_dataset is not None:  # two DuckDB databases in one process: the limit is shared
         memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
-    con = _connect(dataset, params, memory_limit, engine, master)
-    filt, fparams = _filter_sql(filters)
+    con = _connect(dataset, params, memory_limit, engine, master, filters)
+    filt, fparams = "counted", {}  # the filters are in the views themselves (toolkit/filters.py)
+    mix: dict = {}
     filt_calls = filt.replace("counted", "true", 1)  # a call is one row of `calls` already
     tail_name = f"p{round(tail * 100):d}"
     warnings: list[str] = []
@@ -161,12 +142,15 @@ def build_report(
     ]
     bucket = con.execute("SELECT min(bucket_s) FROM load").fetchone()[0]
 
-    _check_filters(con, dataset, filters)
     if baseline_dataset is not None:
         # two datasets: each window (either may be left out) narrows its own side, e.g. tonight
         # 14:00-15:00 against last night's same hour
-        con_b = _connect(baseline_dataset, params, memory_limit, engine, master)
-        _check_filters(con_b, baseline_dataset, filters)
+        con_b = _connect(baseline_dataset, params, memory_limit, engine, master, filters)
+        mix = rowfilters.mixed(rowfilters.kinds(con), rowfilters.kinds(con_b))
+        if not allow_mixed:
+            rowfilters.refuse_mixed(mix)
+        if mix:
+            warnings.append(rowfilters.mixed_warning(mix))
         kind = "datasets"
         cur = _window_selection(con, window, "c", {"dataset": str(dataset)})
         base = _window_selection(con_b, baseline_window, "b", {"dataset": str(baseline_dataset)})
@@ -243,7 +227,7 @@ def build_report(
     if (vc and vb and vc != vb) or len(vc) > 1:
         warnings.append(
             "Vantages are mixed (current: {}, baseline: {}): TTFT measured at a client includes network and "
-            "queueing that a server's does not; compare like with like (filter by source or service).".format(
+            "queueing that a server's does not; compare like with like (--vantage or --source-format).".format(
                 ", ".join(cur.description["vantages"]) or "none", ", ".join(base.description["vantages"]) or "none"))
 
     say("statistics of the selected requests")
@@ -257,6 +241,8 @@ def build_report(
         rb_stats |= family_stats_by(sels[0].con, "_rb", "CAST(side AS VARCHAR)", {s.label: SEED + (s is cur) for s in sels},
                                     rb_specs, rb_stages, tail, quantiles=SUMMARY_Q)
     attribution: list[dict] = []
+    # what the engines said of themselves in each window, if they did (DuckDB only, for now)
+    engines = engine_block(cur, base) if engine == "duckdb" else None
     context = _context(kind, slow if kind == "slow-vs-rest" else busy, cur, base)
     reason = None
     if traces:
@@ -309,6 +295,7 @@ def build_report(
             entry["concentration"] = None
         if cur.con is base.con:  # one label's share of each regression (toolkit/report/concentration.py)
             add_concentration(con, attribution, _side_case([cur, base]), filt, {**cur.params, **base.params})
+        _cite_engine(attribution, engines)
         if kind == "busy-vs-quiet":
             _whatif_clause(dataset, con, attribution, busy, tail_name, threshold, filters)
 
@@ -339,6 +326,8 @@ def build_report(
         "bucket_s": bucket,
         "latency_over": LATENCY_OVER,
     }
+    if mix:
+        meta["mixed"] = mix
     if engine != "duckdb":  # how the numbers were computed elsewhere, and what is approximate there
         meta["engine"] = con.describe()
     if not attribution and reason is None:
@@ -346,10 +335,20 @@ def build_report(
     say("preparing charts")
     charts = _charts(con, busy, filt, fparams, sides, rb_stages["e2e_ms"] if cur.con is base.con else None,
                      timeline)
+    charts.engine = engine_series(con) if engines else []
     return Report(meta=meta, busy_periods=busy, slow_periods=slow, attribution=attribution, summary=summary,
                   warnings=warnings, quarantine=quarantine, charts=charts,
                   headline=make_headline(attribution, tail_name, threshold, context, reason),
-                  compared=bool(attribution), reason=None if attribution else reason, status=status)
+                  compared=bool(attribution), reason=None if attribution else reason, status=status,
+                  mixed=mix or None, engine=engines)
+
+
+def _cite_engine(attribution: list[dict], engine: dict | None) -> None:
+    """Each verdict whose driver the engines speak of gains their words (toolkit/report/engine.py)."""
+    for entry in attribution if engine else []:
+        words = engine_clause(entry.get("driver"), engine) if entry.get("verdict") else None  # type: ignore[arg-type]
+        if words:
+            entry["verdict"] += " " + words
 
 
 def _turn_calls(con: duckdb.DuckDBPyConnection) -> None:
@@ -372,20 +371,23 @@ def _agent_traffic(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None = None, engine: str = "duckdb",
-             master: str | None = None) -> duckdb.DuckDBPyConnection:
+             master: str | None = None, filters: dict[str, str] | None = None) -> duckdb.DuckDBPyConnection:
     """The dataset's views, with those the report reads many times computed once: a temp table
     shadows the view of the same name. ``_bucket_load`` (load, and per_request's busy/quiet period),
     ``load`` (busy_periods, consistency, the charts); and, when
     there are client or gateway records, ``_links`` and ``calls`` holding only the joined calls
     (uplink known), the only ones the report reads (joined counts, client_ttft_ms, clock offsets).
     ``_turn_calls`` and ``turns`` are computed once too, but only where there are traces and the
-    agent check says turns is read (build_report)."""
+    agent check says turns is read (build_report). ``filters``: only the matching requests, in every
+    view (``toolkit/filters.py``), checked to match some first."""
     if engine == "spark":  # the same views on Spark; its helper views are computed once already
         from toolkit.engines.connection import connect as spark_connect
 
         con = spark_connect(dataset, params, master)
+        rowfilters.restrict(con, dataset, filters or {})
     else:
-        con = queries.connect(dataset, params, memory_limit)
+        con = queries.connect(dataset, params, memory_limit, where=rowfilters.where_sql(filters or {}))
+        rowfilters.check_matches(con, dataset, filters or {}, "_requests_unfiltered")
         # _links, then _bucket_load: _bounds reads the first (which records are counted), load and
         # per_request (each request's busy/quiet period) the second
         queries.share_load(con)
@@ -421,17 +423,14 @@ def _joined_calls(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selectio
 
 
 def _context(kind: str, busy: list[dict], cur: Selection, base: Selection) -> str:
-    def hm(iso: str) -> str:
-        return iso[11:16]
-
-    def day_hm(iso: str) -> str:
-        return iso[:16].replace("T", " ")
-
     def span(start: str, end: str, dated: bool) -> str:
-        """HH:MM–HH:MM, with the dates when they are needed: a span over midnight says both."""
-        if start[:10] != end[:10]:
-            return f"{day_hm(start)}–{day_hm(end)}"
-        return f"{day_hm(start) if dated else hm(start)}–{hm(end)}"
+        """HH:MM–HH:MM, with the dates when they are needed: a span over midnight says both; a span
+        shorter than an hour to the second (HH:MM:SS), or a 40-second burst reads "23:31–23:31"."""
+        t0, t1 = _parse_window(f"{start}/{end}")
+        cut = 19 if (t1 - t0).total_seconds() < 3600 else 16
+        day = start[:10] != end[:10]
+        a = start[:cut].replace("T", " ") if dated or day else start[11:cut]
+        return f"{a}–{end[:cut].replace('T', ' ') if day else end[11:cut]}"
 
     if kind == "slow-vs-rest":  # slow periods can be seconds long: times to the second
         spans = ", ".join(f"{b['start'][11:19]}–{b['end'][11:19]}" for b in busy[:3]) + (" …" if len(busy) > 3 else "")

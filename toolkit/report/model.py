@@ -25,6 +25,8 @@ class ChartData:
       ordered by arrival), ``request_id``, ``stage``, ``start``, ``end`` (ISO UTC), for a
       swimlane of stages where the queue is seen building up.
     * ``timeline_window``: ``{"start": iso, "end": iso}`` or None.
+    * ``engine``: engine state per sample time (``t`` epoch ms, ``running``, ``running_limit``,
+      ``waiting``, ``kv_usage``), empty without engine state.
     """
 
     series: list[dict[str, Any]] = field(default_factory=list)
@@ -32,6 +34,7 @@ class ChartData:
     cdf: list[dict[str, Any]] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
     timeline_window: dict[str, str] | None = None
+    engine: list[dict[str, Any]] = field(default_factory=list)  # toolkit/report/engine_chart.py's rows
 
 
 @dataclass
@@ -62,6 +65,8 @@ class Report:
     * ``status``: ``{baseline, current}``, each ``{requests, ok, error, aborted, timeout, error_rate}``
       (``toolkit/report/status.py``): every request of the side; latency (``attribution``, ``summary``)
       is over the ok ones, as ``meta.latency_over`` says.
+    * ``engine``: ``{baseline, current}`` engine state of each window (``toolkit/report/engine.py``),
+      or None (left out of the JSON) when the dataset has no ``engine_state`` rows.
     * ``compared``: false when no comparison could be made, with ``reason`` in words (a nightly job
       must not read "could not look" as "fine": the CLI exits 5 under --fail-on-regression).
 
@@ -80,6 +85,9 @@ class Report:
     reason: str | None = None
     status: dict[str, Any] | None = None
     slow_periods: list[dict[str, Any]] = field(default_factory=list)
+    mixed: dict[str, Any] | None = None
+    """Kinds the two sides differ in, compared anyway (``--allow-mixed``; ``toolkit/filters.py``)."""
+    engine: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         from toolkit.report.headline import make_headline  # the one rule
@@ -110,4 +118,6 @@ class Report:
             "reason": self.reason,
             "headline": self.headline,
             "status": self.status,
+            **({"mixed": self.mixed} if self.mixed else {}),
+            **({"engine": self.engine} if self.engine else {}),
         }

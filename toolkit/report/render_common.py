@@ -121,13 +121,16 @@ def fmt_time(s: Any, with_date: bool = False) -> str:
 
 
 def fmt_span(start: Any, end: Any) -> str:
-    """``2026-11-29 14:05–14:40 UTC`` (date once when both ends share it)."""
+    """``2026-11-29 14:05–14:40 UTC`` (date once when both ends share it); a window shorter than an
+    hour to the second at both ends (``12:03:20–12:04:25``): to the minute, a 65-second burst read
+    ``12:03–12:04`` and two of them ``23:31–23:31, 23:32–23:32``."""
     a, b = parse_time(start), parse_time(end)
     if a is None or b is None:
         return f"{start} – {end}"
+    short = (b - a).total_seconds() < 3600
 
     def hm(d: datetime) -> str:
-        return d.strftime("%H:%M:%S").removesuffix(":00")
+        return d.strftime("%H:%M:%S") if short else d.strftime("%H:%M:%S").removesuffix(":00")
 
     if a.date() == b.date():
         return f"{a:%Y-%m-%d} {hm(a)}–{hm(b)} UTC"
@@ -241,6 +244,13 @@ def group_labels(report: Report) -> dict[str, str]:
     if report.meta.get("comparison") == "slow-vs-rest":
         return {"baseline": "the rest (baseline)", "current": "slow (current)"}
     return {"baseline": "baseline", "current": "current"}
+
+
+def slow_periods(report: Report) -> list[dict[str, Any]]:
+    """The report's ``slow_periods`` (windows whose latency departed from the rest while load did not;
+    entries shaped like ``busy_periods``), or none: a report that does not find them has no key."""
+    found = getattr(report, "slow_periods", None)
+    return [p for p in found if isinstance(p, dict)] if isinstance(found, list) else []
 
 
 def side_count(report: Report, side: str) -> Any:

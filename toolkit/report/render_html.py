@@ -6,9 +6,10 @@ the browser refuse any fetch or script even if one slipped in. Every value from 
 through ``html.escape``; chart text is escaped by Vega's SVG renderer (checked by the tests).
 
 Reading order (a reader after an incident): the verdict in large type with the headline numbers,
-caveats, the contribution waterfall, latency over time, stage composition, the replay of the worst
-busy window, load vs TTFT and the CDFs, then the tables (attribution with intervals and mix/rate,
-summary, busy periods, quarantine, how the report was made).
+caveats, the contribution waterfall, latency and load over time, stage composition, the replay of the
+worst busy window, load vs TTFT and the CDFs, then the tables (attribution with intervals and mix/rate,
+summary, busy periods, quarantine, how the report was made). A NOT COMPARED page shows only what was
+measured: no waterfall, no replay, no attribution.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from toolkit.report import charts as ch
+from toolkit.report.engine import engine_text
+from toolkit.report.engine_chart import engine_chart
 from toolkit.report.model import ChartData, Report
 from toolkit.report.render_common import (
     comparison_title,
@@ -42,6 +45,7 @@ from toolkit.report.render_common import (
     parse_time,
     rate_row,
     side_count,
+    slow_periods,
     status_text,
     verdicts,
 )
@@ -102,6 +106,7 @@ summary{cursor:pointer;font-weight:600;font-size:14px;padding:4px 0}
 dl.meta{display:grid;grid-template-columns:180px 1fr;gap:4px 12px;font-size:13px;margin:0}
 dl.meta dt{color:var(--muted)}
 dl.meta dd{margin:0;word-break:break-word}
+.mixed{color:var(--bad)}
 footer{color:var(--muted);font-size:12px;text-align:center}
 @media (max-width:760px){.kpis{grid-template-columns:repeat(2,1fr)}.verdict h1{font-size:20px}
  main{padding:12px 8px 32px}section{padding:12px 10px}.verdict{padding:14px 14px}
@@ -197,6 +202,8 @@ def _verdict(report: Report) -> str:
         out.append(_stage_strip(h))
     if report.status:
         out.append(f'<p class="status">{e(status_text(report))}</p>')
+    if report.engine:
+        out.append(f'<p class="status">{e(engine_text(report.engine))}</p>')
     if vs:
         out.append('<ul class="more">' + "".join(f"<li>{e(_without_context(v, title))}</li>" for v in vs[:4])
                    + "</ul>")
@@ -326,8 +333,8 @@ def _summary_table(report: Report) -> str:
                     if m in ("ttft_ms", "e2e_ms", "tpot_ms", "itl_ms", "turn_ms") else 99):
         for g, by_metric in s.items():
             st = by_metric.get(m) if isinstance(by_metric, dict) else None
-            if not isinstance(st, dict):
-                continue
+            if not isinstance(st, dict) or (not report.compared and not num(st.get("count"))):
+                continue  # not compared: a side with no request of that metric is no measurement
             cells = "".join(f'<td class="n">{e(fmt_ms(st.get(k), False))}</td>'
                             for k in ("mean", "p50", "p90", "p95", "p99"))
             rows.append(f"<tr><td>{e(metric_label(m))}</td><td>{e(labels.get(g, g))}</td>"
@@ -410,32 +417,49 @@ def render_html(report: Report) -> str:
               "added (up) or saved (down); the bars add up exactly to the change. Whiskers: 95% bootstrap "
               "intervals. " + ("For a tail statistic these are means over requests at or above the "
                                "percentile." if h and h.get("statistic") != "mean" else ""))
-    parts = [
+    slow = slow_periods(report)
+    shaded = "busy periods shaded orange" + (", slow periods violet" if slow else "")
+    bucket = f"{e(fmt_num(m.get('bucket_s'), 0))}-second " if m.get("bucket_s") else ""
+    measured = [
+        _section("Latency over time", f"p50 (dashed) and p95 (solid) per {bucket}bucket, drawn only where requests "
+                 f"arrived (a gap in the line is a time without requests); {shaded}.",
+                 _figure("lat", "latency percentiles over time",
+                         lambda: ch.latency_chart(c.series, report.busy_periods, slow)), "latency"),
+        _section("Load over time", f"Arrivals per second and mean requests in flight per {bucket}bucket: the "
+                 f"load that decides what is busy; {shaded}.",
+                 _figure("loadt", "load over time",
+                         lambda: ch.load_over_time_chart(c.series, report.busy_periods, slow)), "load-time"),
+        *([_section("Engine state", "What the engines said of themselves: requests running (dashed: the most they "
+                    "ever ran, their admission limit as observed) and waiting, and KV-cache usage; busy periods "
+                    "shaded.", _figure("eng", "engine state", lambda: engine_chart(c.engine, report.busy_periods)),
+                    "engine")] if c.engine else []),
+        _section("Where the time went", "Mean milliseconds per stage for requests arriving in each bucket "
+                 f"(stacked, they make the mean e2e); {shaded}.",
+                 _figure("comp", "stage composition over time",
+                         lambda: ch.composition_chart(c.composition, report.busy_periods, m.get("bucket_s"), slow)),
+                 "composition"),
+    ]
+    compared = [  # only what a comparison measured: a NOT COMPARED page has no replay, no empty attribution
         _section(f"What changed: {comparison_title(h)}" if h else "What changed", wf_cap,
                  _figure("wf", "contribution waterfall", lambda: ch.waterfall_chart(h)), "waterfall"),
-        _section("Latency over time", "p50 (dashed) and p95 (solid) per "
-                 f"{e(fmt_num(m.get('bucket_s'), 0)) if m.get('bucket_s') else ''}-second bucket; "
-                 "busy periods shaded.",
-                 _figure("lat", "latency percentiles over time",
-                         lambda: ch.latency_chart(c.series, report.busy_periods)), "latency"),
-        _section("Where the time went", "Mean milliseconds per stage for requests arriving in each bucket "
-                 "(stacked, they make the mean e2e); busy periods shaded.",
-                 _figure("comp", "stage composition over time",
-                         lambda: ch.composition_chart(c.composition, report.busy_periods, m.get("bucket_s"))),
-                 "composition"),
+    ] if report.compared else []
+    after = [
         _section("Replay of the worst busy window", tl_cap,
                  _figure("tl", "replay timeline", lambda: ch.timeline_chart(c.timeline, c.timeline_window)),
                  "timeline"),
+    ] if report.compared and c.timeline else []
+    parts = [
+        *compared, *measured, *after,
         _section("Load vs TTFT", "One point per bucket: mean requests in flight against TTFT p95. "
                  "Busy buckets in orange.",
                  _figure("load", "load vs TTFT", lambda: ch.load_chart(c.series)), "load"),
         _section("Distributions", f"Cumulative share of requests below each latency, "
                  f"{e(labels['baseline'])} vs {e(labels['current'])}; dotted line: 95th percentile.",
                  _figure("cdf", "latency CDFs", lambda: ch.cdf_chart(c.cdf, labels)), "cdf"),
-        _section("Attribution", "Every comparison; rows in red are regressions (relative change above "
-                 "the threshold). Mix vs rate: how much of a stage's change comes from the work "
-                 "(tokens, calls) and how much from the time per unit.", _attribution_table(report),
-                 "attribution"),
+        *([_section("Attribution", "Every comparison; rows in red are regressions (relative change above "
+                    "the threshold). Mix vs rate: how much of a stage's change comes from the work "
+                    "(tokens, calls) and how much from the time per unit.", _attribution_table(report),
+                    "attribution")] if report.compared else []),
         _section("Summary", "", _summary_table(report), "summary"),
         _section("Busy periods", "", _busy_table(report), "busy"),
         _section("Quarantine", "", _quarantine(report), "quarantine"),
@@ -451,7 +475,8 @@ def render_html(report: Report) -> str:
         f"<style>{CSS}</style></head><body><main>",
         f'<header class="top"><span><b>stagelens</b> · {e(m.get("dataset", ""))}'
         + (f" vs {e(m['baseline_dataset'])}" if m.get("baseline_dataset") else "")
-        + f' · {e(m.get("comparison", ""))}</span>'
+        + f' · {e(m.get("comparison", ""))}'
+        + (f' · <b class="mixed">mixed sides: {e(", ".join(report.mixed))}</b>' if report.mixed else "") + "</span>"
         f'<span>{e(fmt_time(gen, with_date=True) if gen else m.get("generated_at", ""))}'
         f" · {e(fmt_num(side_count(report, 'current'), 0))} vs {e(fmt_num(side_count(report, 'baseline'), 0))} requests"
         "</span></header>",

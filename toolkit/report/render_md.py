@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from toolkit.report.engine import engine_text
 from toolkit.report.model import Report
 from toolkit.report.periods import slow_line
 from toolkit.report.render_common import (
@@ -61,6 +62,8 @@ def _context(report: Report) -> str:
         parts.append(f"vs {md_escape(m['baseline_dataset'], 120)}")
     if m.get("comparison"):
         parts.append(md_escape(m["comparison"]))
+    if report.mixed:
+        parts.append(f"MIXED sides: {md_escape(', '.join(report.mixed))}")
     filters = m.get("filters") or {}
     if isinstance(filters, dict):
         parts += [f"{md_escape(k)}={md_escape(v, 80)}" for k, v in filters.items() if v not in (None, "", [])]
@@ -114,6 +117,8 @@ def render_markdown(report: Report) -> str:
     lines += ["", _context(report), ""]
     if report.status:
         lines += [f"_{md_escape(status_text(report), 400)}_", ""]
+    if report.engine:
+        lines += [f"_{md_escape(engine_text(report.engine), 600)}_", ""]
     if report.attribution:
         lines += _table(report) + [""]
     lines.append(_busy(report))

@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolkit.store._files import (
     JOURNAL,
@@ -28,6 +29,11 @@ class _Journal:
     """Recovery of a ``Dataset`` from its journals (mixed into it: toolkit/store/dataset.py)."""
 
     root: Path
+    if TYPE_CHECKING:  # provided by the Dataset this is mixed into (toolkit/store/dataset.py)
+
+        def manifest(self) -> dict: ...
+
+        def _write_manifest(self, manifest: dict) -> None: ...
 
     def recover(self, notify: Notify | None = None) -> list[str]:
         """Finish or undo imports that a crash interrupted (call it under the lock); returns, and

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolkit.store._files import LOCK, LOCK_POLL_S, STAGING, Notify, _kind, _stderr
 from toolkit.store.manifest import DatasetDamaged, DatasetError
@@ -38,6 +39,9 @@ class _Locking:
     """Locking of a ``Dataset`` (mixed into it: toolkit/store/dataset.py)."""
 
     root: Path
+    if TYPE_CHECKING:  # provided by _Journal in the Dataset this is mixed into
+
+        def recover(self, notify: Notify | None = None) -> list[str]: ...
 
     # -- locking and recovery ---------------------------------------------------------------
     @contextmanager

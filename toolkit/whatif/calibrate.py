@@ -174,7 +174,8 @@ def check_window(con: duckdb.DuckDBPyConnection, window: tuple[datetime, datetim
     lo, hi = con.execute("SELECT min(ts_arrival), max(ts_arrival) FROM stages WHERE counted").fetchall()[0]
     if lo is None:  # nothing imported at all: the input is unusable, not the option
         raise CalibrationError(f"{what} holds no requests", 4)
-    raise CalibrationError(f"no request of {what} arrives in the window {window[0].isoformat()}/"  # type: ignore[index]
+    assert window is not None  # without a window every request arrives in it
+    raise CalibrationError(f"no request of {what} arrives in the window {window[0].isoformat()}/"
                            f"{window[1].isoformat()} (its requests arrive from {lo.isoformat()} to {hi.isoformat()})", 2)
 
 

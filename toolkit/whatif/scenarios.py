@@ -19,11 +19,13 @@ import itertools
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
+from toolkit import filters as rowfilters
 from toolkit import queries, schema
 from toolkit.whatif.calibrate import Calibration, calibrate, check_window, load_inputs, window_condition
 from toolkit.whatif.simulate import Arrivals, Result, rate_scaled, simulate
@@ -172,11 +174,21 @@ def _arrivals(tbl: pa.Table) -> Arrivals:
     return Arrivals(a.astype(np.int64), inp, out, pre, post)
 
 
+def _connect(dataset: str | Path, filters: dict[str, str] | None,
+             params: dict[str, object] | None = None) -> duckdb.DuckDBPyConnection:
+    """The dataset's views over the requests ``filters`` keep (``toolkit/filters.py``), checked to match;
+    ``params``: the period rules' (``--param``)."""
+    con = queries.connect(dataset, params or None, where=rowfilters.where_sql(filters or {}))
+    rowfilters.check_matches(con, dataset, filters or {}, "_requests_unfiltered")
+    return con
+
+
 def _prepare(dataset: str | Path, window: tuple[datetime, datetime] | None,
-             model: str | None, params: dict[str, object] | None = None) -> tuple[Calibration, Arrivals, pa.Table]:
+             model: str | None, filters: dict[str, str] | None = None,
+             params: dict[str, object] | None = None) -> tuple[Calibration, Arrivals, pa.Table]:
     """The calibration, and the window's calibrated requests (as arrivals and as rows); ``params``: the
     period rules' (``--param``), for the views that read them."""
-    con = queries.connect(dataset, params or None)
+    con = _connect(dataset, filters, params)
     try:
         check_window(con, window, str(dataset))
         cal = calibrate(load_inputs(con, window, model), model)
@@ -215,10 +227,14 @@ def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, mo
         replicas: list[int] | None = None, max_num_seqs: list[int] | None = None,
         rate_scale: list[float] | None = None, arrivals: str | Path | None = None,
         arrivals_window: tuple[datetime, datetime] | None = None, seed: int = 0,
-        slo: dict[str, float] | None = None, params: dict[str, object] | None = None) -> dict:
-    """Calibrate on the dataset (window), replay as observed, then every requested scenario."""
+        slo: dict[str, float] | None = None, filters: dict[str, str | None] | None = None,
+        params: dict[str, object] | None = None) -> dict:
+    """Calibrate on the dataset (window), replay as observed, then every requested scenario.
+    ``filters`` (``--vantage``, ``--replica``, ...) narrow both datasets' views; ``params`` are the
+    period rules' (``--param``)."""
     slo = slo or objectives()
-    cal, own, own_tbl = _prepare(dataset, window, model, params)
+    given = rowfilters.normalize(filters)
+    cal, own, own_tbl = _prepare(dataset, window, model, given, params)
     span = int(own.a_us[-1] - own.a_us[0]) if len(own) else 0
     bucket_us = max(1_000_000, -(-span // CHART_BUCKETS) // 1_000_000 * 1_000_000)
     observed_own = summarize(own_tbl, slo, bucket_us)
@@ -226,7 +242,7 @@ def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, mo
     other, observed_other, other_name = None, None, None
     if arrivals is not None:
         other_name = str(arrivals)
-        con2 = queries.connect(arrivals, params or None)
+        con2 = _connect(arrivals, given, params)
         check_window(con2, arrivals_window, other_name)
         c2, a2 = window_condition(arrivals_window)
         other_tbl = _observed_rows(con2, f"in_load AND {c2}", a2)
@@ -243,7 +259,7 @@ def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, mo
             continue
         specs.append(spec)
 
-    scenarios = []
+    scenarios: list[dict[str, Any]] = []
     for spec in specs:
         src = other if spec.arrivals != "window" else own
         assert src is not None
@@ -273,6 +289,7 @@ def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, mo
         out_scenarios.append(entry)
     return {
         "dataset": str(dataset),
+        **({"filters": given} if given else {}),
         "window": None if window is None else [window[0].isoformat() + "Z", window[1].isoformat() + "Z"],
         "arrivals": other_name,
         "arrivals_window": None if arrivals_window is None else [arrivals_window[0].isoformat() + "Z",
@@ -306,7 +323,7 @@ def _s(ms: float | None) -> str:
 def sentence(scenarios: list[dict], ok: bool, off: list[str]) -> str:
     """One plain sentence: the answer, or why there is none."""
     base = scenarios[0]
-    pred, obs = base["predicted"]["ttft_ms"], (base["observed"] or {}).get("ttft_ms")
+    pred, obs = base["predicted"]["ttft_ms"], (base["observed"] or {}).get("ttft_ms") or {}
     if not ok:
         return (f"The model does not reproduce the window as observed ({', '.join(off)} off, over the "
                 f"{RELIABLE_PCT:.0f} % bound), so the scenarios are not answers: calibrate on a window with "

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 import duckdb
 from fsspec.spec import AbstractFileSystem
 
-from toolkit.ingest.sources import Source
+from toolkit.inputs.sources import Source
 
 MIN_BYTES = 32 << 20  # a smaller document is read whole: a part per core would not pay for itself
 # Each part's reader holds its own buffers (DuckDB reads 32 MB at a time): 8 parts of a Triton file

@@ -14,8 +14,8 @@ from toolkit.ingest import duck
 from toolkit.ingest.readers import fast
 from toolkit.ingest.results import FileResult, Progress
 from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.sources import InputError, Source, log
 from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.sources import InputError, Source, log
 
 
 def import_document(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,

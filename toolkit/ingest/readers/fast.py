@@ -19,13 +19,13 @@ import pyarrow.compute as pc
 from toolkit._endings import cleanup, no_space, raise_if_interrupted
 from toolkit.importers._common import duck_type
 from toolkit.importers.spec import FastInput, Importer, JsonColumns, JsonValues, OwnRecords
-from toolkit.ingest.arrow import from_numpy
 from toolkit.ingest.duck import FastReaderGaveUp, ReaderOutOfMemory
 from toolkit.ingest.results import Progress
 from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.sources import Source
 from toolkit.ingest.split import WRITE_ROWS, Constants, fast_output_sql, split_batch, with_checks
 from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.arrow import from_numpy
+from toolkit.inputs.sources import Source
 from toolkit.queries import spill_dir
 
 GATHER_ROWS = 100_000  # the fast reader's small batches are gathered to this many rows first (bounds RSS)

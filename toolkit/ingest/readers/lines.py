@@ -13,10 +13,10 @@ from toolkit.importers.spec import Importer
 from toolkit.ingest.duck import DATA_ERRORS, OUT_OF_MEMORY
 from toolkit.ingest.results import FileResult, Progress
 from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.sources import Source, limits_hint
 from toolkit.ingest.split import with_checks, write_quarantine, write_rows
-from toolkit.ingest.streams import BATCH_BYTES, iter_lines
 from toolkit.ingest.writer import BackgroundWriter
+from toolkit.inputs.sources import Source, limits_hint
+from toolkit.inputs.streams import BATCH_BYTES, iter_lines
 
 
 def batches(src: Source, imp: Importer, con: duckdb.DuckDBPyConnection, batch_rows: int,  # type: ignore[no-untyped-def]

@@ -15,12 +15,13 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import xxhash
 
 from toolkit._endings import naming
-from toolkit.ingest.streams import BOM, TooLarge, _Decompressor, _LineSafeReader
+from toolkit.inputs.streams import BOM, TooLarge, _Decompressor, _LineSafeReader
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -190,9 +191,10 @@ class Source:
                 last = start[-1]
             else:
                 fh.seek(0)
+            whole = memoryview(raw)
             while n := fh.readinto(raw):  # type: ignore[attr-defined]
                 view = buf[:n]
-                h.update(view)
+                h.update(whole[:n])
                 if (k := int(np.count_nonzero(view == 10))):
                     long = long or run + raw.find(b"\n", 0, n) > cap
                     if cap < SCAN_BYTES and k > 1 and not long:
@@ -276,7 +278,7 @@ def _compression(magic: bytes) -> str | None:
     return "gzip" if magic.startswith(GZIP_MAGIC) else "zstd" if magic == ZSTD_MAGIC else None
 
 
-def _spool(stream: io.BufferedIOBase | io.RawIOBase, name: str, spool_dir: Path | None, limits: Limits) -> Source:
+def _spool(stream: BinaryIO | io.BufferedIOBase | io.RawIOBase, name: str, spool_dir: Path | None, limits: Limits) -> Source:
     """Copy a stream read once (stdin, a FIFO) to a file with no name: created and unlinked at
     once, then reached as ``/proc/self/fd/N`` while the import runs, so a killed import leaves no
     spool of prompts behind (``close_spool`` ends it). At most ``limits.max_content_bytes``."""

@@ -21,10 +21,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import zstandard
 
-from toolkit.ingest.arrow import from_numpy
+from toolkit.inputs.arrow import from_numpy
 
 if TYPE_CHECKING:
-    from toolkit.ingest.sources import Source
+    from toolkit.inputs.sources import Source
 
 HEAD_BYTES = 256 * 1024
 log = logging.getLogger("stagelens")
