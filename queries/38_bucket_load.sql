@@ -8,6 +8,10 @@
 --   $busy_factor DOUBLE = 2.0  a bucket is busy when its mean in-flight is at least this many times the median bucket's
 --   $busy_z DOUBLE = 3.0  and at least this many Poisson standard deviations (sqrt of the median) above the median, so noise in small buckets is not busy
 --   $busy_min_buckets BIGINT = 2  and in a run of at least this many consecutive such buckets (a lone noisy bucket is not a busy period)
+--   $busy_exit DOUBLE = 1.0  hysteresis: a busy period, once entered, lasts while mean in-flight stays at least this fraction of the way from the median up to busy_threshold (1 = at the threshold: no hysteresis, the default; 0.5 = halfway; 0 = down to the median)
+--   $busy_merge_buckets BIGINT = 2  two busy periods separated by a dip of at most this many buckets are one period
+--   $busy_merge_ratio DOUBLE = 1.0  and so are two separated by a dip no longer than this times the shorter of the two (0 with busy_merge_buckets 0: no merging)
+--   $busy_guard_buckets BIGINT = 2  this many buckets on each side of a busy period are its ramp: in neither the period nor the quiet baseline
 -- columns:
 --   bucket_index: index; bucket number since the Unix epoch
 --   bucket_us: us; bucket width
@@ -17,7 +21,8 @@
 --   mean_in_flight: requests; time-weighted mean in flight over the bucket
 --   mean_e2e_ms: ms; mean e2e of the bucket's arrivals
 --   busy_threshold: requests; max($busy_factor * m, m + $busy_z * sqrt(m)), m = median mean_in_flight over buckets with any load
---   busy: bool; mean_in_flight >= busy_threshold, in a run of at least $busy_min_buckets such buckets
+--   busy: bool; inside a busy period: entered by a run of at least $busy_min_buckets buckets at or above busy_threshold, kept while at or above the exit level ($busy_exit), dips merged (see below)
+--   ramp: bool; not busy, but within $busy_guard_buckets buckets of a busy period (its ramp or drain; left out of the quiet baseline)
 --
 -- Why a helper: busy flags are needed by load, metrics and goodput, and they need only the
 -- time-weighted mean, which per-bucket sums give without sorting the events. With W the width
@@ -25,8 +30,20 @@
 --   W * (requests in flight at B(k)) + sum over events e in bucket k of delta(e) * (B(k+1) - t(e)),
 -- where delta is +1 for an arrival and -1 for an end, and the in-flight count at B(k) is the
 -- running sum of the deltas of earlier buckets (a window over buckets, not over requests).
--- Busy rule: see load. Runs of above-threshold buckets are found by gaps-and-islands on
--- bucket_index (index minus row number is constant along a run).
+-- Busy rule: see load. Runs of buckets are found by gaps-and-islands on bucket_index (index minus
+-- row number is constant along a run). One burst is one period, in three steps:
+--   1. enter: a run of at least $busy_min_buckets buckets at or above busy_threshold;
+--   2. stay (hysteresis, off by default): the period is the whole run of "elevated" buckets around
+--      it, those at or above exit = m + $busy_exit * (busy_threshold - m). With $busy_exit below 1
+--      a burst's ramp up and its drain become part of it; by default (1) they do not, since in-flight
+--      lags the arrivals (a drain is requests finishing after the burst's arrivals ended), which
+--      would move the period's end by the drain's length; step 3 and the ramp keep the burst whole
+--      and out of the baseline instead;
+--   3. merge: two periods separated by a dip of at most max($busy_merge_buckets, $busy_merge_ratio x
+--      the shorter period's length) buckets are one (a queue that drains for 10 s inside a minute-long burst);
+--      each dip is compared with its two neighbours as found in step 2 (one pass, no iteration).
+-- The $busy_guard_buckets buckets on each side of a period are its ramp: their requests arrived
+-- while the queue was building or draining, so they are neither busy nor quiet baseline.
 WITH calls AS (
     SELECT a_us, e_us FROM _load_calls
 ),
@@ -120,7 +137,7 @@ with_mean AS (
     FROM per_bucket
 ),
 threshold AS (
-    SELECT greatest($busy_factor * m, m + $busy_z * sqrt(m)) AS busy_threshold
+    SELECT m, greatest($busy_factor * m, m + $busy_z * sqrt(m)) AS busy_threshold
     -- over the buckets with any load: idle ones (nights, gaps between captures) say nothing of
     -- the typical load, and with more than half idle the median was 0, so every bucket was busy
     FROM (SELECT quantile_cont(mean_in_flight, 0.5) FILTER (WHERE mean_in_flight > 0) AS m FROM with_mean) AS med
@@ -129,25 +146,61 @@ flagged AS (
     SELECT
         with_mean.*,
         threshold.busy_threshold,
-        with_mean.mean_in_flight >= threshold.busy_threshold AS above
+        with_mean.mean_in_flight >= threshold.busy_threshold AS above,
+        with_mean.mean_in_flight >= threshold.m + $busy_exit * (threshold.busy_threshold - threshold.m) AS elevated
     FROM with_mean
     CROSS JOIN threshold
 ),
-runs AS (
-    SELECT island, count(*) AS run_buckets FROM (
-        SELECT bucket_index - row_number() OVER (ORDER BY bucket_index) AS island FROM flagged WHERE above
+entry_runs AS (
+    -- step 1: runs of at least $busy_min_buckets buckets at or above the threshold
+    SELECT min(bucket_index) AS lo, max(bucket_index) AS hi FROM (
+        SELECT bucket_index, bucket_index - row_number() OVER (ORDER BY bucket_index) AS island FROM flagged WHERE above
     ) AS a
     GROUP BY island
+    HAVING count(*) >= $busy_min_buckets
 ),
-above_runs AS (
-    SELECT f.bucket_index, r.run_buckets
-    FROM (SELECT bucket_index, bucket_index - row_number() OVER (ORDER BY bucket_index) AS island
-          FROM flagged WHERE above) AS f
-    JOIN runs AS r ON r.island = f.island
+cores AS (
+    -- step 2: the elevated runs holding an entry run (an above bucket is elevated too)
+    SELECT DISTINCT runs.lo, runs.hi FROM (
+        SELECT min(bucket_index) AS lo, max(bucket_index) AS hi FROM (
+            SELECT bucket_index, bucket_index - row_number() OVER (ORDER BY bucket_index) AS island
+            FROM flagged WHERE elevated OR above
+        ) AS e
+        GROUP BY island
+    ) AS runs
+    JOIN entry_runs AS r ON r.lo >= runs.lo AND r.hi <= runs.hi
+),
+neighbours AS (
+    SELECT
+        lo, hi,
+        lo - lag(hi) OVER (ORDER BY lo) - 1 AS dip,
+        least(hi - lo + 1, lag(hi - lo + 1) OVER (ORDER BY lo)) AS shorter
+    FROM cores
+),
+periods AS (
+    -- step 3: a dip no longer than max($busy_merge_buckets, $busy_merge_ratio x the shorter neighbour) continues it
+    SELECT min(lo) AS lo, max(hi) AS hi FROM (
+        SELECT lo, hi, sum(CASE WHEN dip <= greatest($busy_merge_buckets, $busy_merge_ratio * shorter) THEN 0 ELSE 1 END)
+            OVER (ORDER BY lo ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS grp
+        FROM neighbours
+    ) AS g
+    GROUP BY grp
+),
+marks AS (
+    -- each bucket against the periods around it (a range join: few periods)
+    SELECT
+        f.bucket_index,
+        max(CASE WHEN f.bucket_index >= p.lo AND f.bucket_index <= p.hi THEN 1 ELSE 0 END) AS in_period,
+        max(CASE WHEN p.lo IS NULL THEN 0 ELSE 1 END) AS near_period
+    FROM flagged AS f
+    LEFT JOIN periods AS p
+        ON f.bucket_index >= p.lo - $busy_guard_buckets AND f.bucket_index <= p.hi + $busy_guard_buckets
+    GROUP BY f.bucket_index
 )
 SELECT
     flagged.bucket_index, flagged.bucket_us, flagged.arrivals, flagged.completions, flagged.in_flight_at_start,
     flagged.mean_in_flight, flagged.mean_e2e_ms, flagged.busy_threshold,
-    coalesce(above_runs.run_buckets >= $busy_min_buckets, false) AS busy
+    marks.in_period = 1 AS busy,
+    marks.in_period = 0 AND marks.near_period = 1 AS ramp
 FROM flagged
-LEFT JOIN above_runs ON above_runs.bucket_index = flagged.bucket_index
+JOIN marks ON marks.bucket_index = flagged.bucket_index

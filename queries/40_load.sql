@@ -7,6 +7,10 @@
 --   $busy_factor DOUBLE = 2.0  a bucket is busy when its mean in-flight is at least this many times the median bucket's
 --   $busy_z DOUBLE = 3.0  and at least this many Poisson standard deviations (sqrt of the median) above the median, so noise in small buckets is not busy
 --   $busy_min_buckets BIGINT = 2  and in a run of at least this many consecutive such buckets (a lone noisy bucket is not a busy period)
+--   $busy_exit DOUBLE = 1.0  hysteresis: a busy period, once entered, lasts while mean in-flight stays at least this fraction of the way from the median up to busy_threshold (1 = at the threshold: no hysteresis, the default; 0.5 = halfway; 0 = down to the median)
+--   $busy_merge_buckets BIGINT = 2  two busy periods separated by a dip of at most this many buckets are one period
+--   $busy_merge_ratio DOUBLE = 1.0  and so are two separated by a dip no longer than this times the shorter of the two (0 with busy_merge_buckets 0: no merging)
+--   $busy_guard_buckets BIGINT = 2  this many buckets on each side of a busy period are its ramp: in neither the period nor the quiet baseline
 -- columns:
 --   bucket_index: index; bucket number since the Unix epoch (bucket_start = bucket_index * bucket_s)
 --   bucket_start: timestamp (UTC); start of the bucket
@@ -19,7 +23,8 @@
 --   mean_e2e_ms: ms; mean e2e_ms of the requests arriving in the bucket
 --   littles_ratio: ratio; mean_in_flight / (arrivals_per_s * mean e2e in s): near 1 when the data is consistent (Little's law)
 --   busy_threshold: requests; max($busy_factor * m, m + $busy_z * sqrt(m)), m = median mean_in_flight over the buckets with any load (idle ones excluded)
---   busy: bool; mean_in_flight >= busy_threshold, in a run of at least $busy_min_buckets such buckets
+--   busy: bool; inside a busy period (entered at busy_threshold for $busy_min_buckets buckets, kept down to the exit level, short dips merged: see _bucket_load)
+--   ramp: bool; within $busy_guard_buckets buckets of a busy period but not in it: its ramp or drain, in neither the period nor the quiet baseline
 --
 -- Rows: the counted record of each call on the main clock (_bounds.in_load). Every bucket from
 -- the first arrival to the last end has a row, idle ones included.
@@ -38,11 +43,15 @@
 -- or sparse traffic, a constant-rate trace fluctuates by more than 2x, but rarely by 3 sigma, and
 -- (third term) almost never in $busy_min_buckets consecutive buckets, while a real burst lasts.
 -- Defaults: 2.0, 3.0, 2. A burst shorter than two buckets is not a busy period: lower the bucket.
+-- One burst is one period (_bucket_load): once entered, a period lasts while mean_in_flight stays
+-- at or above m + $busy_exit * (busy_threshold - m) (default 1: the threshold), short dips inside a burst
+-- (at most max($busy_merge_buckets, $busy_merge_ratio x the shorter neighbour) buckets) are merged, and the
+-- $busy_guard_buckets buckets either side are its ramp, left out of the quiet baseline.
 WITH bl AS (
     -- _bucket_load read once (a view named twice is computed twice); it carries the bucket width
     -- too, so _bucket is not scanned again here
     SELECT bucket_index, bucket_us, arrivals, completions, in_flight_at_start, mean_in_flight, mean_e2e_ms,
-           busy_threshold, busy
+           busy_threshold, busy, ramp
     FROM _bucket_load
 ),
 calls AS (
@@ -90,7 +99,8 @@ SELECT
     l.mean_e2e_ms,
     l.mean_in_flight / nullif(l.arrivals / nullif(l.bucket_us / 1e6, 0) * (l.mean_e2e_ms / 1e3), 0) AS littles_ratio,
     l.busy_threshold,
-    l.busy
+    l.busy,
+    l.ramp
 FROM bl AS l
 LEFT JOIN peak ON peak.i = l.bucket_index
 ORDER BY l.bucket_index

@@ -53,7 +53,7 @@
 --   counted: bool; this row is the record its call is counted by in turns, load and metrics (see _bounds)
 --   in_load: bool; counted and on the dataset's main clock: the rows load and the busy/quiet periods are made of (see _bounds)
 --   hop: bool; a routed or disaggregated record: ts_routed, ts_prefill_done or ts_kv_ready is known (its stages come from _bounds' segments)
---   period: name; busy or quiet: whether the request arrived in a busy bucket of load (null for rows off the main clock, which load leaves out)
+--   period: name; busy, ramp or quiet: whether the request arrived in a busy bucket of load, in the ramp or drain around a busy period (load.ramp: neither busy nor baseline), or in quiet time (null for rows off the main clock, which load leaves out)
 --   computed_input_tokens: tokens; input_tokens - cached_input_tokens, the prompt tokens prefill computed: null where the cached count is unknown (never taken as 0), at least 0; prefill's token basis in attribution's cache split and the what-if's prefill fit
 --   good: bool; status ok (or unknown), ttft_ms <= $ttft_slo_ms and tpot_ms <= $tpot_slo_ms (a reply of one token has no TPOT and meets that objective); null when the request has no TTFT and cannot be judged
 --
@@ -66,25 +66,29 @@
 -- Computed prefill tokens: a prefix-cache hit skips the prefill of the cached tokens, so prefill's
 -- work is the prompt less its cached part. An unknown cached count stays unknown (a source that
 -- does not report it may still have hit the cache), so the column is null there, not the prompt.
--- Period: the bucket of the arrival (bucket index = arrival epoch us // bucket width), busy as in
--- load; busy_periods are runs of those buckets, so "arrived inside a busy period" is the same test.
+-- Period: the bucket of the arrival (bucket index = arrival epoch us // bucket width), busy and ramp as
+-- in load; busy_periods are runs of those buckets, so "arrived inside a busy period" is the same test.
 -- Goodput rule (DistServe, vLLM bench): a request that failed (error, aborted, timeout) is judged
 -- and not good, whatever its latency.
 WITH bl AS (
     -- _bucket_load read once: its busy flags and the bucket width
-    SELECT bucket_index, bucket_us, busy FROM _bucket_load
+    SELECT bucket_index, bucket_us, busy, ramp FROM _bucket_load
 ),
 bk AS (
     SELECT coalesce((SELECT max(bucket_us) FROM bl), 60000000) AS bucket_us
 ),
 busy_buckets AS (
     SELECT bucket_index FROM bl WHERE busy
+),
+ramp_buckets AS (
+    SELECT bucket_index FROM bl WHERE ramp
 )
 SELECT
     s.*,
     CASE WHEN s.in_load
-        THEN CASE WHEN epoch_us(s.ts_arrival) // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets)
-                  THEN 'busy' ELSE 'quiet' END
+        THEN CASE WHEN epoch_us(s.ts_arrival) // bk.bucket_us IN (SELECT bucket_index FROM busy_buckets) THEN 'busy'
+                  WHEN epoch_us(s.ts_arrival) // bk.bucket_us IN (SELECT bucket_index FROM ramp_buckets) THEN 'ramp'
+                  ELSE 'quiet' END
         END AS period,
     -- greatest() skips NULLs (DuckDB and Spark alike): the CASE keeps an unknown count unknown
     CASE WHEN s.input_tokens IS NOT NULL AND s.cached_input_tokens IS NOT NULL

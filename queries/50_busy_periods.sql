@@ -15,10 +15,16 @@
 --   arrivals_per_s: requests/s; arrivals / duration_s
 --   busy_threshold: requests; the mean in-flight a bucket needed to be busy (see load)
 --
--- Rule (from load): a bucket is busy when its time-weighted mean in-flight is at least
+-- Rule (from load and _bucket_load): a period starts with a run of at least $busy_min_buckets
+-- (default 2) buckets whose time-weighted mean in-flight is at least
 -- max($busy_factor * m, m + $busy_z * sqrt(m)), m the median bucket's (defaults 2.0 and 3.0): twice
--- the typical load, and clear of Poisson noise; and only within a run of at least $busy_min_buckets
--- (default 2) such buckets. Change them with --param busy_factor=1.5 etc.
+-- the typical load, and clear of Poisson noise. It lasts while the mean in-flight stays at least
+-- m + $busy_exit * (threshold - m) (hysteresis; default 1: off, 0.5 halfway), and a dip of at most
+-- max($busy_merge_buckets, $busy_merge_ratio x the shorter neighbouring period) buckets (defaults 2
+-- and 1.0) does not end it:
+-- one burst, with its waves and its drain, is one period. The $busy_guard_buckets (default 2)
+-- buckets either side are its ramp, in neither the period nor the baseline.
+-- Change them with --param busy_factor=1.5 etc. (sql, report, compare and whatif all take them).
 -- Consecutive busy buckets (gaps-and-islands on bucket_index) form one period; quiet buckets
 -- are the default baseline for attribution. Buckets are equal-width, so the period's
 -- time-weighted mean is the mean of its buckets' means.

@@ -264,7 +264,8 @@ def test_verbose_report_names_each_phase(ds: Path, tmp_path: Path) -> None:
     res = runner.invoke(app, ["-v", "report", str(ds), "--json", str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output
     phases = [ln.split(" s  ", 1)[1] for ln in res.stderr.splitlines() if ln.startswith("stagelens: ")]
-    assert phases[:3] == ["finding busy periods", "selecting requests", "statistics of the selected requests"]
+    assert phases[:4] == ["finding busy periods", "selecting requests", "finding slow periods",
+                          "statistics of the selected requests"]
     assert phases[-1] == "preparing charts"
     quiet = runner.invoke(app, ["report", str(ds), "--json", str(tmp_path / "r2.json")])
     assert quiet.stderr == ""

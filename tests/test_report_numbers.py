@@ -189,8 +189,9 @@ def test_flat_trace_is_not_compared_and_exits_5(tmp_path: Path) -> None:
                                    *(x for k, p in out.items() for x in (f"--{k}", str(p)))])
     assert res.exit_code == 5, res.output
     assert "Traceback" not in res.output and res.stderr.strip().splitlines() == [
-        "stagelens: not compared: no busy period was found: load stayed near its median, so there is no busy "
-        "time to compare with quiet time (use --window/--baseline-window or --baseline)"]
+        "stagelens: not compared: nothing stood out: no busy period (load stayed near its median) and no slow "
+        "period (latency and failures stayed within their noise), so there is nothing to compare (use "
+        "--window/--baseline-window or --baseline)"]
     j = json.loads(out["json"].read_text())
     assert j["compared"] is False and j["regression"] is False and "no busy period" in j["reason"]
     assert j["headline"]["metric"] is None and j["headline"]["sentence"].startswith("Nothing was compared: ")

@@ -310,12 +310,14 @@ def compare_datasets(
     master: str | None = None,
     filters: dict[str, str | None] | None = None,
     allow_mixed: bool = False,
+    params: dict[str, object] | None = None,
 ) -> dict:
     """Everything ``stagelens compare --json`` prints (docs/command-line.md). ``engine="spark"``: the
     same statements on Spark (toolkit/engines/connection.py; ``master`` as ``--master``). ``filters``
     (``--model``, ``--vantage``, ...) narrow both datasets in their views (``toolkit/filters.py``);
     sides of different vantage, source format or model raise ``MixedSides`` unless ``allow_mixed``
-    or the --a/--b filters set that column apart on purpose (``result["mixed"]`` says so)."""
+    or the --a/--b filters set that column apart on purpose (``result["mixed"]`` says so). ``params``: the
+    period rules' (``--param``), which a side's filter such as ``period = 'busy'`` reads."""
     given = rowfilters.normalize(filters)
     if dataset_b is not None:  # two DuckDB databases in one process: the limit is shared
         memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
@@ -323,12 +325,12 @@ def compare_datasets(
         from toolkit.engines.connection import connect as spark_connect
 
         def connect(ds: str | Path) -> duckdb.DuckDBPyConnection:
-            con = spark_connect(ds, None, master)
+            con = spark_connect(ds, params or None, master)
             rowfilters.restrict(con, ds, given)
             return con  # type: ignore[return-value]
     else:
         def connect(ds: str | Path) -> duckdb.DuckDBPyConnection:
-            con = queries.connect(ds, memory_limit=memory_limit, where=rowfilters.where_sql(given))
+            con = queries.connect(ds, params or None, memory_limit=memory_limit, where=rowfilters.where_sql(given))
             rowfilters.check_matches(con, ds, given, "_requests_unfiltered")
             return con
     con_a = connect(dataset_a)

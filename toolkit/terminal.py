@@ -501,6 +501,12 @@ def print_report(report: Any, out: IO[str] | None = None) -> None:
             tbl.add_row(_t(title), _t(values), _t(change), _t(driver),
                         _t("yes", "bold red") if regression else _t("no"))
         con.print(tbl)
+    from toolkit.report.periods import slow_line
+    from toolkit.report.render_common import fmt_span
+
+    slow = slow_line(getattr(report, "slow_periods", None) or [], fmt_span)
+    if slow:
+        con.print(_t(slow))
     for w in report.warnings[:8]:
         con.print(_t(f"! {w}", "yellow"))
     if len(report.warnings) > 8:
@@ -580,6 +586,6 @@ class ImportProgress:
         self.bar.update(completed=self.done + partial, description=f"{Path(name).name[-40:]}: {lines:,} lines")
 
 
-REPORT_PHASES = 6
-"""The steps toolkit/report/build.py announces (busy periods, selection, statistics, attribution,
-summary, charts): the report's bar counts them."""
+REPORT_PHASES = 7
+"""The steps toolkit/report/build.py announces (busy periods, selection, slow periods, statistics,
+attribution, summary, charts): the report's bar counts them."""

@@ -231,6 +231,17 @@ def parse_params(items: list[str] | None) -> dict[str, object]:
     return params
 
 
+def period_params(items: list[str] | None) -> dict[str, object]:
+    """``--param name=value`` of report, compare and whatif: the period rules' parameters only
+    (toolkit/report/periods.py); a wrong name or value is one line, exit 2, naming the valid ones."""
+    from toolkit.report.periods import check_period_params
+
+    try:
+        return check_period_params(parse_params(items))
+    except ValueError as e:
+        raise fail(str(e), EXIT_USAGE) from None
+
+
 def check_output(path: Path | None, option: str, *, directory: bool = False) -> None:
     """Refuse an output path that cannot be written, before any work (a report computed for a
     minute and then lost to a read-only folder is the failure this prevents). A folder that does

@@ -26,6 +26,7 @@ from toolkit.cli._app import (
     check_window,
     dataset_arg,
     fail,
+    period_params,
     show_progress,
     write_output,
 )
@@ -59,6 +60,9 @@ def report_cmd(
     allow_mixed: AllowMixed = False,
     bucket_s: Annotated[float | None, typer.Option(help="Load bucket width in seconds (default: adapts to the data; "
                                                                 "widened if it would give over 100 000 buckets).")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", metavar="NAME=VALUE",
+                                                    help="A period rule's parameter (repeatable), e.g. busy_factor=1.5, "
+                                                         "busy_merge_buckets=5, slow_z=3 (docs/load.md).")] = None,
     memory_limit: MemoryLimit = None,
     engine: Annotated[str, typer.Option(help="duckdb, or spark: the same report computed on Apache Spark "
                                              "(docs/spark-engine.md).")] = "duckdb",
@@ -77,6 +81,7 @@ def report_cmd(
         raise fail("--tail is a percentile between 50 and 100, e.g. 95", EXIT_USAGE)
     if bucket_s is not None and not (bucket_s >= 0.001 and math.isfinite(bucket_s)):
         raise fail("--bucket-s is a width in seconds, at least 0.001 (leave it out to adapt to the data)", EXIT_USAGE)
+    params = period_params(param)
     quiet = check_outputs((html, "--html"), (md, "--md"), (json_out, "--json"))
     check_window(window)
     check_window(baseline_window, "--baseline-window")
@@ -106,7 +111,8 @@ def report_cmd(
                     current, baseline_dataset=base, window=window, baseline_window=baseline_window,
                     filters={"model": model, "vantage": vantage, "source_format": source_format, "service": service,
                              "replica": replica, "tenant": tenant},
-                    tail=tail / 100, threshold=threshold, bucket_s=bucket_s, progress=step, memory_limit=memory_limit,
+                    tail=tail / 100, threshold=threshold, bucket_s=bucket_s, params=params, progress=step,
+                    memory_limit=memory_limit,
                     engine=engine, master=master, allow_mixed=allow_mixed,
                 )
 
@@ -159,6 +165,9 @@ def compare_cmd(
     md: Annotated[Path | None, typer.Option(help="Write Markdown here (- for stdout).")] = None,
     html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page with the chart here (- for "
                                                    "stdout).")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", metavar="NAME=VALUE",
+                                                    help="A period rule's parameter (repeatable), e.g. busy_factor=1.5, "
+                                                         "busy_merge_buckets=5, slow_z=3 (docs/load.md).")] = None,
     memory_limit: MemoryLimit = None,
     engine: Annotated[str, typer.Option(help="duckdb, or spark: the same comparison computed on Apache Spark "
                                              "(docs/spark-engine.md).")] = "duckdb",
@@ -173,6 +182,7 @@ def compare_cmd(
         raise fail("give two datasets, or filters --a/--b on one", EXIT_USAGE)
     if output_tokens is not None and output_tokens < 1:
         raise fail(f"--output-tokens is a reply length of at least 1 token, got {output_tokens}", EXIT_USAGE)
+    params = period_params(param)
     to_stdout = check_outputs((md, "--md"), (html, "--html"), stdout="--json" if as_json else None)
     check_positive((output_tokens, "--output-tokens"), (ttft_slo_ms, "--ttft-slo-ms"), (tpot_slo_ms, "--tpot-slo-ms"))
     import duckdb
@@ -191,7 +201,8 @@ def compare_cmd(
             return compare_datasets(side_a, side_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit,
                                     engine=engine, master=master, allow_mixed=allow_mixed,
                                     filters={"model": model, "vantage": vantage, "source_format": source_format,
-                                             "service": service, "replica": replica, "tenant": tenant})
+                                             "service": service, "replica": replica, "tenant": tenant},
+                                    params=params)
 
         result = _on_spark(run) if engine == "spark" else run()
     except DatasetError as e:

@@ -18,6 +18,7 @@ from toolkit.cli._app import (
     check_positive,
     check_window,
     fail,
+    period_params,
     show_progress,
     write_output,
 )
@@ -174,6 +175,9 @@ def whatif_cmd(
     tpot_slo_ms: Annotated[float | None, typer.Option(help="TPOT objective for goodput (default: the goodput view's).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the JSON here (- for stdout).")] = None,
     html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML page here (- for stdout).")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", metavar="NAME=VALUE",
+                                                    help="A period rule's parameter (repeatable), e.g. bucket_s=10 "
+                                                         "(docs/load.md).")] = None,
 ) -> None:
     """Would more replicas or a bigger batch have absorbed it? Replay the window through a calibrated model.
 
@@ -198,6 +202,7 @@ def whatif_cmd(
 
     lists = (numbers("--replicas", replicas, int), numbers("--max-num-seqs", max_num_seqs, int),
              numbers("--rate-scale", rate_scale, float))
+    params = period_params(param)
     to_stdout = check_outputs((json_out, "--json"), (html, "--html"))
     if arrivals_window and arrivals is None:
         raise fail("--arrivals-window goes with --arrivals DATASET", EXIT_USAGE)
@@ -209,7 +214,7 @@ def whatif_cmd(
     try:
         result = run(dataset, windows[0], model, *lists, arrivals, windows[1], seed, slo,
                      filters={"vantage": vantage, "source_format": source_format, "service": service,
-                              "replica": replica, "tenant": tenant})
+                              "replica": replica, "tenant": tenant}, params=params)
     except CalibrationError as e:
         raise fail(str(e), e.code) from None
     except DatasetError as e:

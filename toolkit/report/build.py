@@ -36,6 +36,7 @@ from toolkit.report.attribution import (
     stage_names_all,
 )
 from toolkit.report.chart_data import RB_METRICS, _charts, _iso, _timeline
+from toolkit.report.concentration import add_concentration
 from toolkit.report.engine import engine_block, engine_clause
 from toolkit.report.engine_chart import engine_series
 from toolkit.report.headline import (  # noqa: F401  (re-exported for callers of build)
@@ -49,7 +50,9 @@ from toolkit.report.headline import (  # noqa: F401  (re-exported for callers of
 )
 from toolkit.report.model import Report
 from toolkit.report.night import night_block
+from toolkit.report.periods import check_period_params, shadow_bucket_latency, slow_periods
 from toolkit.report.status import LATENCY_OVER, OK_SQL, error_rate_entry, status_block
+from toolkit.report.whatif_clause import WHATIF_MAX_REQUESTS, _whatif_clause  # noqa: F401  (re-exported)
 
 SUMMARY_Q = (0.5, 0.9, 0.95, 0.99)
 
@@ -103,6 +106,7 @@ def build_report(
     tail: float = 0.95,
     threshold: float = 0.10,
     bucket_s: float | None = None,
+    params: dict[str, object] | None = None,
     progress: Callable[[str], None] | None = None,
     memory_limit: str | None = None,
     engine: str = "duckdb",
@@ -116,10 +120,11 @@ def build_report(
     connection (toolkit/engines/connection.py); the code below is the same for both engines.
     ``filters`` (column -> value, ``toolkit/filters.py``) narrow the dataset itself, so busy periods and
     load are those of the matching requests. Two datasets of different vantage, source format or
-    model raise ``MixedSides`` unless ``allow_mixed``; then the report says so (``mixed``)."""
+    model raise ``MixedSides`` unless ``allow_mixed``; then the report says so (``mixed``).
+    ``params``: the period rules' parameters (``--param``, toolkit/report/periods.py); ``bucket_s`` too."""
     say = progress or (lambda _msg: None)
     filters = rowfilters.normalize(filters)
-    params = {"bucket_s": bucket_s} if bucket_s else None
+    params = check_period_params({**(params or {}), **({"bucket_s": bucket_s} if bucket_s else {})}) or None
     if baseline_dataset is not None:  # two DuckDB databases in one process: the limit is shared
         memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
     con = _connect(dataset, params, memory_limit, engine, master, filters)
@@ -162,8 +167,13 @@ def build_report(
         # distinct column names: inside EXISTS an unqualified ts_start would bind to the period's own
         con.execute("CREATE OR REPLACE TEMP TABLE _busy AS SELECT ts_start AS busy_start, ts_end AS busy_end FROM busy_periods")
         inside = "EXISTS (SELECT 1 FROM _busy b WHERE {t} >= b.busy_start AND {t} < b.busy_end)"
+        # the quiet baseline leaves out the ramp and drain around each period too (load.ramp)
+        con.execute("CREATE OR REPLACE TEMP TABLE _unquiet AS SELECT bucket_start AS u_start, "
+                    "make_timestamp(CAST((bucket_index + 1) * round(bucket_s * 1e6) AS BIGINT)) AS u_end "
+                    "FROM load WHERE busy OR ramp")
+        quiet = "NOT EXISTS (SELECT 1 FROM _unquiet u WHERE {t} >= u.u_start AND {t} < u.u_end)"
         cur = Selection(con, inside, {}, {"windows": [{"start": b["start"], "end": b["end"]} for b in busy]})
-        base = Selection(con, "NOT " + inside, {}, {"windows": "everything outside the busy periods"}, label="b")
+        base = Selection(con, quiet, {}, {"windows": "everything outside the busy periods and their ramps"}, label="b")
         # a request's side is its per_request.period (arrived in a busy bucket of load): the same
         # rows as arriving inside a busy period, without a semi-join per request (seconds at 10 M)
         cur.rows_cond, base.rows_cond = "period = 'busy'", "period = 'quiet'"
@@ -189,10 +199,22 @@ def build_report(
             _turn_calls(sels[0].con)
             sels[0].con.execute("CREATE TEMP TABLE turns AS SELECT * FROM main.turns")
     _materialize([cur, base], filt)
+    side_rows = {id(sels[0].con): _side_counts(sels, filt) for sels in _by_con([cur, base]).values()}
+    slow: list[dict] = []
+    traces = _without_latency([cur, base], filt, fparams)
+    if kind == "busy-vs-quiet" and not traces:
+        say("finding slow periods")
+        shadow_bucket_latency(con)
+        slow = slow_periods(con)
+        if slow and not busy:  # load did not change, latency or failures did: compare the slow windows
+            kind = "slow-vs-rest"
+            cur, base = _slow_sides(con, slow, fparams)
+            _materialize([cur, base], filt)
+            side_rows[id(con)] = _side_counts([cur, base], filt)
     status: dict[str, dict] = {}
     for sels in _by_con([cur, base]).values():
         found: dict[str, list] = {}
-        for side, vantage, fmt, st, n in _side_counts(sels, filt):
+        for side, vantage, fmt, st, n in side_rows[id(sels[0].con)]:
             found.setdefault(side, []).append((vantage, fmt, st, n))
         for sel in sels:
             rows = found.get(sel.label, [])
@@ -222,9 +244,8 @@ def build_report(
     attribution: list[dict] = []
     # what the engines said of themselves in each window, if they did (DuckDB only, for now)
     engines = engine_block(cur, base) if engine == "duckdb" else None
-    context = _context(kind, busy, cur, base)
+    context = _context(kind, slow if kind == "slow-vs-rest" else busy, cur, base)
     reason = None
-    traces = _without_latency([cur, base], filt, fparams)
     if traces:
         reason = (f"the records hold no latency: {traces} gives arrival times and token counts only (a workload "
                   "trace), so there is no time to compare; replay it against a server to measure one (stagelens "
@@ -232,10 +253,12 @@ def build_report(
         warnings.append(f"No latency in the records: {traces} is a workload trace (arrivals and token counts); "
                         "nothing is compared (stagelens replay sends it to a server and records what it took).")
     elif kind == "busy-vs-quiet" and not busy:
-        reason = ("no busy period was found: load stayed near its median, so there is no busy time to compare "
-                  "with quiet time (use --window/--baseline-window or --baseline)")
-        warnings.append("No busy period found: load stayed near its median, so there is nothing to compare "
-                        "(use --window/--baseline-window or --baseline).")
+        reason = ("nothing stood out: no busy period (load stayed near its median) and no slow period (latency "
+                  "and failures stayed within their noise), so there is nothing to compare (use "
+                  "--window/--baseline-window or --baseline)")
+        warnings.append("Nothing stood out: no busy period (load stayed near its median) and no slow period "
+                        "(latency and failures stayed within their noise); use --window/--baseline-window or "
+                        "--baseline to compare anyway.")
     elif min(status["current"]["requests"], status["baseline"]["requests"]) < 2:
         reason = (f"the current side has {cur.description['requests']} and the baseline "
                   f"{base.description['requests']} requests; at least 2 on each side are needed")
@@ -269,6 +292,10 @@ def build_report(
                 entry["verdict"] = verdict(entry, context, tail_name)
             attribution += entries
         warnings += _composite_warnings(attribution)
+        for entry in attribution:
+            entry["concentration"] = None
+        if cur.con is base.con:  # one label's share of each regression (toolkit/report/concentration.py)
+            add_concentration(con, attribution, _side_case([cur, base]), filt, {**cur.params, **base.params})
         _cite_engine(attribution, engines)
         if kind == "busy-vs-quiet":
             _whatif_clause(dataset, con, attribution, busy, tail_name, threshold, filters)
@@ -311,7 +338,7 @@ def build_report(
                      timeline)
     charts.engine = engine_series(con) if engines else []
     night = night_block(cur.con, rb_stats[cur.label], cur.label, tail_name)  # history reads it (docs/history.md)
-    return Report(meta=meta, busy_periods=busy, attribution=attribution, summary=summary,
+    return Report(meta=meta, busy_periods=busy, slow_periods=slow, attribution=attribution, summary=summary,
                   warnings=warnings, quarantine=quarantine, charts=charts, night=night,
                   headline=make_headline(attribution, tail_name, threshold, context, reason),
                   compared=bool(attribution), reason=None if attribution else reason, status=status,
@@ -330,38 +357,6 @@ def _turn_calls(con: duckdb.DuckDBPyConnection) -> None:
     """The ``_turn_calls`` view's rows, once per connection (turns and the agent check read them)."""
     if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_turn_calls' AND temporary").fetchone()[0]:
         con.execute("CREATE TEMP TABLE _turn_calls AS SELECT * FROM main._turn_calls")
-
-
-WHATIF_MAX_REQUESTS = 200_000  # busy requests the report replays for its what-if clause (9 replays at most)
-
-
-def _whatif_clause(dataset: str | Path, con: duckdb.DuckDBPyConnection, attribution: list[dict], busy: list[dict],
-                   tail_name: str, threshold: float, filters: dict[str, str]) -> None:
-    """When queue drove the busy p95 TTFT: the smallest replica count that, replayed through the
-    capacity model calibrated from these logs (toolkit/whatif), brings it back within the regression
-    threshold of the quiet level, added to that entry (``whatif``) and, when the model reproduces
-    the busiest period as observed (its fit is good), as one clause of its verdict."""
-    entry = next((a for a in attribution if a["metric"] == "ttft_ms" and a["statistic"] == "p95"
-                  and a["driver"] == "queue" and a["regression"]), None)
-    if entry is None or not busy or tail_name != "p95" or set(filters) - {"model"}:
-        return
-    if con.execute("SELECT count(*) FROM _rb WHERE side = 'c'").fetchall()[0][0] > WHATIF_MAX_REQUESTS:
-        entry["whatif"] = {"reliable": False, "reason": f"over {WHATIF_MAX_REQUESTS} busy requests: run stagelens whatif"}
-        return
-    from toolkit.whatif.calibrate import CalibrationError
-    from toolkit.whatif.scenarios import replicas_for
-
-    worst = max(busy, key=lambda b: b["peak_concurrency"])
-    window = _parse_window(f"{worst['start']}/{worst['end']}")
-    try:
-        found = replicas_for(dataset, window, entry["baseline"] * (1 + threshold), model=filters.get("model"))
-    except CalibrationError as e:
-        entry["whatif"] = {"reliable": False, "reason": str(e)}
-        return
-    entry["whatif"] = found
-    if found["reliable"] and found["replicas"] is not None:
-        entry["verdict"] += (f" Replayed through the capacity model calibrated on these logs (stagelens whatif), "
-                             f"{found['replicas']} replicas would bring it back to ≈ {_ms(found['predicted_p95_ttft_ms'])}.")
 
 
 def _agent_traffic(con: duckdb.DuckDBPyConnection) -> bool:
@@ -439,6 +434,9 @@ def _context(kind: str, busy: list[dict], cur: Selection, base: Selection) -> st
         a = start[:cut].replace("T", " ") if dated or day else start[11:cut]
         return f"{a}–{end[:cut].replace('T', ' ') if day else end[11:cut]}"
 
+    if kind == "slow-vs-rest":  # slow periods can be seconds long: times to the second
+        spans = ", ".join(f"{b['start'][11:19]}–{b['end'][11:19]}" for b in busy[:3]) + (" …" if len(busy) > 3 else "")
+        return f"Slow {spans} UTC (load unchanged) vs the rest"
     if kind == "busy-vs-quiet":
         if not busy:
             return "No busy period"
@@ -544,12 +542,26 @@ def _side_case(group: list[Selection]) -> str:
 def _side_counts(group: list[Selection], filt: str) -> list[tuple]:
     """(side, vantage, source_format, status, requests) of the side's rows, every status (``_materialize``
     copies the ok ones, which latency is computed over; ``status`` counts them all): one light pass
-    over the view's plain columns rather than two string columns in every row of ``_rb``."""
+    over the view's plain columns rather than two string columns in every row of ``_rb``. Kept by
+    arrival bucket too, as the temp table ``_sides``: the request and failure counts per bucket that
+    the slow periods read (toolkit/report/periods.py), from this same pass."""
     params = {k: v for sel in group for k, v in sel.params.items()}
-    sql = (f"SELECT side, vantage, source_format, status, count(*) FROM (SELECT CASE {_side_case(group)} END AS side, "
-           f"vantage, source_format, status FROM per_request WHERE {filt}) WHERE side IS NOT NULL GROUP BY ALL")
-    used = set(re.findall(r"\$(\w+)", sql))
-    return group[0].con.execute(sql, {k: v for k, v in params.items() if k in used}).fetchall()
+    con = group[0].con
+    _run(con, f"""CREATE OR REPLACE TEMP TABLE _sides AS
+                   SELECT side, vantage, source_format, status, bucket_index, count(*) AS n FROM (
+                       SELECT CASE {_side_case(group)} END AS side, vantage, source_format, status,
+                              epoch_us(ts_arrival) // (SELECT max(bucket_us) FROM _bucket_load) AS bucket_index
+                       FROM per_request WHERE {filt}) WHERE side IS NOT NULL GROUP BY ALL""", params)
+    return con.execute("SELECT side, vantage, source_format, status, sum(n) FROM _sides GROUP BY ALL").fetchall()
+
+
+def _slow_sides(con: duckdb.DuckDBPyConnection, slow: list[dict], fparams: dict) -> tuple[Selection, Selection]:
+    """The slow periods against the rest of the dataset (there is no busy period: load did not change)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _slow AS SELECT ts_start AS s_start, ts_end AS s_end FROM slow_periods")
+    inside = "EXISTS (SELECT 1 FROM _slow s WHERE {t} >= s.s_start AND {t} < s.s_end)"
+    cur = Selection(con, inside, dict(fparams), {"windows": [{"start": p["start"], "end": p["end"]} for p in slow]})
+    base = Selection(con, "NOT " + inside, dict(fparams), {"windows": "everything outside the slow periods"}, label="b")
+    return cur, base
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, params: dict) -> None:

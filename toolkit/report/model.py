@@ -42,10 +42,13 @@ class Report:
     """What ``stagelens report`` found.
 
     * ``meta``: ``dataset``, ``baseline_dataset`` (or None), ``generated_at``, ``comparison``
-      (``busy-vs-quiet``, ``windows`` or ``datasets``), ``current`` and ``baseline`` (each a
+      (``busy-vs-quiet``, ``slow-vs-rest``, ``windows`` or ``datasets``), ``current`` and ``baseline`` (each a
       description: windows as ``[{start, end}]`` and a request count), ``filters``, ``tail``
       (e.g. ``p95``), ``threshold`` (relative regression threshold), ``bucket_s``.
     * ``busy_periods``: ``[{start, end, peak_concurrency, mean_concurrency}]`` (ISO UTC).
+    * ``slow_periods``: the same keys plus ``requests``, ``metrics`` (those that departed) and
+      ``departures`` (toolkit/report/periods.py): windows at ordinary load whose latency or failures
+      departed from the rest; compared (``meta.comparison`` = ``slow-vs-rest``) when there is no busy period.
     * ``attribution``: one dict per comparison, with the keys of docs/command-line.md: ``metric``,
       ``statistic``, ``baseline``, ``current``, ``delta``, ``contributions`` (stage -> ms,
       summing to delta), ``effects`` (stage -> {split, mix, rate}; prefill -> {split, mix, cache, rate}
@@ -85,6 +88,7 @@ class Report:
     compared: bool | None = None
     reason: str | None = None
     status: dict[str, Any] | None = None
+    slow_periods: list[dict[str, Any]] = field(default_factory=list)
     mixed: dict[str, Any] | None = None
     """Kinds the two sides differ in, compared anyway (``--allow-mixed``; ``toolkit/filters.py``)."""
     engine: dict[str, Any] | None = None
@@ -113,6 +117,7 @@ class Report:
             "version": REPORT_VERSION,
             "meta": self.meta,
             "busy_periods": self.busy_periods,
+            "slow_periods": self.slow_periods,
             "attribution": self.attribution,
             "summary": self.summary,
             "warnings": self.warnings,

@@ -238,9 +238,11 @@ def comparison_title(a: dict[str, Any]) -> str:
 
 
 def group_labels(report: Report) -> dict[str, str]:
-    """How to name the two sides: busy/quiet for the default comparison."""
+    """How to name the two sides: busy/quiet for the default comparison, slow/the rest for slow periods."""
     if report.meta.get("comparison") == "busy-vs-quiet":
         return {"baseline": "quiet (baseline)", "current": "busy (current)"}
+    if report.meta.get("comparison") == "slow-vs-rest":
+        return {"baseline": "the rest (baseline)", "current": "slow (current)"}
     return {"baseline": "baseline", "current": "current"}
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from toolkit.report.engine import engine_text
 from toolkit.report.model import Report
+from toolkit.report.periods import slow_line
 from toolkit.report.render_common import (
     error_rate_entries,
     fmt_ms,
@@ -121,6 +122,9 @@ def render_markdown(report: Report) -> str:
     if report.attribution:
         lines += _table(report) + [""]
     lines.append(_busy(report))
+    slow = slow_line(report.slow_periods, fmt_span)  # at ordinary load: latency or failures departed
+    if slow:
+        lines[-1] += f" · **{md_escape(slow, 400).replace(':', ':**', 1)}"
     q = report.quarantine or {}
     if q.get("rows"):
         lines[-1] += f" · **Quarantined rows:** {md_escape(q['rows'])}"

@@ -176,17 +176,21 @@ def _arrivals(tbl: pa.Table) -> Arrivals:
     return Arrivals(a.astype(np.int64), inp, out, pre, post, computed)
 
 
-def _connect(dataset: str | Path, filters: dict[str, str] | None) -> duckdb.DuckDBPyConnection:
-    """The dataset's views over the requests ``filters`` keep (``toolkit/filters.py``), checked to match."""
-    con = queries.connect(dataset, where=rowfilters.where_sql(filters or {}))
+def _connect(dataset: str | Path, filters: dict[str, str] | None,
+             params: dict[str, object] | None = None) -> duckdb.DuckDBPyConnection:
+    """The dataset's views over the requests ``filters`` keep (``toolkit/filters.py``), checked to match;
+    ``params``: the period rules' (``--param``)."""
+    con = queries.connect(dataset, params or None, where=rowfilters.where_sql(filters or {}))
     rowfilters.check_matches(con, dataset, filters or {}, "_requests_unfiltered")
     return con
 
 
 def _prepare(dataset: str | Path, window: tuple[datetime, datetime] | None,
-             model: str | None, filters: dict[str, str] | None = None) -> tuple[Calibration, Arrivals, pa.Table]:
-    """The calibration, and the window's calibrated requests (as arrivals and as rows)."""
-    con = _connect(dataset, filters)
+             model: str | None, filters: dict[str, str] | None = None,
+             params: dict[str, object] | None = None) -> tuple[Calibration, Arrivals, pa.Table]:
+    """The calibration, and the window's calibrated requests (as arrivals and as rows); ``params``: the
+    period rules' (``--param``), for the views that read them."""
+    con = _connect(dataset, filters, params)
     try:
         check_window(con, window, str(dataset))
         cal = calibrate(load_inputs(con, window, model), model)
@@ -225,12 +229,14 @@ def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, mo
         replicas: list[int] | None = None, max_num_seqs: list[int] | None = None,
         rate_scale: list[float] | None = None, arrivals: str | Path | None = None,
         arrivals_window: tuple[datetime, datetime] | None = None, seed: int = 0,
-        slo: dict[str, float] | None = None, filters: dict[str, str | None] | None = None) -> dict:
+        slo: dict[str, float] | None = None, filters: dict[str, str | None] | None = None,
+        params: dict[str, object] | None = None) -> dict:
     """Calibrate on the dataset (window), replay as observed, then every requested scenario.
-    ``filters`` (``--vantage``, ``--replica``, ...) narrow both datasets' views."""
+    ``filters`` (``--vantage``, ``--replica``, ...) narrow both datasets' views; ``params`` are the
+    period rules' (``--param``)."""
     slo = slo or objectives()
     given = rowfilters.normalize(filters)
-    cal, own, own_tbl = _prepare(dataset, window, model, given)
+    cal, own, own_tbl = _prepare(dataset, window, model, given, params)
     span = int(own.a_us[-1] - own.a_us[0]) if len(own) else 0
     bucket_us = max(1_000_000, -(-span // CHART_BUCKETS) // 1_000_000 * 1_000_000)
     observed_own = summarize(own_tbl, slo, bucket_us)
@@ -238,7 +244,7 @@ def run(dataset: str | Path, window: tuple[datetime, datetime] | None = None, mo
     other, observed_other, other_name = None, None, None
     if arrivals is not None:
         other_name = str(arrivals)
-        con2 = _connect(arrivals, given)
+        con2 = _connect(arrivals, given, params)
         check_window(con2, arrivals_window, other_name)
         c2, a2 = window_condition(arrivals_window)
         other_tbl = _observed_rows(con2, f"in_load AND {c2}", a2)
