@@ -367,6 +367,11 @@ def test_kv_transfer_incident_names_the_hand_off_and_the_prefill_side_unchanged(
     for stage in ("preprocess+queue", "prefill"):  # the prefill side: identical nights
         assert c[stage] == pytest.approx(0, abs=1e-6)
     assert "transfer backend" in ttft["verdict"] and "P:D ratio" in ttft["verdict"]
+    # across the two nights, the rise sits on the four slow decode workers (replica = decode worker)
+    conc = ttft["concentration"]
+    assert conc["dimension"] == "replica" and conc["value"] in {f"{d}/dp0" for d in SLOW_DECODE}
+    assert conc["holders"]["values"] == sorted(f"{d}/dp0" for d in SLOW_DECODE) and conc["holders"]["of"] == 8
+    assert conc["holders"]["share"] > 0.95 and "(4 of 8) hold" in ttft["verdict"]
     # the prefill worker's TTFT (Dynamo's own ttft_ms) is unchanged; the slow pairs are the four
     # decode workers' (replica is the decode worker: concentration by replica names them)
     q = (

@@ -294,8 +294,9 @@ def build_report(
         warnings += _composite_warnings(attribution)
         for entry in attribution:
             entry["concentration"] = None
-        if cur.con is base.con:  # one label's share of each regression (toolkit/report/concentration.py)
-            add_concentration(con, attribution, _side_case([cur, base]), filt, {**cur.params, **base.params})
+        # one label's share of each regression (toolkit/report/concentration.py), within a dataset or across two
+        add_concentration([(c[0].con, _side_case(c), {k: v for s in c for k, v in s.params.items()})
+                           for c in _by_con([cur, base]).values()], attribution, filt)
         _cite_engine(attribution, engines)
         if kind == "busy-vs-quiet":
             _whatif_clause(dataset, con, attribution, busy, tail_name, threshold, filters)

@@ -19,8 +19,10 @@ share}``), or null: no label with two values, or the entry is not a regression (
 change within noise is noise too), or its metric is not one of per_request's (client TTFT, turns).
 The words name it when the share is at least ``SAY_SHARE``.
 
-One grouped pass over ``per_request`` (by side and every dimension at once), only when some entry
-regressed: a report without a regression pays nothing for it.
+One grouped pass over ``per_request`` (by side and every dimension at once) per connection, only when
+some entry regressed: a report without a regression pays nothing for it. Two datasets (``--baseline``:
+tonight against last night) are two connections, each grouping its own side; the sums combine the
+same way, so "the four slow decode workers hold the rise" is said across nights as within one.
 """
 
 from __future__ import annotations
@@ -36,17 +38,24 @@ from toolkit.report.status import OK_SQL
 DIMENSIONS = ("replica", "model", "service", "tenant")
 SAY_SHARE = 0.5
 """A value holding at least this share of the rise is named in the verdict."""
+HOLD_SHARE = 0.8
+"""Where no one value holds SAY_SHARE, the fewest values that hold this much, if they are at most half
+of the label's values, are named together ("replica d3, d5, d6, d7 (4 of 8) hold 99 % of the rise"):
+half of the decode workers slowed, or two tenants of ten."""
+
+
+Part = tuple[duckdb.DuckDBPyConnection, str, dict]
+"""A connection, the CASE branches naming its rows' sides, and the parameters they use."""
 
 
 def add_concentration(
-    con: duckdb.DuckDBPyConnection,
+    parts: list[Part],
     entries: list[dict[str, Any]],
-    side_case: str,
     filt: str,
-    params: dict,
     labels: tuple[str, str] = ("c", "b"),
 ) -> None:
-    """Set ``concentration`` on every entry (null where it does not apply) and name it in the verdict."""
+    """Set ``concentration`` on every entry (null where it does not apply) and name it in the verdict.
+    ``parts``: one connection holding both sides, or one per side (two datasets)."""
     for e in entries:
         e.setdefault("concentration", None)
     todo = [
@@ -74,14 +83,17 @@ def add_concentration(
                 f"count(CASE WHEN {inside} THEN 1 END) AS n{i}",
                 f"sum(CASE WHEN {inside} THEN {x} END) AS s{i}",
             ]
-    # one pass, grouped by every dimension at once (a few hundred groups), summed per dimension below
+    # one pass a connection, grouped by every dimension at once (a few hundred groups), summed per
+    # dimension below
     dims = ", ".join(DIMENSIONS)
-    sql = (
-        f"SELECT side, {dims}, {', '.join(aggs)} FROM (SELECT CASE {side_case} END AS side, * "
-        f"FROM per_request WHERE {filt}) AS r WHERE side IS NOT NULL GROUP BY ALL"
-    )
-    used = set(re.findall(r"\$(\w+)", sql))
-    grouped = con.execute(sql, {k: v for k, v in params.items() if k in used}).fetchall()
+    grouped = []
+    for con, side_case, params in parts:
+        sql = (
+            f"SELECT side, {dims}, {', '.join(aggs)} FROM (SELECT CASE {side_case} END AS side, * "
+            f"FROM per_request WHERE {filt}) AS r WHERE side IS NOT NULL GROUP BY ALL"
+        )
+        used = set(re.findall(r"\$(\w+)", sql))
+        grouped += con.execute(sql, {k: v for k, v in params.items() if k in used}).fetchall()
     found: dict[int, list[tuple[float, str, str]]] = {i: [] for i in range(len(todo))}
     for d, dim in enumerate(DIMENSIONS):
         rows: dict[tuple, list[float]] = {}
@@ -95,19 +107,34 @@ def add_concentration(
         for i in range(len(todo)):
             top = _top_share(flat, i, labels)
             if top is not None:
-                found[i].append((top[1], dim, top[0]))
+                found[i].append((top[1], dim, top[0], top[2], len({v for _side, v in rows})))
     for i, e in enumerate(todo):
         if found[i]:
-            share, dim, value = max(found[i], key=lambda t: (t[0], -DIMENSIONS.index(t[1])))
+            share, dim, value, holders, n_values = max(found[i], key=lambda t: (t[0], -DIMENSIONS.index(t[1])))
             e["concentration"] = {"dimension": dim, "value": value, "share": round(share, 3)}
-            if share >= SAY_SHARE and "verdict" in e:
-                e["verdict"] = (
-                    e["verdict"].rstrip(".") + f"; {dim} {value} holds {100 * share:.0f} % of the rise."
-                )
+            if share < SAY_SHARE and holders and len(holders[0]) <= n_values / 2:
+                e["concentration"]["holders"] = {"values": holders[0], "of": n_values, "share": round(holders[1], 3)}
+            if "verdict" in e:
+                e["verdict"] = _said(e["verdict"], e["concentration"])
 
 
-def _top_share(rows: list[tuple], i: int, labels: tuple[str, str]) -> tuple[str, float] | None:
-    """(value, share) of the label value holding the largest share of entry i's positive change."""
+def _said(verdict: str, c: dict[str, Any]) -> str:
+    """The verdict with the concentration in words, where one value or a few hold the rise."""
+    if c["share"] >= SAY_SHARE:
+        return verdict.rstrip(".") + f"; {c['dimension']} {c['value']} holds {100 * c['share']:.0f} % of the rise."
+    if h := c.get("holders"):
+        names = ", ".join(h["values"])
+        return verdict.rstrip(".") + (
+            f"; {c['dimension']} {names} ({len(h['values'])} of {h['of']}) hold {100 * h['share']:.0f} % of the rise."
+        )
+    return verdict
+
+
+def _top_share(
+    rows: list[tuple], i: int, labels: tuple[str, str]
+) -> tuple[str, float, tuple[list[str], float] | None] | None:
+    """(value, share, holders) of the label value holding the largest share of entry i's positive
+    change; holders: the fewest values holding HOLD_SHARE of it together, and their share."""
     n_idx, s_idx = 2 + 2 * i, 3 + 2 * i
     totals = {side: sum(r[n_idx] or 0 for r in rows if r[0] == side) for side in labels}
     if not all(totals.values()):
@@ -121,5 +148,11 @@ def _top_share(rows: list[tuple], i: int, labels: tuple[str, str]) -> tuple[str,
     total = sum(positive.values())
     if total <= 0:
         return None
-    value = max(positive, key=lambda v: positive[v])
-    return value, positive[value] / total
+    ranked = sorted(positive, key=lambda v: (-positive[v], v))
+    held, holders = 0.0, None
+    for k, v in enumerate(ranked, 1):
+        held += positive[v] / total
+        if held >= HOLD_SHARE:
+            holders = (sorted(ranked[:k]), held)
+            break
+    return ranked[0], positive[ranked[0]] / total, holders
