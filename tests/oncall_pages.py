@@ -1,18 +1,18 @@
 """The three pages an on-call engineer opens, built once per test process from the planted incident
-(tests/fixtures_incident.py): ``busy`` (the burst, compared), ``slow`` (the same report with a slow
-period, as a report that finds them carries ``slow_periods``: entries shaped like ``busy_periods``)
-and ``not_compared`` (the same traffic without the burst: no busy period). Shared by
+(tests/fixtures_incident.py): ``busy`` (the burst, compared), ``slow`` (a bad replica at flat load,
+tests/periods_data.py: no busy period, a slow period found and compared) and ``not_compared`` (the
+incident's traffic without the burst: nothing stood out). Shared by
 tests/test_oncall_page.py and tests/test_oncall_browser.py, so each draws its charts once.
 """
 
 from __future__ import annotations
 
-import copy
 import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from fixtures_incident import incident
+from periods_data import plant
 
 from toolkit.report.build import build_report
 from toolkit.report.model import Report
@@ -31,8 +31,8 @@ SLOW = {
 def reports() -> dict[str, Report]:
     tmp = Path(tempfile.mkdtemp(prefix="oncall-"))
     busy = build_report(incident(tmp, extra=False))
-    slow = copy.deepcopy(busy)
-    slow.slow_periods = [SLOW]  # type: ignore[attr-defined]  # the key a slow-period report carries
+    slow = build_report(plant(tmp, "bad-replica", seconds=600, slow_replica=("r2", 300, 360, 3.0)))
+    assert slow.slow_periods and not slow.busy_periods  # what makes it the slow page
     quiet = build_report(incident(tmp, "steady", burst=False, extra=False))
     return {"busy": busy, "slow": slow, "not_compared": quiet}
 

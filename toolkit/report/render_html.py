@@ -24,6 +24,7 @@ from toolkit.report import charts as ch
 from toolkit.report.engine import engine_text
 from toolkit.report.engine_chart import engine_chart
 from toolkit.report.model import ChartData, Report
+from toolkit.report.periods import describe
 from toolkit.report.render_common import (
     comparison_title,
     error_rate_entries,
@@ -363,6 +364,18 @@ def _busy_table(report: Report) -> str:
             f'<th class="n">mean in flight</th></tr>{rows}</table></div>{more}')
 
 
+def _slow_table(report: Report) -> str:
+    """The slow periods: windows at ordinary load whose latency or failures departed (toolkit/report/periods.py)."""
+    sps = report.slow_periods or []
+    rows = "".join(
+        f"<tr><td>{e(fmt_span(p.get('start'), p.get('end')))}</td>"
+        f'<td class="n">{e(fmt_duration(p.get("start"), p.get("end")))}</td>'
+        f'<td class="n">{e(fmt_num(p.get("requests"), 0))}</td><td>{e(describe(p))}</td></tr>' for p in sps[:200])
+    more = f'<p class="small">… and {len(sps) - 200} more (see the JSON).</p>' if len(sps) > 200 else ""
+    return ('<div class="tw"><table><tr><th>window</th><th class="n">duration</th><th class="n">requests</th>'
+            f'<th>what departed</th></tr>{rows}</table></div>{more}')
+
+
 def _quarantine(report: Report) -> str:
     q = report.quarantine or {}
     n = q.get("rows") or 0
@@ -465,6 +478,8 @@ def render_html(report: Report) -> str:
                     "attribution")] if report.compared else []),
         _section("Summary", "", _summary_table(report), "summary"),
         _section("Busy periods", "", _busy_table(report), "busy"),
+        *([_section("Slow periods", "Windows at ordinary load whose latency or failure rate departed from the rest "
+                    "of the dataset beyond its noise.", _slow_table(report), "slow")] if report.slow_periods else []),
         _section("Quarantine", "", _quarantine(report), "quarantine"),
         _section("About this report", "", _meta(report), "meta"),
     ]
