@@ -350,30 +350,28 @@ def _summary_table(report: Report) -> str:
     return f'<div class="tw"><table>' f"{head}{''.join(rows)}</table></div><p class=\"small\">Milliseconds.</p>"
 
 
+def _periods_table(periods: list[dict], heads: tuple[str, str], cells: Callable[[dict], str]) -> str:
+    """Periods (busy or slow) as rows: window, duration, then ``cells`` of each; at most 200 shown."""
+    rows = "".join(f"<tr><td>{e(fmt_span(p.get('start'), p.get('end')))}</td>"
+                   f'<td class="n">{e(fmt_duration(p.get("start"), p.get("end")))}</td>{cells(p)}</tr>'
+                   for p in periods[:200])
+    more = f'<p class="small">… and {len(periods) - 200} more (see the JSON).</p>' if len(periods) > 200 else ""
+    return (f'<div class="tw"><table><tr><th>window</th><th class="n">duration</th>{heads[0]}{heads[1]}</tr>'
+            f"{rows}</table></div>{more}")
+
+
 def _busy_table(report: Report) -> str:
-    bps = report.busy_periods
-    if not bps:
+    if not report.busy_periods:
         return '<p class="nochart">No busy period found.</p>'
-    rows = "".join(
-        f"<tr><td>{e(fmt_span(b.get('start'), b.get('end')))}</td>"
-        f'<td class="n">{e(fmt_duration(b.get("start"), b.get("end")))}</td>'
-        f'<td class="n">{e(fmt_num(b.get("peak_concurrency"), 0))}</td>'
-        f'<td class="n">{e(fmt_num(b.get("mean_concurrency")))}</td></tr>' for b in bps[:200])
-    more = f'<p class="small">… and {len(bps) - 200} more (see the JSON).</p>' if len(bps) > 200 else ""
-    return ('<div class="tw"><table><tr><th>window</th><th class="n">duration</th><th class="n">peak in flight</th>'
-            f'<th class="n">mean in flight</th></tr>{rows}</table></div>{more}')
+    return _periods_table(report.busy_periods, ('<th class="n">peak in flight</th>', '<th class="n">mean in flight</th>'),
+                          lambda b: f'<td class="n">{e(fmt_num(b.get("peak_concurrency"), 0))}</td>'
+                                    f'<td class="n">{e(fmt_num(b.get("mean_concurrency")))}</td>')
 
 
 def _slow_table(report: Report) -> str:
     """The slow periods: windows at ordinary load whose latency or failures departed (toolkit/report/periods.py)."""
-    sps = report.slow_periods or []
-    rows = "".join(
-        f"<tr><td>{e(fmt_span(p.get('start'), p.get('end')))}</td>"
-        f'<td class="n">{e(fmt_duration(p.get("start"), p.get("end")))}</td>'
-        f'<td class="n">{e(fmt_num(p.get("requests"), 0))}</td><td>{e(describe(p))}</td></tr>' for p in sps[:200])
-    more = f'<p class="small">… and {len(sps) - 200} more (see the JSON).</p>' if len(sps) > 200 else ""
-    return ('<div class="tw"><table><tr><th>window</th><th class="n">duration</th><th class="n">requests</th>'
-            f'<th>what departed</th></tr>{rows}</table></div>{more}')
+    return _periods_table(report.slow_periods or [], ('<th class="n">requests</th>', "<th>what departed</th>"),
+                          lambda p: f'<td class="n">{e(fmt_num(p.get("requests"), 0))}</td><td>{e(describe(p))}</td>')
 
 
 def _quarantine(report: Report) -> str:
