@@ -94,7 +94,7 @@ class _Out(io.FileIO):
 
     label = ""
 
-    def write(self, b):  # type: ignore[no-untyped-def, override]
+    def write(self, b):
         try:
             return super().write(b)
         except OSError as e:

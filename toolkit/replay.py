@@ -224,7 +224,7 @@ def _base_url(endpoint: str) -> str:
 
 
 async def _discover(client, base: str, api: str, model: str | None, prompts: PromptMaker,
-                    calibrate: bool, run_id: str) -> Target:  # type: ignore[no-untyped-def]
+                    calibrate: bool, run_id: str) -> Target:
     """Model name and context length from ``/v1/models``; which extras the server accepts; the prompt ratio."""
     import httpx
 
@@ -297,7 +297,7 @@ class Recorder:
 
 async def _send(client, target: Target, rec: Recorder, prompt: str, arrival: Arrival, max_tokens: int,
                 request_id: str, index: int, scheduled: float, start_perf: float, timeout_s: float,
-                sem: asyncio.Semaphore | None) -> dict:  # type: ignore[no-untyped-def]
+                sem: asyncio.Semaphore | None) -> dict:
     import httpx
 
     trace_id, span_id = _new_ids()

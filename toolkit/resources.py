@@ -93,7 +93,7 @@ def _fmt(n: int) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
 
 
-def configure(con, dataset: str | Path | None = None, option: str | None = None) -> None:  # type: ignore[no-untyped-def]
+def configure(con, dataset: str | Path | None = None, option: str | None = None) -> None:
     """Set the connection's memory limit and spill directory (see the module docstring)."""
     con.execute(settings_sql(dataset, option))
 

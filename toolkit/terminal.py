@@ -428,7 +428,7 @@ def progress_bar(description: str, total: float | None, *, enabled: bool = True,
 
 # --- report and compare, for a person at a terminal -----------------------------------------------
 
-def console(stream: IO[str] | None = None):  # type: ignore[no-untyped-def]
+def console(stream: IO[str] | None = None):
     """A rich console on ``stream`` (stdout): colour only on a terminal, never with ``NO_COLOR``
     (rich reads it), and as wide as the terminal (or ``COLUMNS``)."""
     from rich.console import Console
@@ -438,7 +438,7 @@ def console(stream: IO[str] | None = None):  # type: ignore[no-untyped-def]
                    no_color="NO_COLOR" in os.environ, soft_wrap=False)
 
 
-def _t(value: Any, style: str = ""):  # type: ignore[no-untyped-def]
+def _t(value: Any, style: str = ""):
     """Log-derived text as a rich ``Text``: never read as markup (``[bold]`` in a model name stays
     text), control characters gone."""
     from rich.text import Text

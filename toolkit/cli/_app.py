@@ -44,7 +44,7 @@ _METAVARS = {"str": "TEXT", "text": "TEXT", "path": "PATH", "posixpath": "PATH",
              "integer": "INTEGER"}
 
 
-def _argument_metavar(self, ctx, *, usage: bool = False) -> str:  # type: ignore[no-untyped-def]
+def _argument_metavar(self, ctx, *, usage: bool = False) -> str:
     """An argument by its name in capitals, as Click writes it (``{PATHS}...``, ``[SQL]``)."""
     var = (self.name or "").upper()
     if usage:
@@ -57,12 +57,12 @@ class _ClickStyleGroup(typer.core.TyperGroup):
     command's help instead of Typer's ``<str>``/``<path>``: what users of other Click tools read.
     Every command runs through ``invoke``: an interrupt or a full disk ends it with one line."""
 
-    def resolve_command(self, ctx, args):  # type: ignore[no-untyped-def]
+    def resolve_command(self, ctx, args):
         name, cmd, rest = super().resolve_command(ctx, args)
         _RUN.update(command=name)
         return name, cmd, rest
 
-    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+    def invoke(self, ctx):
         """The command; ended by ``ending`` when an interrupt or a full disk stopped it (whatever
         error that caused), or when it finished after swallowing an interrupt (a reader's failure
         read as a cue to fall back)."""
@@ -81,7 +81,7 @@ class _ClickStyleGroup(typer.core.TyperGroup):
         finally:
             _endings.reset()  # a program that runs commands in its process (tests) goes on afresh
 
-    def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
+    def get_command(self, ctx, cmd_name):
         cmd = super().get_command(ctx, cmd_name)
         if cmd is not None and not any(p.name in VERBOSITY for p in cmd.params):
             cmd.params.extend(_verbosity_options())
@@ -103,10 +103,10 @@ QUIET_HELP = "Only the result and errors: no progress, no per-file lines, no not
 VERBOSE_HELP = "More detail on stderr (report: each phase and when it began)."
 
 
-def _verbosity_options() -> list:  # type: ignore[type-arg]
+def _verbosity_options() -> list:
     """``-q``/``-v`` after the command as well (``stagelens import -q …``): the same switches as the
     global ones, added to every command. They only turn a switch on, so ``-q import`` still holds."""
-    def turn_on(ctx, param, value):  # type: ignore[no-untyped-def]
+    def turn_on(ctx, param, value):
         if value:
             VERBOSITY[param.name] = True
 
@@ -344,7 +344,7 @@ def dataset_arg(value: str | None, engine: str, what: str = "DATASET") -> str | 
 
 
 def _run_on_spark(dataset: str | Path, named: str | None, query: str | None, params: dict[str, object],
-                  master: str | None):  # type: ignore[no-untyped-def]
+                  master: str | None):
     """``sql --engine spark``: Spark's errors become one line (its first: the error class and hint)."""
     from toolkit.engines import spark
     from toolkit.store import DatasetError
@@ -363,7 +363,7 @@ def _run_on_spark(dataset: str | Path, named: str | None, query: str | None, par
         raise
 
 
-def _on_spark(run):  # type: ignore[no-untyped-def]
+def _on_spark(run):
     """``report``/``compare --engine spark``: Spark's errors become one line (its first), exit 2."""
     from toolkit.engines import spark
 

@@ -106,7 +106,7 @@ def report_cmd(
                 if VERBOSITY["verbose"]:
                     typer.echo(f"stagelens: {time.perf_counter() - t0:6.2f} s  {msg}", err=True)
 
-            def build():  # type: ignore[no-untyped-def]
+            def build():
                 return build_report(
                     current, baseline_dataset=base, window=window, baseline_window=baseline_window,
                     filters={"model": model, "vantage": vantage, "source_format": source_format, "service": service,
@@ -197,7 +197,7 @@ def compare_cmd(
     side_a, side_b = dataset_arg(dataset_a, engine), dataset_arg(dataset_b, engine)
     assert side_a is not None
     try:
-        def run():  # type: ignore[no-untyped-def]
+        def run():
             return compare_datasets(side_a, side_b, a, b, output_tokens, ttft_slo_ms, tpot_slo_ms, memory_limit,
                                     engine=engine, master=master, allow_mixed=allow_mixed,
                                     filters={"model": model, "vantage": vantage, "source_format": source_format,

@@ -156,7 +156,7 @@ def import_cmd(
         )
 
 
-def _total_line(summary: dict, result, out: Path) -> str:  # type: ignore[no-untyped-def,type-arg]
+def _total_line(summary: dict, result, out: Path) -> str:
     """The import's one-line result: every record read is imported, quarantined or a duplicate."""
     from toolkit.terminal import clean
 
@@ -166,7 +166,7 @@ def _total_line(summary: dict, result, out: Path) -> str:  # type: ignore[no-unt
 
 
 def _import_on_spark(paths: list[str], out: Path, fmt: str, options: object, keep_raw: bool,
-                     max_bad_fraction: float, limits: object, master: str | None):  # type: ignore[no-untyped-def]
+                     max_bad_fraction: float, limits: object, master: str | None):
     """``import --engine spark`` (toolkit/engines/spark_import.py). Spark's own failures (a task that
     died, an executor lost) become one line naming the error's class, exit 4: a task's traceback
     may quote the input, as DuckDB's messages may (the import was not committed)."""

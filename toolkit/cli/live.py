@@ -73,7 +73,7 @@ def collect_cmd(
                     deadline_s=deadline, decode_processes=decode_processes)
     log_to_stderr()  # every message of the receiver: one line each, through one logger
 
-    def ready(col) -> None:  # type: ignore[no-untyped-def]
+    def ready(col) -> None:
         stderr_log(f"listening on {col.url} (pid {os.getpid()})")
 
     try:

@@ -55,7 +55,7 @@ def _run_connect(spark: Any, f: Callable[[Any], Any], jobs: list[Any]) -> list[A
     """The jobs as rows 0..n-1 of ``spark.range`` with n partitions (one row each), mapped by
     ``mapInArrow``; a result travels pickled in a binary column."""
 
-    def part(batches):  # type: ignore[no-untyped-def]
+    def part(batches):
         import pyarrow as pa
 
         for batch in batches:

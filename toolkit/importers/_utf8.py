@@ -60,7 +60,7 @@ def _bad_spans(block: bytes) -> list[tuple[int, int]]:
             pos = end
 
 
-def _blocks(src: Source):  # type: ignore[no-untyped-def]
+def _blocks(src: Source):
     reader = _open_decompressed(src)  # whole lines, BOM dropped, bounded line length
     try:
         while block := reader.read(BLOCK):

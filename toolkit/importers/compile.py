@@ -282,7 +282,7 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
         µs, another duration column) as ``compile_rules.condition_sql`` reads them."""
         if isinstance(when[1], list):
             return f" {when[0].upper()} ".join(f"({condition(w)})" for w in when[1])
-        col, op, lit = when  # type: ignore[misc]
+        col, op, lit = when
         if op == "present":
             return rd.there(col)
         if op == "matches":
@@ -477,8 +477,8 @@ def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, orig
     kind = "row_kind"
     if m.skip or m.spans:  # ``[source] skip``: a record the condition holds for holds no record;
         # ``spans``: it is a span, which the importer's spans SQL reads (mapping._lines)
-        whens = [f"WHEN {condition(c)} THEN '{k}'" for k, c in ((SPANS_ONLY, m.spans), ("skip", m.skip)) if c]
-        kind = f"CASE WHEN row_kind <> 'record' OR _bad IS NOT NULL THEN row_kind {' '.join(whens)} ELSE row_kind END"
+        kinds_of = [f"WHEN {condition(c)} THEN '{k}'" for k, c in ((SPANS_ONLY, m.spans), ("skip", m.skip)) if c]
+        kind = f"CASE WHEN row_kind <> 'record' OR _bad IS NOT NULL THEN row_kind {' '.join(kinds_of)} ELSE row_kind END"
     # a line that holds no record is not checked (_common.checked_sql drops its reason): a skipped
     # log line has none of the fields, and each absent one would be looked up in its text again
     skipped = "WHEN _kind <> 'record' THEN NULL" if m.skip or m.spans or m.prefix else ""

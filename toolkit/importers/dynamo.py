@@ -20,8 +20,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from toolkit.importers._common import ImportOptions
 from toolkit.importers.mapping import spec_importer
 from toolkit.importers.spec import Importer
+from toolkit.inputs.sources import Source
 
 NAME = "dynamo"
 SPEC = Path(__file__).with_name("specs") / "dynamo.toml"
@@ -114,6 +116,12 @@ def _with_spans(imp: Importer) -> Importer:
 _SPEC_IMPORTER = spec_importer(NAME, "server", None, sniff, SPEC)
 _spec_bind = _SPEC_IMPORTER.bind
 assert _spec_bind is not None
-IMPORTER = replace(
-    _with_spans(_SPEC_IMPORTER), bind=lambda imp, src, options: _with_spans(_spec_bind(imp, src, options))
-)
+
+
+def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
+    """The spec's own binding (a file's variant), with the tool spans read beside it."""
+    assert _spec_bind is not None
+    return _with_spans(_spec_bind(imp, src, options))
+
+
+IMPORTER = replace(_with_spans(_SPEC_IMPORTER), bind=_bind)

@@ -33,6 +33,8 @@ at most 50 ms (``clock_skew_ms``); beyond that the call is out of order.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from toolkit.importers import _otlp_tree as tree
 from toolkit.importers._common import SKEW_TOLERANCE_US, derived_list
 from toolkit.importers._otlp import chain, llm_request_columns, llm_request_stages, spans_of_lines, val
@@ -73,7 +75,7 @@ def sniff(head: bytes) -> bool:
     return b'"resourceSpans"' in head[:4096] and any(m in head for m in tree.LLMD_MARKERS)
 
 
-def _names(s: str) -> str:
+def _names(s: Iterable[str]) -> str:
     return ", ".join(f"'{n}'" for n in s)
 
 

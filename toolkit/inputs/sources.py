@@ -192,7 +192,7 @@ class Source:
             else:
                 fh.seek(0)
             whole = memoryview(raw)
-            while n := fh.readinto(raw):  # type: ignore[attr-defined]
+            while n := fh.readinto(raw):
                 view = buf[:n]
                 h.update(whole[:n])
                 if (k := int(np.count_nonzero(view == 10))):

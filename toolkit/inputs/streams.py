@@ -146,7 +146,7 @@ class _LineSafeReader(io.RawIOBase):
             return out
         return b""
 
-    def readinto(self, b) -> int:  # type: ignore[override]
+    def readinto(self, b) -> int:
         data = self.read(len(b))
         b[: len(data)] = data
         return len(data)
@@ -200,7 +200,7 @@ class _Decompressor(io.RawIOBase):
 def _decoded_after(src: Source, skip: int) -> bytes:
     """The content of a truncated stream after its first ``skip`` bytes, up to the cut (less than
     one read of ``_Decompressor``). Fed 4 KB at a time, so no call decodes more than a few MB."""
-    def new():  # type: ignore[no-untyped-def]
+    def new():
         return zlib.decompressobj(wbits=31) if src.compression == "gzip" else \
             zstandard.ZstdDecompressor().decompressobj()
 
@@ -299,7 +299,7 @@ class _CheckedReader(io.RawIOBase):
             self.suspect = True  # memchr first: most files hold no CR at all
         return data
 
-    def readinto(self, b) -> int:  # type: ignore[override]
+    def readinto(self, b) -> int:
         data = self.read(len(b))
         b[: len(data)] = data
         return len(data)

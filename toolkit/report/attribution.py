@@ -256,7 +256,11 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
     """
     params = dict(params or {})
     labels = list(seeds)
-    raw, masked, aggs1, tail_masked, aggs2 = [], [], [], [], []
+    raw: list[str] = []
+    masked: list[str] = []
+    aggs1: list[str] = []
+    tail_masked: list[str] = []
+    aggs2: list[str] = []
     widths = []
     for i, sp in enumerate(specs):
         names = stages[sp.name]
@@ -375,7 +379,7 @@ def family_stats_by(con: duckdb.DuckDBPyConnection, view: str, key: str, seeds: 
             pos += width
             # fetchnumpy gives NULLs as masked entries whose data is 0: make them NaN, so rows where the
             # metric is undefined (no first token, one output token) stay out of the bootstrap
-            m = np.ma.asarray(sample.get(f"m{i}", []), dtype=float).filled(np.nan)
+            m: np.ndarray = np.ma.asarray(sample.get(f"m{i}", []), dtype=float).filled(np.nan)
             keep = np.isfinite(m)
             smp = {
                 "m": m[keep],
@@ -498,7 +502,7 @@ def compare_stats(b_pair: tuple[GroupStats, GroupStats], c_pair: tuple[GroupStat
 
     floor = MIN_SHARE * threshold * abs(b.mean) if np.isfinite(b.mean) else 0.0
     significant = [s for s in stages
-                   if contributions[s] > 0 and intervals[s] and intervals[s][0] > 0 and contributions[s] >= floor]
+                   if contributions[s] > 0 and (iv := intervals[s]) and iv[0] > 0 and contributions[s] >= floor]
     driver = max(significant, key=lambda s: contributions[s]) if significant else None
     regression = bool(
         np.isfinite(delta) and b_value > 0 and delta > threshold * b_value

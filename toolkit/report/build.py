@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 import duckdb
 import numpy as np
@@ -128,7 +129,8 @@ def build_report(
     if baseline_dataset is not None:  # two DuckDB databases in one process: the limit is shared
         memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
     con = _connect(dataset, params, memory_limit, engine, master, filters)
-    filt, fparams = "counted", {}  # the filters are in the views themselves (toolkit/filters.py)
+    filt = "counted"  # the filters are in the views themselves (toolkit/filters.py)
+    fparams: dict[str, Any] = {}
     mix: dict = {}
     filt_calls = filt.replace("counted", "true", 1)  # a call is one row of `calls` already
     tail_name = f"p{round(tail * 100):d}"
@@ -141,7 +143,7 @@ def build_report(
             "SELECT ts_start, ts_end, peak_in_flight, mean_in_flight FROM busy_periods ORDER BY ts_start"
         ).fetchall()
     ]
-    bucket = con.execute("SELECT min(bucket_s) FROM load").fetchone()[0]
+    bucket = con.execute("SELECT min(bucket_s) FROM load").fetchall()[0][0]
 
     if baseline_dataset is not None:
         # two datasets: each window (either may be left out) narrows its own side, e.g. tonight
@@ -189,7 +191,7 @@ def build_report(
     # add to _rb's memory (the same rows whenever it runs)
     timeline = _timeline(con, busy, filt, fparams)
     consistency = _consistency_warnings(con)  # the same: views only, read before _rb, warned about below
-    joined_any = bool(con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0])
+    joined_any = bool(con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchall()[0][0])
     offsets = con.execute(
         "SELECT client_format, service, pairs, min_uplink_ms FROM clock_offsets WHERE offset_suspect"
     ).fetchall() if joined_any else []
@@ -304,7 +306,7 @@ def build_report(
     say("summarising")
     sides = {"baseline": rb_stats[base.label], "current": rb_stats[cur.label]}
     summary = {side: _summary(st) for side, st in sides.items()}
-    quarantine = {"rows": 0, "by_reason": {}}
+    quarantine: dict[str, Any] = {"rows": 0, "by_reason": {}}
     for code, n in con.execute("SELECT reason_code, count(*) FROM quarantine GROUP BY ALL ORDER BY 2 DESC").fetchall():
         quarantine["by_reason"][code] = n
         quarantine["rows"] += n
@@ -331,7 +333,7 @@ def build_report(
     if mix:
         meta["mixed"] = mix
     if engine != "duckdb":  # how the numbers were computed elsewhere, and what is approximate there
-        meta["engine"] = con.describe()
+        meta["engine"] = cast(Any, con).describe()  # SparkConnection's: master and what is approximate
     if not attribution and reason is None:
         reason = "no metric has at least 2 requests with a value on each side"
     say("preparing charts")
@@ -356,7 +358,7 @@ def _cite_engine(attribution: list[dict], engine: dict | None) -> None:
 
 def _turn_calls(con: duckdb.DuckDBPyConnection) -> None:
     """The ``_turn_calls`` view's rows, once per connection (turns and the agent check read them)."""
-    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_turn_calls' AND temporary").fetchone()[0]:
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_turn_calls' AND temporary").fetchall()[0][0]:
         con.execute("CREATE TEMP TABLE _turn_calls AS SELECT * FROM main._turn_calls")
 
 
@@ -364,12 +366,12 @@ def _agent_traffic(con: duckdb.DuckDBPyConnection) -> bool:
     """Turn time is attributed for agent traffic: a trace with a tool call, or at least a tenth of the
     traces with more than one model call (the counts of ``turns``, from ``_turn_calls``)."""
     has_traces = con.execute("SELECT EXISTS (SELECT 1 FROM requests WHERE trace_id IS NOT NULL) "
-                             "OR EXISTS (SELECT 1 FROM spans WHERE trace_id IS NOT NULL)").fetchone()[0]
+                             "OR EXISTS (SELECT 1 FROM spans WHERE trace_id IS NOT NULL)").fetchall()[0][0]
     if not has_traces:
         return False
     _turn_calls(con)
     tools, multi, traces = con.execute(
-        "SELECT count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM _turn_calls").fetchone()
+        "SELECT count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM _turn_calls").fetchall()[0]
     return bool(tools or (traces and multi >= 0.1 * traces))
 
 
@@ -386,7 +388,8 @@ def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None 
     if engine == "spark":  # the same views on Spark; its helper views are computed once already
         from toolkit.engines.connection import connect as spark_connect
 
-        con = spark_connect(dataset, params, master)
+        # a SparkConnection answers every call the report makes of a DuckDB one (toolkit/engines/connection.py)
+        con = cast(duckdb.DuckDBPyConnection, spark_connect(dataset, params, master))
         rowfilters.restrict(con, dataset, filters or {})
     else:
         con = queries.connect(dataset, params, memory_limit, where=rowfilters.where_sql(filters or {}))
@@ -394,7 +397,7 @@ def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None 
         # _links, then _bucket_load: _bounds reads the first (which records are counted), load and
         # per_request (each request's busy/quiet period) the second
         queries.share_load(con)
-    if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
+    if con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchall()[0][0]:
         if engine == "spark":
             con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
         # a joined call is anchored at the lower record of a link; linked_only leaves out the calls
@@ -411,13 +414,13 @@ def _connect(dataset: str | Path, params: dict | None, memory_limit: str | None 
 def _joined_calls(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selection, filt: str) -> dict[str, int]:
     """How many calls were joined across vantages, by key, if enough on both sides to attribute."""
     for sel in (cur, base):
-        if not sel.con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchone()[0]:
+        if not sel.con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchall()[0][0]:
             return {}  # server records only: nothing to join (and the join is not free)
     counts = {}
     for sel in (cur, base):
         n = sel.con.execute(
             f"SELECT count(*) FROM calls WHERE ({sel.cond.format(t='ts_arrival')}) AND {filt} AND ttft_stage_ms IS NOT NULL",
-            {k: v for k, v in sel.params.items() if f"${k}" in sel.cond or f"${k}" in filt}).fetchone()[0]
+            {k: v for k, v in sel.params.items() if f"${k}" in sel.cond or f"${k}" in filt}).fetchall()[0][0]
         counts[id(sel)] = n
     if min(counts.values()) < 10:
         return {}
@@ -463,7 +466,7 @@ def _without_latency(sides: list[Selection], filt: str, fparams: dict) -> str | 
         found, timed = c.execute(
             f"""SELECT list(DISTINCT source_format ORDER BY source_format),
                        count_if(ttft_ms IS NOT NULL OR e2e_ms > 0)
-                FROM stages WHERE {filt}""", fparams).fetchone()
+                FROM stages WHERE {filt}""", fparams).fetchall()[0]
         if timed:
             return None
         formats |= set(found or [])

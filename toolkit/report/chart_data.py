@@ -55,7 +55,7 @@ def _charts(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams
     # Chart lines only (never the summary or the verdict): a bucket's p50/p95 come from a hash-picked
     # share of the rows when the buckets average more than CHART_ROWS_PER_BUCKET requests (exact
     # below that, e.g. on every test dataset); a bucket still has thousands of rows behind each line.
-    n_rows, n_buckets = con.execute("SELECT (SELECT count(*) FROM _rb), (SELECT count(*) FROM load)").fetchone()
+    n_rows, n_buckets = con.execute("SELECT (SELECT count(*) FROM _rb), (SELECT count(*) FROM load)").fetchall()[0]
     share = min(1.0, CHART_ROWS_PER_BUCKET * max(n_buckets, 1) / max(n_rows, 1))
     pick = "" if share >= 1.0 else f"CASE WHEN hash(a_us) % 1000000 < {round(share * 1e6)} THEN "
     metric_cols = ", ".join(f"{pick}{expr}{' END' if pick else ''} AS {m}" for m, expr in RB_METRICS.items())
@@ -85,8 +85,8 @@ def _charts(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams
     ).to_arrow_table().to_pylist()
     con.execute("DROP TABLE _per_bucket")
     composition = [{"bucket_start": r["bucket_start"], "stage": k, "mean_ms": r[k]} for r in wide for k in keys]
-    timeline, window = timeline if timeline is not None else _timeline(con, busy, filt, fparams)
-    return ChartData(series=series, composition=composition, cdf=_cdf(sides), timeline=timeline,
+    rows, window = timeline if timeline is not None else _timeline(con, busy, filt, fparams)
+    return ChartData(series=series, composition=composition, cdf=_cdf(sides), timeline=rows,
                      timeline_window=window)
 
 

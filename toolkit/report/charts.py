@@ -260,7 +260,8 @@ def load_over_time_chart(series: list[dict[str, Any]], busy_periods: list[dict[s
     rows = [r for r in rows if r["t"] is not None]
     if not rows or all(r["arrivals"] is None and r["inflight"] is None for r in rows):
         return None
-    lo, hi = min(r["t"] for r in rows), max(r["t"] for r in rows)
+    times = [float(r["t"] or 0) for r in rows]  # none is None (kept above)
+    lo, hi = min(times), max(times)
     datasets: dict[str, list[dict[str, Any]]] = {}
     data = _named(datasets, "load_over_time", rows)
     panels = []
@@ -284,8 +285,8 @@ def composition_chart(composition: list[dict[str, Any]], busy_periods: list[dict
     if not by_t:
         return None
     ts = sorted(by_t)
-    step = float(bucket_s) * 1000 if num(bucket_s) else (min(b - a for a, b in zip(ts, ts[1:], strict=False))
-                                                         if len(ts) > 1 else 60_000.0)
+    step = bucket * 1000 if (bucket := num(bucket_s)) else (min(b - a for a, b in zip(ts, ts[1:], strict=False))
+                                                            if len(ts) > 1 else 60_000.0)
     rows = []
     for t in ts:
         y = 0.0
@@ -310,8 +311,7 @@ def waterfall_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
     means of the requests above it, not the p95 itself), or its own values for a hand-made entry."""
     dec = entry.get("decomposition") or entry
     base, cur = num(dec.get("baseline")), num(dec.get("current"))
-    contribs = {str(k): num(v) for k, v in (entry.get("contributions") or {}).items()}
-    contribs = {k: v for k, v in contribs.items() if v is not None}
+    contribs = {str(k): v for k, raw in (entry.get("contributions") or {}).items() if (v := num(raw)) is not None}
     if base is None or cur is None:
         return []
     intervals = entry.get("intervals") or {}
@@ -324,8 +324,8 @@ def waterfall_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
                                "text": (f"{c:+,.0f}" if abs(c) >= 100 else f"{c:+,.1f}"),
                                "kind": "up" if c >= 0 else "down"}
         iv = intervals.get(stage)
-        if isinstance(iv, (list, tuple)) and len(iv) == 2 and num(iv[0]) is not None and num(iv[1]) is not None:
-            row["lo"], row["hi"] = y + float(iv[0]), y + float(iv[1])
+        if isinstance(iv, (list, tuple)) and len(iv) == 2 and (a := num(iv[0])) is not None and (b := num(iv[1])) is not None:
+            row["lo"], row["hi"] = y + a, y + b
         rows.append(row)
         y += c
     rows.append({"label": "current", "y0": 0.0, "y1": cur, "value": cur, "colour": "#495057",
@@ -385,7 +385,7 @@ def load_chart(series: list[dict[str, Any]]) -> Any | None:
 
 def cdf_chart(cdf: list[dict[str, Any]], labels: dict[str, str]) -> Any | None:
     """Empirical CDFs of TTFT and e2e, baseline vs current (a dotted line at the 95th percentile)."""
-    panels = []
+    panels: list[Any] = []
     datasets: dict[str, list[dict[str, Any]]] = {}
     for metric in ("ttft_ms", "e2e_ms"):
         rows = [{"v": num(r.get("value_ms")), "q": num(r.get("quantile")),
@@ -415,6 +415,7 @@ def timeline_chart(timeline: list[dict[str, Any]], window: dict[str, Any] | None
     ``window`` is the busy window the rows come from (the HTML caption names it); the time axis
     follows the rows themselves."""
     rows = []
+    spans: list[tuple[float, float]] = []
     for r in timeline:
         s, e = epoch_ms(r.get("start")), epoch_ms(r.get("end"))
         lane = num(r.get("lane"))
@@ -422,12 +423,13 @@ def timeline_chart(timeline: list[dict[str, Any]], window: dict[str, Any] | None
             continue
         rows.append({"lane": int(lane), "s": s, "e": max(e, s + 1), "stage": str(r.get("stage")),
                      "request": str(r.get("request_id"))})
+        spans.append((s, max(e, s + 1)))
     if not rows:
         return None
     lanes = len({r["lane"] for r in rows})
     # the requests' own extent, not the window's: a long busy period would squeeze the bars to slivers
-    lo = min(r["s"] for r in rows)
-    hi = max(r["e"] for r in rows)
+    lo = min(s for s, _e in spans)
+    hi = max(e for _s, e in spans)
     stages = {r["stage"] for r in rows}
     datasets: dict[str, list[dict[str, Any]]] = {}
     bars = alt.Chart(_named(datasets, "timeline", rows)).mark_bar().encode(

@@ -94,7 +94,9 @@ def add_concentration(
         )
         used = set(re.findall(r"\$(\w+)", sql))
         grouped += con.execute(sql, {k: v for k, v in params.items() if k in used}).fetchall()
-    found: dict[int, list[tuple[float, str, str]]] = {i: [] for i in range(len(todo))}
+    found: dict[int, list[tuple[float, str, str, tuple[list[str], float] | None, int]]] = {
+        i: [] for i in range(len(todo))
+    }
     for d, dim in enumerate(DIMENSIONS):
         rows: dict[tuple, list[float]] = {}
         for r in grouped:  # (side, value of this dimension) -> the entries' sums

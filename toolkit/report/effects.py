@@ -30,25 +30,25 @@ import numpy as np
 Interval = Callable[[float, np.ndarray], "list[float] | None"]
 
 
-def shapley2(t0, r0, t1, r1):  # type: ignore[no-untyped-def]
+def shapley2(t0, r0, t1, r1):
     """(mix, rate) of ``T x R`` going from (t0, r0) to (t1, r1): floats or arrays alike."""
     return (t1 - t0) * (r0 + r1) / 2, (r1 - r0) * (t0 + t1) / 2
 
 
-def shapley3(t0, s0, r0, t1, s1, r1):  # type: ignore[no-untyped-def]
+def shapley3(t0, s0, r0, t1, s1, r1):
     """(mix, cache, rate) of ``T x S x R`` going from (t0, s0, r0) to (t1, s1, r1).
 
     Each factor's part is its change times the mean, over the 3! orders of changing the factors, of
     the product of the other two at the moment it changes: both old (2 orders), both new (2), one
     of each (1 + 1). So ``mix + cache + rate == t1*s1*r1 - t0*s0*r0`` (up to float rounding)."""
 
-    def part(d, a0, b0, a1, b1):  # type: ignore[no-untyped-def]
+    def part(d, a0, b0, a1, b1):
         return d * ((a0 * b0 + a1 * b1) / 3 + (a0 * b1 + a1 * b0) / 6)
 
     return (part(t1 - t0, s0, r0, s1, r1), part(s1 - s0, t0, r0, t1, r1), part(r1 - r0, t0, s0, t1, s1))
 
 
-def token_effects(b, c, bb: dict, cb: dict, eff: list[str], interval: Interval) -> dict:  # type: ignore[no-untyped-def]
+def token_effects(b, c, bb: dict, cb: dict, eff: list[str], interval: Interval) -> dict:
     """``effects`` of an attribution entry: stage -> its split, from both sides' ``GroupStats``
     (``b``, ``c``) and their bootstrap means (``bb``, ``cb``: "T" mean tokens, "TS" stage means,
     "C" mean computed tokens, one column per stage of ``eff``)."""

@@ -175,7 +175,8 @@ def headline_entry(attribution: list[dict], tail_name: str) -> dict | None:
 
     ordered = sorted(attribution, key=key)
     regressions = [a for a in ordered if a.get("regression")]
-    return (regressions or ordered or [None])[0]
+    first = regressions or ordered
+    return first[0] if first else None
 
 
 def make_headline(attribution: list[dict], tail_name: str, threshold: float, context: str | None,

@@ -9,6 +9,7 @@ the project holds to; attribution.py calls ``exact_quantiles``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -76,7 +77,7 @@ def exact_quantiles(con: duckdb.DuckDBPyConnection, rows_sql: str, params: dict,
                 continue
             n = counts[(labels[gi], i)]
             mine = np.ma.asarray(pilot[f"m{i}"])[pilot["_g"] == labels[gi]]
-            v = np.sort(np.ma.asarray(mine, dtype=float).compressed())
+            v: np.ndarray = np.sort(np.ma.asarray(mine, dtype=float).compressed())
             ns = len(v)
             for k in todo:
                 pos, p = k * ns / max(n, 1), k / max(n - 1, 1)
@@ -95,7 +96,8 @@ def exact_quantiles(con: duckdb.DuckDBPyConnection, rows_sql: str, params: dict,
         for i in range(n_metrics):
             n = counts.get((label, i), 0)
             # no value: NULL, as quantile_cont gives
-            out[(label, i)] = [quantile_cont_of(lambda k, gi=gi, i=i: found[(gi, i, k)], n, q) for q in qs] if n else None
+            at = functools.partial(_found_at, found, gi, i)
+            out[(label, i)] = [quantile_cont_of(at, n, q) for q in qs] if n else None
     return out
 
 
@@ -139,3 +141,8 @@ def _scan_brackets(con: duckdb.DuckDBPyConnection, rows_sql: str, params: dict, 
             for k in ks:
                 if 0 <= k - below < len(values):
                     found[(gi, i, k)] = values[k - below]
+
+
+def _found_at(found: dict[tuple, float], gi: int, i: int, k: int) -> float:
+    """The k-th smallest value of group gi's metric i, as the bracket scans found it."""
+    return found[(gi, i, k)]

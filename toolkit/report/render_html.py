@@ -298,7 +298,7 @@ def _contributions(a: dict[str, Any], open_: bool) -> str:
     rows = []
     for s in stages:
         c = num(contribs.get(s))
-        eff = effects.get(s) if isinstance(effects.get(s), dict) else {}
+        eff = got if isinstance(got := effects.get(s), dict) else {}
         share = fmt_pct(c, delta, signed=False) or "–"
         rows.append(
             f"<tr><td>{_stage(s)}{' <b>(driver)</b>' if s == a.get('driver') else ''}</td>"
@@ -405,8 +405,8 @@ def _meta(report: Report) -> str:
     names = {"dataset": "dataset", "baseline_dataset": "baseline dataset", "comparison": "comparison",
              "current": "current", "baseline": "baseline", "filters": "filters", "tail": "tail statistic",
              "threshold": "regression threshold", "bucket_s": "bucket (s)", "generated_at": "generated at"}
-    if num(m.get("threshold")) is not None and num(m["threshold"]) < 1:
-        m["threshold"] = f"{num(m['threshold']) * 100:g}% (relative)"
+    if (threshold := num(m.get("threshold"))) is not None and threshold < 1:
+        m["threshold"] = f"{threshold * 100:g}% (relative)"
     keys = [k for k in names if k in m] + [k for k in m if k not in names]
     items = "".join(f"<dt>{e(names.get(k, k))}</dt><dd>{_val(m[k])}</dd>" for k in keys)
     return f'<dl class="meta">{items}</dl>'

@@ -29,7 +29,7 @@ def status_block(counts: Iterable[tuple[str | None, int]]) -> dict[str, Any]:
     A record without a status (the source recorded none) counts as ``ok``, as ``OK_SQL`` does; a
     status outside the four the schema knows (no importer writes one) counts as ``error``: it did not
     end well, and it must not vanish from ``requests``."""
-    out = {"requests": 0, "ok": 0, "error": 0, "aborted": 0, "timeout": 0}
+    out: dict[str, Any] = {"requests": 0, "ok": 0, "error": 0, "aborted": 0, "timeout": 0}
     for status, n in counts:
         key = "ok" if status is None else status if status in ("ok", *FAILED) else "error"
         out[key] += int(n)

@@ -74,7 +74,7 @@ class _Part(io.RawIOBase):
         self.pos = (0, self.pos, self.size)[whence] + offset
         return self.pos
 
-    def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]
+    def read(self, n: int | None = -1) -> bytes:
         a = self.pos
         b = self.size if n is None or n < 0 else min(self.size, a + n)
         if a >= b:
@@ -112,7 +112,7 @@ class _PartsFS(AbstractFileSystem):
         info = self.info(path)
         return [info] if detail else [info["name"]]
 
-    def _open(self, path: str, mode: str = "rb", **kwargs: object) -> _Part:  # type: ignore[override]
+    def _open(self, path: str, mode: str = "rb", **kwargs: object) -> _Part:
         return _Part(*self.parts[self._key(path)])
 
 

@@ -19,7 +19,7 @@ from toolkit.inputs.sources import Source, limits_hint
 from toolkit.inputs.streams import BATCH_BYTES, iter_lines
 
 
-def batches(src: Source, imp: Importer, con: duckdb.DuckDBPyConnection, batch_rows: int,  # type: ignore[no-untyped-def]
+def batches(src: Source, imp: Importer, con: duckdb.DuckDBPyConnection, batch_rows: int,
              res: FileResult):
     """Register each batch of input as the view ``lines``; yields the batch's last line number.
     (Document importers read the file themselves: see ``import_file``.)"""
