@@ -16,6 +16,7 @@
 --   service: name; service of the finest record
 --   replica: name; replica of the finest record
 --   tenant: name; tenant (client's, else gateway's, else server's record)
+--   status: name; the call's end: ok where no vantage saw it fail (null where none recorded one), else the first failure of client, gateway, server (a client's timeout on a reply the server ended fails the call); client TTFT is attributed over ok calls only
 --   client_format: name; source_format of the client record
 --   client_request_id: id; the client record's request id (null when no client record joined)
 --   gateway_request_id: id; the gateway record's request id
@@ -49,7 +50,7 @@
 WITH r AS (
     SELECT
         hash(source_format, source_file, source_line, span_id, request_id) AS row_key,
-        vantage, trace_id, request_id, ts_arrival, itl_ms, model, service, replica, tenant, source_format,
+        vantage, trace_id, request_id, ts_arrival, itl_ms, model, service, replica, tenant, source_format, status,
         epoch_us(ts_arrival) AS a, epoch_us(ts_queued) AS q, epoch_us(ts_scheduled) AS s,
         epoch_us(ts_first_token) AS f, epoch_us(ts_last_token) AS l, epoch_us(ts_end) AS e
     FROM requests
@@ -96,6 +97,10 @@ j_linked AS (
         coalesce(sv.service, g.service, c.service) AS service,
         coalesce(sv.replica, g.replica, c.replica) AS replica,
         coalesce(c.tenant, g.tenant, sv.tenant) AS tenant,
+        -- a call failed if any vantage saw it fail (the client's timeout on a reply the server ended)
+        CASE WHEN coalesce(c.status, 'ok') = 'ok' AND coalesce(g.status, 'ok') = 'ok' AND coalesce(sv.status, 'ok') = 'ok'
+             THEN coalesce(c.status, g.status, sv.status)
+             ELSE coalesce(nullif(c.status, 'ok'), nullif(g.status, 'ok'), nullif(sv.status, 'ok')) END AS status,
         c.source_format AS client_format,
         c.a AS ca, c.f AS cf, c.l AS cl, c.e AS ce, c.itl_ms AS c_itl,
         g.a AS ga, g.f AS gf, g.e AS ge,
@@ -122,7 +127,7 @@ j_alone AS (
         CASE WHEN is_c THEN request_id END AS c_id,
         CASE WHEN is_g THEN request_id END AS g_id,
         CASE WHEN is_s THEN request_id END AS s_id,
-        trace_id, model, service, replica, tenant,
+        trace_id, model, service, replica, tenant, status,
         CASE WHEN is_c THEN source_format END AS client_format,
         CASE WHEN is_c THEN a END AS ca, CASE WHEN is_c THEN f END AS cf, CASE WHEN is_c THEN l END AS cl,
         CASE WHEN is_c THEN e END AS ce, CASE WHEN is_c THEN itl_ms END AS c_itl,
@@ -155,6 +160,7 @@ SELECT
     service,
     replica,
     tenant,
+    status,
     client_format,
     c_id AS client_request_id,
     g_id AS gateway_request_id,

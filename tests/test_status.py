@@ -179,3 +179,34 @@ def test_error_rate_contributions_sum_to_its_change(base: tuple, cur: tuple) -> 
 def test_the_same_rate_twice_is_not_significant() -> None:
     assert two_proportion_test(10, 100, 10, 100)["p_value"] == 0.5
     assert two_proportion_test(0, 100, 2, 100)["p_value"] == 1.0  # too few failures to say
+
+
+def _calls(n: int, prefix: str, late_failed: int = 0) -> list[dict]:
+    """``n`` calls seen by a client and the server (joined by request id; the client's TTFT = the
+    server's + 12 ms), and ``late_failed`` more whose client got its first content 5 s late and then
+    timed out, the server having ended them ok."""
+    rows = []
+    for i in range(n + late_failed):
+        a, late = i * 1000.0, i >= n
+        rid = f"{prefix}{i}"
+        rows.append({"request_id": rid, "ts_arrival": ms(a + 2), "ts_queued": ms(a + 3), "ts_scheduled": ms(a + 8),
+                     "ts_first_token": ms(a + 100), "ts_last_token": ms(a + 400), "ts_end": ms(a + 401),
+                     "input_tokens": 100, "output_tokens": 30, "status": "ok"})
+        rows.append({"request_id": rid, "vantage": "client", "source_format": "openai-client", "ts_arrival": ms(a),
+                     "ts_first_token": ms(a + (5000 if late else 112)), "ts_end": ms(a + (6000 if late else 420)),
+                     "input_tokens": 100, "output_tokens": 30, "status": "timeout" if late else "ok"})
+    return rows
+
+
+def test_client_ttft_is_over_ok_calls(tmp_path: Path) -> None:
+    """A call the client saw fail (a timeout after a first chunk 5 s late) is a failure, not a 5 s TTFT:
+    the calls view says its status, and client TTFT is attributed over ok calls only (before, the
+    failed calls' 5 s pulled the current side's client TTFT up 25 times)."""
+    base = make_dataset(tmp_path, _calls(40, "b"), name="base")
+    cur = make_dataset(tmp_path, _calls(40, "c", late_failed=20), name="cur")
+    statuses = queries.run_sql(cur, "SELECT status, count(*) AS n FROM calls GROUP BY ALL ORDER BY 1").to_pylist()
+    assert statuses == [{"status": "ok", "n": 40}, {"status": "timeout", "n": 20}]
+    r = build_report(cur, baseline_dataset=base)
+    entry = next(a for a in r.attribution if a["metric"] == "client_ttft_ms" and a["statistic"] == "mean")
+    assert entry["current"] == pytest.approx(112.0) and entry["baseline"] == pytest.approx(112.0)
+    assert entry["regression"] is False

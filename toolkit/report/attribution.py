@@ -124,7 +124,8 @@ METRICS: dict[str, MetricSpec] = {
     "client_ttft_ms": MetricSpec(
         "client_ttft_ms", "calls", "client_ttft_ms",
         "client first content - client send, split by the join into uplink, gateway, server stages and delivery",
-        stage_map="ttft_stage_ms", require="ttft_stage_ms IS NOT NULL",
+        # over ok calls, as every latency (toolkit/report/status.py's rule on the call's status)
+        stage_map="ttft_stage_ms", require="ttft_stage_ms IS NOT NULL AND coalesce(status, 'ok') = 'ok'",
     ),
     "turn_ms": MetricSpec(
         "turn_ms", "turns", "turn_ms", "last end - first start of a trace (user turn / agent run)",
