@@ -219,8 +219,30 @@ SPARK_TEST_CONF = {
 every view against DuckDB under them)."""
 
 
+def write_spark_defaults(conf_dir: Path) -> Path:
+    """``SPARK_TEST_CONF`` as ``conf_dir/spark-defaults.conf``: a JVM a test starts in another process
+    (the CLI run as a command, the Spark Connect server) reads it through ``SPARK_CONF_DIR`` and gets the
+    suite's settings too; its start-up alone was ~20 CPU s with the C2 compiler."""
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    path = conf_dir / "spark-defaults.conf"
+    path.write_text("".join(f"{k} {v}\n" for k, v in SPARK_TEST_CONF.items()))
+    return path
+
+
 @pytest.fixture(scope="session")
-def spark_session(tmp_path_factory: pytest.TempPathFactory):  # -> pyspark.sql.SparkSession
+def spark_env(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every Spark test binds to loopback (docs/spark-engine.md) and reads no stray spark-defaults.conf:
+    ``SPARK_CONF_DIR`` is a folder of the suite's own, holding ``SPARK_TEST_CONF`` (a Spark command a
+    test runs in a process of its own starts its JVM with them)."""
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    if "SPARK_CONF_DIR" not in os.environ:
+        conf_dir = tmp_path_factory.mktemp("spark-conf")
+        write_spark_defaults(conf_dir)
+        os.environ["SPARK_CONF_DIR"] = str(conf_dir)
+
+
+@pytest.fixture(scope="session")
+def spark_session(spark_env: None):  # -> pyspark.sql.SparkSession
     """The one Spark session every ``spark`` test shares: local[2], bound to loopback, no stray
     spark-defaults.conf, small shuffles (``SPARK_TEST_CONF``). Started once per pytest run (a JVM costs
     seconds and ~1 GB); ``toolkit.engines.spark.session()`` and the CLI's ``--master local[2]`` get this
@@ -231,8 +253,6 @@ def spark_session(tmp_path_factory: pytest.TempPathFactory):  # -> pyspark.sql.S
     pytest.importorskip("pyspark")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java for Spark")
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # docs/spark-engine.md: tests bind to loopback only
-    os.environ.setdefault("SPARK_CONF_DIR", str(tmp_path_factory.mktemp("spark-conf")))
     from toolkit.engines import spark as engine
 
     spark = engine.session("local[2]", conf=SPARK_TEST_CONF)
@@ -255,6 +275,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
              and (item.get_closest_marker("spark") or "spark_session" in getattr(item, "fixturenames", ()))]
     if stray:
         raise pytest.UsageError(f"Spark tests outside a test_spark_*.py file: {stray[:5]}")
+    if getattr(config.option, "loadgroup", False):  # an xdist worker of ``-n N --dist loadgroup`` (dev.py test)
+        items[:] = slow_first(items)
+
+
+def slow_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The tests marked ``slow`` first, then the rest, each in collection order. The scheduler below hands
+    out tests in the order the workers collected them (after its largest unit, the Spark files): the long
+    ones (the vLLM live test, the browser, the crash and size tests) start early and the many short ones
+    fill in at the end, so both workers finish together instead of one waiting on a long test it drew
+    last. Only under ``--dist loadgroup``: a run in one process keeps each module's tests together."""
+    return sorted(items, key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown when it is not loaded
@@ -265,7 +296,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     pytest-xdist's own ``xdist_group`` marks cannot do it under pytest 9 (it rewrites ``item._nodeid``,
     which pytest 9 no longer reads), hence this scheduler: its largest unit, the Spark files, starts first.
     ``test_spark_connect.py`` starts a server JVM of its own and shares it within the file: one unit of its
-    own, so it runs beside the session's tests instead of after them."""
+    own, so it runs beside the session's tests instead of after them, on the other worker; the tests
+    marked ``slow`` follow it (``slow_first``), then the rest."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling

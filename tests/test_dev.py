@@ -66,3 +66,17 @@ def test_a_missing_chromium_is_installed_as_root_else_the_command_is_named(monke
     monkeypatch.setattr(dev.shutil, "which", lambda name: "/usr/bin/chromium" if name == "/usr/bin/chromium" else None)
     dev.ensure_chromium()
     assert ran == [] and capsys.readouterr().err == ""
+
+
+def test_the_slow_tests_are_handed_out_first():
+    """tests/conftest.py ``slow_first`` (``dev.py test``'s workers): the tests marked ``slow`` lead, so a
+    long one never starts last on one worker while the other is idle; each part keeps collection order."""
+    from types import SimpleNamespace
+
+    from conftest import slow_first
+
+    def item(name: str, slow: bool) -> SimpleNamespace:
+        return SimpleNamespace(name=name, get_closest_marker=lambda m: object() if slow and m == "slow" else None)
+
+    items = [item("a", False), item("b", True), item("c", False), item("d", True)]
+    assert [i.name for i in slow_first(items)] == ["b", "d", "a", "c"]  # type: ignore[arg-type]
