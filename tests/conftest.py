@@ -276,37 +276,60 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if stray:
         raise pytest.UsageError(f"Spark tests outside a test_spark_*.py file: {stray[:5]}")
     if getattr(config.option, "loadgroup", False):  # an xdist worker of ``-n N --dist loadgroup`` (dev.py test)
-        items[:] = slow_first(items)
+        items[:] = run_order(items)
 
 
-def slow_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The tests marked ``slow`` first, then the rest, each in collection order. The scheduler below hands
-    out tests in the order the workers collected them (after its largest unit, the Spark files): the long
-    ones (the vLLM live test, the browser, the crash and size tests) start early and the many short ones
-    fill in at the end, so both workers finish together instead of one waiting on a long test it drew
-    last. Only under ``--dist loadgroup``: a run in one process keeps each module's tests together."""
-    return sorted(items, key=lambda item: item.get_closest_marker("slow") is None)
+def _file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def run_order(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The order the scheduler below hands the files out in (it follows the workers' collection): the
+    Spark files, then the files holding a test marked ``slow`` (the vLLM live test, the browser, the crash
+    and size tests), then the rest, most tests first; each file's tests together, in collection order.
+    The long ones start early and small files fill in at the end, so both workers finish together instead
+    of one waiting on a long test it drew last. Only under ``--dist loadgroup``."""
+    files: dict[str, list[int]] = {}
+    slow: set[str] = set()
+    for i, item in enumerate(items):
+        files.setdefault(_file(item.nodeid), []).append(i)
+        if item.get_closest_marker("slow"):
+            slow.add(_file(item.nodeid))
+
+    def rank(f: str) -> tuple[int, int, int]:
+        if _spark_file(f):
+            return (0, 0, files[f][0])
+        if f in slow:
+            return (1, 0, files[f][0])
+        return (2, -len(files[f]), files[f][0])
+
+    return [items[i] for f in sorted(files, key=rank) for i in files[f]]
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown when it is not loaded
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """``-n N --dist loadgroup`` (``dev.py test``): every ``test_spark_*.py`` test runs on one worker, the
-    rest test by test on whichever worker is free. ``spark_session`` is one JVM per process (~1 GB and
-    seconds of CPU to start); a second one on a small machine costs more than the parallelism gives back.
-    pytest-xdist's own ``xdist_group`` marks cannot do it under pytest 9 (it rewrites ``item._nodeid``,
-    which pytest 9 no longer reads), hence this scheduler: its largest unit, the Spark files, starts first.
+    rest file by file on whichever worker is free, in ``run_order``. ``spark_session`` is one JVM per
+    process (~1 GB and seconds of CPU to start); a second one on a small machine costs more than the
+    parallelism gives back. pytest-xdist's own ``xdist_group`` marks cannot do it under pytest 9 (it
+    rewrites ``item._nodeid``, which pytest 9 no longer reads), hence this scheduler.
     ``test_spark_connect.py`` starts a server JVM of its own and shares it within the file: one unit of its
-    own, so it runs beside the session's tests instead of after them, on the other worker; the tests
-    marked ``slow`` follow it (``slow_first``), then the rest."""
+    own, so it runs beside the session's tests, on the other worker, instead of after them. A file is one
+    unit: its module fixtures (an imported dataset, reports, Chromium's pages) are made once, not once on
+    each worker that drew one of its tests."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class SparkOnOneWorker(LoadScopeScheduling):
+        def __init__(self, config: pytest.Config, log: object = None) -> None:
+            super().__init__(config, log)
+            config.option.loadscopereorder = False  # run_order's order, not xdist's largest-unit-first
+
         def _split_scope(self, nodeid: str) -> str:
-            file = nodeid.split("::", 1)[0]
+            file = _file(nodeid)
             if file.endswith("test_spark_connect.py"):
                 return file  # its own Spark Connect server (module fixture), no session: beside the others
-            return "spark" if _spark_file(nodeid) else nodeid
+            return "spark" if _spark_file(nodeid) else file
 
     return SparkOnOneWorker(config, log)

@@ -68,15 +68,20 @@ def test_a_missing_chromium_is_installed_as_root_else_the_command_is_named(monke
     assert ran == [] and capsys.readouterr().err == ""
 
 
-def test_the_slow_tests_are_handed_out_first():
-    """tests/conftest.py ``slow_first`` (``dev.py test``'s workers): the tests marked ``slow`` lead, so a
-    long one never starts last on one worker while the other is idle; each part keeps collection order."""
+
+def test_the_workers_get_spark_then_the_slow_files_then_the_largest():
+    """tests/conftest.py ``run_order`` (``dev.py test``'s workers): the Spark files lead, then every file
+    holding a test marked ``slow`` (in collection order), then the other files, most tests first; a
+    file's tests stay together, in collection order, so its module fixtures are made once."""
     from types import SimpleNamespace
 
-    from conftest import slow_first
+    from conftest import run_order
 
-    def item(name: str, slow: bool) -> SimpleNamespace:
-        return SimpleNamespace(name=name, get_closest_marker=lambda m: object() if slow and m == "slow" else None)
+    def item(nodeid: str, slow: bool = False) -> SimpleNamespace:
+        return SimpleNamespace(nodeid=nodeid, get_closest_marker=lambda m: object() if slow and m == "slow" else None)
 
-    items = [item("a", False), item("b", True), item("c", False), item("d", True)]
-    assert [i.name for i in slow_first(items)] == ["b", "d", "a", "c"]  # type: ignore[arg-type]
+    ids = [("tests/integration/test_live.py::t", True), ("tests/test_a.py::a1", False),
+           ("tests/test_b.py::b1", False), ("tests/test_b.py::b2", True), ("tests/test_b.py::b3", False),
+           ("tests/test_c.py::c1", False), ("tests/test_c.py::c2", False), ("tests/test_spark_x.py::s1", False)]
+    got = [i.nodeid.rsplit("::", 1)[1] for i in run_order([item(n, s) for n, s in ids])]  # type: ignore[arg-type]
+    assert got == ["s1", "t", "b1", "b2", "b3", "c1", "c2", "a1"]
