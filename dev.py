@@ -34,7 +34,7 @@ EXTRAS = {"demo": (), "readme": (), "test": ("test", "spark", "shell"), "bench":
 PACKAGING = ("pyproject.toml", "setup.py")
 CHROMIUM = ("/usr/bin/chromium", "chromium", "chromium-browser")  # where tests/test_render_browser.py looks
 CHROMIUM_INSTALL = "sudo apt-get install -y chromium"
-# -n auto: one worker per core; loadgroup keeps the Spark tests on one worker (tests/conftest.py)
+# -n auto: a worker per core; loadgroup: tests/conftest.py's scheduler (Spark on one worker, a file a unit)
 PYTEST = ("-q", "-n", "auto", "--dist", "loadgroup")
 
 

@@ -219,8 +219,30 @@ SPARK_TEST_CONF = {
 every view against DuckDB under them)."""
 
 
+def write_spark_defaults(conf_dir: Path) -> Path:
+    """``SPARK_TEST_CONF`` as ``conf_dir/spark-defaults.conf``: a JVM a test starts in another process
+    (the CLI run as a command, the Spark Connect server) reads it through ``SPARK_CONF_DIR`` and gets the
+    suite's settings too; its start-up alone was ~20 CPU s with the C2 compiler."""
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    path = conf_dir / "spark-defaults.conf"
+    path.write_text("".join(f"{k} {v}\n" for k, v in SPARK_TEST_CONF.items()))
+    return path
+
+
 @pytest.fixture(scope="session")
-def spark_session(tmp_path_factory: pytest.TempPathFactory):  # -> pyspark.sql.SparkSession
+def spark_env(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every Spark test binds to loopback (docs/spark-engine.md) and reads no stray spark-defaults.conf:
+    ``SPARK_CONF_DIR`` is a folder of the suite's own, holding ``SPARK_TEST_CONF`` (a Spark command a
+    test runs in a process of its own starts its JVM with them)."""
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    if "SPARK_CONF_DIR" not in os.environ:
+        conf_dir = tmp_path_factory.mktemp("spark-conf")
+        write_spark_defaults(conf_dir)
+        os.environ["SPARK_CONF_DIR"] = str(conf_dir)
+
+
+@pytest.fixture(scope="session")
+def spark_session(spark_env: None):  # -> pyspark.sql.SparkSession
     """The one Spark session every ``spark`` test shares: local[2], bound to loopback, no stray
     spark-defaults.conf, small shuffles (``SPARK_TEST_CONF``). Started once per pytest run (a JVM costs
     seconds and ~1 GB); ``toolkit.engines.spark.session()`` and the CLI's ``--master local[2]`` get this
@@ -231,8 +253,6 @@ def spark_session(tmp_path_factory: pytest.TempPathFactory):  # -> pyspark.sql.S
     pytest.importorskip("pyspark")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java for Spark")
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # docs/spark-engine.md: tests bind to loopback only
-    os.environ.setdefault("SPARK_CONF_DIR", str(tmp_path_factory.mktemp("spark-conf")))
     from toolkit.engines import spark as engine
 
     spark = engine.session("local[2]", conf=SPARK_TEST_CONF)
@@ -255,26 +275,61 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
              and (item.get_closest_marker("spark") or "spark_session" in getattr(item, "fixturenames", ()))]
     if stray:
         raise pytest.UsageError(f"Spark tests outside a test_spark_*.py file: {stray[:5]}")
+    if getattr(config.option, "loadgroup", False):  # an xdist worker of ``-n N --dist loadgroup`` (dev.py test)
+        items[:] = run_order(items)
+
+
+def _file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def run_order(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The order the scheduler below hands the files out in (it follows the workers' collection): the
+    Spark files, then the files holding a test marked ``slow`` (the vLLM live test, the browser, the crash
+    and size tests), then the rest, most tests first; each file's tests together, in collection order.
+    The long ones start early and small files fill in at the end, so both workers finish together instead
+    of one waiting on a long test it drew last. Only under ``--dist loadgroup``."""
+    files: dict[str, list[int]] = {}
+    slow: set[str] = set()
+    for i, item in enumerate(items):
+        files.setdefault(_file(item.nodeid), []).append(i)
+        if item.get_closest_marker("slow"):
+            slow.add(_file(item.nodeid))
+
+    def rank(f: str) -> tuple[int, int, int]:
+        if _spark_file(f):
+            return (0, 0, files[f][0])
+        if f in slow:
+            return (1, 0, files[f][0])
+        return (2, -len(files[f]), files[f][0])
+
+    return [items[i] for f in sorted(files, key=rank) for i in files[f]]
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown when it is not loaded
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """``-n N --dist loadgroup`` (``dev.py test``): every ``test_spark_*.py`` test runs on one worker, the
-    rest test by test on whichever worker is free. ``spark_session`` is one JVM per process (~1 GB and
-    seconds of CPU to start); a second one on a small machine costs more than the parallelism gives back.
-    pytest-xdist's own ``xdist_group`` marks cannot do it under pytest 9 (it rewrites ``item._nodeid``,
-    which pytest 9 no longer reads), hence this scheduler: its largest unit, the Spark files, starts first.
+    rest file by file on whichever worker is free, in ``run_order``. ``spark_session`` is one JVM per
+    process (~1 GB and seconds of CPU to start); a second one on a small machine costs more than the
+    parallelism gives back. pytest-xdist's own ``xdist_group`` marks cannot do it under pytest 9 (it
+    rewrites ``item._nodeid``, which pytest 9 no longer reads), hence this scheduler.
     ``test_spark_connect.py`` starts a server JVM of its own and shares it within the file: one unit of its
-    own, so it runs beside the session's tests instead of after them."""
+    own, so it runs beside the session's tests, on the other worker, instead of after them. A file is one
+    unit: its module fixtures (an imported dataset, reports, Chromium's pages) are made once, not once on
+    each worker that drew one of its tests."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class SparkOnOneWorker(LoadScopeScheduling):
+        def __init__(self, config: pytest.Config, log: object = None) -> None:
+            super().__init__(config, log)
+            config.option.loadscopereorder = False  # run_order's order, not xdist's largest-unit-first
+
         def _split_scope(self, nodeid: str) -> str:
-            file = nodeid.split("::", 1)[0]
+            file = _file(nodeid)
             if file.endswith("test_spark_connect.py"):
                 return file  # its own Spark Connect server (module fixture), no session: beside the others
-            return "spark" if _spark_file(nodeid) else nodeid
+            return "spark" if _spark_file(nodeid) else file
 
     return SparkOnOneWorker(config, log)

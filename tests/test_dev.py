@@ -66,3 +66,22 @@ def test_a_missing_chromium_is_installed_as_root_else_the_command_is_named(monke
     monkeypatch.setattr(dev.shutil, "which", lambda name: "/usr/bin/chromium" if name == "/usr/bin/chromium" else None)
     dev.ensure_chromium()
     assert ran == [] and capsys.readouterr().err == ""
+
+
+
+def test_the_workers_get_spark_then_the_slow_files_then_the_largest():
+    """tests/conftest.py ``run_order`` (``dev.py test``'s workers): the Spark files lead, then every file
+    holding a test marked ``slow`` (in collection order), then the other files, most tests first; a
+    file's tests stay together, in collection order, so its module fixtures are made once."""
+    from types import SimpleNamespace
+
+    from conftest import run_order
+
+    def item(nodeid: str, slow: bool = False) -> SimpleNamespace:
+        return SimpleNamespace(nodeid=nodeid, get_closest_marker=lambda m: object() if slow and m == "slow" else None)
+
+    ids = [("tests/integration/test_live.py::t", True), ("tests/test_a.py::a1", False),
+           ("tests/test_b.py::b1", False), ("tests/test_b.py::b2", True), ("tests/test_b.py::b3", False),
+           ("tests/test_c.py::c1", False), ("tests/test_c.py::c2", False), ("tests/test_spark_x.py::s1", False)]
+    got = [i.nodeid.rsplit("::", 1)[1] for i in run_order([item(n, s) for n, s in ids])]  # type: ignore[arg-type]
+    assert got == ["s1", "t", "b1", "b2", "b3", "c1", "c2", "a1"]

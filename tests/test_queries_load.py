@@ -124,7 +124,7 @@ def test_bucket_load_uses_the_bucket_rule(tmp_path: Path, bucket_s: float) -> No
         rows = [{"request_id": "a", "ts_arrival": ms(0), "ts_end": ms(500)},
                 {"request_id": "b", "ts_arrival": ms(span_s * 1000 - 700), "ts_end": ms(span_s * 1000 + 123)}]
         ds = make_dataset(tmp_path / f"s{span_s}", rows)
-        con = queries.connect(ds, {"bucket_s": bucket_s})
+        con = queries.connect(ds, {"bucket_s": bucket_s}, sql="SELECT * FROM _bucket, _bucket_load")  # these alone
         want = con.sql("SELECT bucket_us, first_bucket, last_bucket FROM _bucket").fetchall()
         got = con.sql("SELECT any_value(bucket_us), min(bucket_index), max(bucket_index), count(DISTINCT bucket_us) "
                       "FROM _bucket_load").fetchall()
@@ -186,7 +186,7 @@ def test_load_equals_the_instant_by_instant_count(tmp_path_factory: pytest.TempP
                             for i, (x, y) in enumerate(zip(a, e, strict=True))])
     sql = "SELECT * FROM load ORDER BY bucket_index"
     shared = queries.run_sql(ds, sql, {"bucket_s": "1"}).to_pylist()
-    plain = queries.connect(ds, {"bucket_s": 1}).sql(sql).to_arrow_table().to_pylist()
+    plain = queries.connect(ds, {"bucket_s": 1}, sql=sql).sql(sql).to_arrow_table().to_pylist()  # load a view
     assert shared == plain
     counts = np.zeros(int(e.max()) + 1001, dtype=int)  # in flight during millisecond [m, m+1)
     for x, y in zip(a, e, strict=True):

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import write_spark_defaults
 from engine_compare import report_close, report_differences
 from typer.testing import CliRunner
 
@@ -42,12 +43,15 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Spark Connect server on loopback (local[2], 1 GB driver); stopped afterwards."""
+    """A Spark Connect server on loopback (local[2], 1 GB driver, the suite's ``SPARK_TEST_CONF``);
+    stopped afterwards."""
     home = Path(pyspark.__file__).parent
     port = _free_port()
     log = tmp_path_factory.mktemp("connect") / "server.log"
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-           "SPARK_CONF_DIR": str(tmp_path_factory.mktemp("spark-conf"))}
+           # the suite's settings (small shuffles, C1 only; none changes a result): with Spark's 200
+           # shuffle partitions and C2 the Connect report alone took over a minute of CPU
+           "SPARK_CONF_DIR": str(write_spark_defaults(tmp_path_factory.mktemp("spark-conf")).parent)}
     cmd = [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
            "--master", "local[2]", "--conf", "spark.driver.memory=1g", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",

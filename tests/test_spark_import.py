@@ -54,9 +54,7 @@ def _import(paths: list[str], out: Path, *engine: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def both(inputs: list[str], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict, dict]:
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ.setdefault("SPARK_CONF_DIR", str(tmp_path_factory.mktemp("spark-conf")))  # no stray defaults
+def both(inputs: list[str], tmp_path_factory: pytest.TempPathFactory, spark_env: None) -> tuple[Path, Path, dict, dict]:
     root = tmp_path_factory.mktemp("datasets")
     duck = _import(inputs, root / "duckdb")
     spark = _import(inputs, root / "spark", "--engine", "spark", "--master", "local[2]")

@@ -68,10 +68,12 @@ def test_a_local_session_keeps_the_jvm_quiet(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java for Spark")
+    from conftest import write_spark_defaults
+
     from tests.helpers import make_dataset, ms
 
     ds = make_dataset(tmp_path, [{"request_id": "r1", "model": "m", "ts_arrival": ms(0), "ts_end": ms(100)}])
-    (tmp_path / "conf").mkdir()
+    write_spark_defaults(tmp_path / "conf")  # the suite's JVM settings (C1 only: a fresh JVM's start costs half)
     env = {**os.environ, "TMPDIR": str(tmp_path), "SPARK_CONF_DIR": str(tmp_path / "conf"),
            "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     env.pop("SPARK_REMOTE", None)

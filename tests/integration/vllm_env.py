@@ -137,6 +137,33 @@ def make_model(py: Path, out: Path, dims: tuple[str, ...] = MODEL_M) -> Path:
     return out
 
 
+def cached_model(py: Path, dims: tuple[str, ...] = MODEL_M) -> Path:
+    """The model of ``dims``, built once into the cache dir beside the venv and reused: the build is
+    seeded (the same tokenizer and weights every time), so a rebuild per run only costs CPU (training
+    the tokenizer and importing torch: several seconds). Keyed by the script and the dimensions, so
+    an edit to either builds a new one; built into a temporary folder and renamed, so a build that
+    fails or two runs at once never leave a half-written model."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    key = hashlib.sha256((MAKE_MODEL + repr(dims) + str(venv_dir())).encode()).hexdigest()[:12]
+    final = cache_dir() / f"model-{key}"
+    if (final / "config.json").exists():
+        return final
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="model-build-", dir=cache_dir()))
+    try:
+        make_model(py, work / "model", dims)
+        try:
+            (work / "model").rename(final)
+        except OSError:  # another run renamed its build first: that one is the same model
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return final
+
+
 def vllm_command(py: Path, model: Path, port: int, otlp_endpoint: str, max_num_seqs: int = 4) -> list[str]:
     return [
         str(py), "-m", "vllm.entrypoints.launchers.api_server.entry", "--model", str(model),
