@@ -80,7 +80,7 @@ def test_api_v2_retail_agent(tmp_path: Path) -> None:
     # decode+postprocess 0.220-0.520 = 300; generation 2: 0.950-1.100 = 150, 1.100-1.950 = 850;
     # tools 0.530-0.930 ∪ 0.600-0.800 (parallel) = 400; orchestration 0-0.020, 0.520-0.530, 0.930-0.950,
     # 1.950-2.000 = 20 + 10 + 20 + 50 = 100; 200 + 300 + 150 + 850 + 400 + 100 = 2000
-    assert _turn(ds) == {"turn_ms": 2000.0, "preprocess_ms": 0.0, "queue_ms": 0.0, "prefill_ms": 0.0,
+    assert _turn(ds) == {"turn_ms": 2000.0, "preprocess_ms": 0.0, "queue_ms": 0.0, "prefill_ms": 0.0, "route_ms": 0.0, "kv_transfer_ms": 0.0, "decode_queue_ms": 0.0,
                          "decode_ms": 0.0, "postprocess_ms": 0.0, "tool_ms": 400.0, "orchestration_ms": 100.0,
                          "stage_ms": {"preprocess+queue+prefill": 350.0, "decode+postprocess": 1150.0,
                                       "tool": 400.0, "orchestration": 100.0},
@@ -115,7 +115,7 @@ def test_export_legacy_layout(tmp_path: Path) -> None:
     # turn 0.000 → 1.500 = 1500: generation 1: 0.010-0.110 = 100 + 0.110-0.410 = 300; generation 2:
     # 0.830-1.030 = 200 + 1.030-1.430 = 400; the SPAN lookup_order is not a tool: orchestration =
     # 0-0.010 + 0.410-0.830 + 1.430-1.500 = 10 + 420 + 70 = 500; 100 + 300 + 200 + 400 + 500 = 1500
-    assert _turn(ds) == {"turn_ms": 1500.0, "preprocess_ms": 0.0, "queue_ms": 0.0, "prefill_ms": 0.0,
+    assert _turn(ds) == {"turn_ms": 1500.0, "preprocess_ms": 0.0, "queue_ms": 0.0, "prefill_ms": 0.0, "route_ms": 0.0, "kv_transfer_ms": 0.0, "decode_queue_ms": 0.0,
                          "decode_ms": 0.0, "postprocess_ms": 0.0, "tool_ms": 0.0, "orchestration_ms": 500.0,
                          "stage_ms": {"preprocess+queue+prefill": 300.0, "decode+postprocess": 700.0,
                                       "orchestration": 500.0},
@@ -133,7 +133,7 @@ def test_export_v2_milliseconds(tmp_path: Path) -> None:
     ]
     # turn 0 → 1.210 = 1210: 90 + 200 (gen 1) + 100 + 400 (gen 2) + tool 0.300-0.700 = 400
     # + orchestration 0.290-0.300, 0.700-0.710 = 20; 90 + 200 + 100 + 400 + 400 + 20 = 1210
-    assert _turn(ds) == {"turn_ms": 1210.0, "preprocess_ms": 0.0, "queue_ms": 0.0, "prefill_ms": 0.0,
+    assert _turn(ds) == {"turn_ms": 1210.0, "preprocess_ms": 0.0, "queue_ms": 0.0, "prefill_ms": 0.0, "route_ms": 0.0, "kv_transfer_ms": 0.0, "decode_queue_ms": 0.0,
                          "decode_ms": 0.0, "postprocess_ms": 0.0, "tool_ms": 400.0, "orchestration_ms": 20.0,
                          "stage_ms": {"preprocess+queue+prefill": 190.0, "decode+postprocess": 600.0,
                                       "tool": 400.0, "orchestration": 20.0},

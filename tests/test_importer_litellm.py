@@ -100,7 +100,7 @@ def test_golden_spans_and_turn(tmp_path: Path) -> None:
     #   orchestration: 0.610-0.900 (the client's own work after tool_calls: the log does not say it was a
     #   tool) = 290, and 1.300-1.400 (incl. the guardrail, not a tool) = 100 → 390
     #   200 + 400 + 150 + 750 + 400 + 390 = 2290
-    assert got == {"trace_id": OTEL, "turn_ms": 2290.0, "preprocess_ms": 0.0, "queue_ms": 0.0, "prefill_ms": 0.0,
+    assert got == {"trace_id": OTEL, "turn_ms": 2290.0, "preprocess_ms": 0.0, "queue_ms": 0.0, "prefill_ms": 0.0, "route_ms": 0.0, "kv_transfer_ms": 0.0, "decode_queue_ms": 0.0,
                    "decode_ms": 0.0, "postprocess_ms": 0.0, "tool_ms": 400.0, "orchestration_ms": 390.0,
                    "stage_ms": {"preprocess+queue+prefill": 350.0, "decode+postprocess": 1150.0, "tool": 400.0,
                                 "orchestration": 390.0},
@@ -262,7 +262,7 @@ def test_app_spans_and_gateway_payloads_count_each_call_once(tmp_path: Path) -> 
     # tools: lookup_order 0.620-0.890 (app) and the MCP run 0.900-1.300 (gateway) = 270 + 400 = 670;
     # orchestration: 0.610-0.620, 0.890-0.900, 1.300-1.400 (guardrail included) = 10 + 10 + 100 = 120;
     # 200 + 400 + 150 + 750 + 670 + 120 = 2290
-    assert turn == {"turn_ms": 2290.0, "preprocess_ms": 0.0, "queue_ms": 0.0, "prefill_ms": 0.0, "decode_ms": 0.0,
+    assert turn == {"turn_ms": 2290.0, "preprocess_ms": 0.0, "queue_ms": 0.0, "prefill_ms": 0.0, "route_ms": 0.0, "kv_transfer_ms": 0.0, "decode_queue_ms": 0.0, "decode_ms": 0.0,
                     "postprocess_ms": 0.0, "tool_ms": 670.0, "orchestration_ms": 120.0,
                     "stage_ms": {"preprocess+queue+prefill": 350.0, "decode+postprocess": 1150.0, "tool": 670.0,
                                  "orchestration": 120.0},

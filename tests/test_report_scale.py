@@ -29,7 +29,7 @@ WITH bl AS (
     -- _bucket_load read once (a view named twice is computed twice); it carries the bucket width
     -- too, so _bucket is not scanned again here
     SELECT bucket_index, bucket_us, arrivals, completions, in_flight_at_start, mean_in_flight, mean_e2e_ms,
-           busy_threshold, busy
+           busy_threshold, busy, ramp
     FROM _bucket_load
 ),
 calls AS (
@@ -72,7 +72,8 @@ SELECT
     l.mean_e2e_ms,
     l.mean_in_flight / nullif(l.arrivals / nullif(l.bucket_us / 1e6, 0) * (l.mean_e2e_ms / 1e3), 0) AS littles_ratio,
     l.busy_threshold,
-    l.busy
+    l.busy,
+    l.ramp
 FROM bl AS l
 LEFT JOIN peak ON peak.i = l.bucket_index
 ORDER BY l.bucket_index

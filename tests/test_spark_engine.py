@@ -148,7 +148,7 @@ def test_cli_sql_engine_spark(samples: Path, views: engine.SparkViews) -> None:
     assert duck.exit_code == spark.exit_code == 0
     assert duck.stdout.splitlines()[0] == spark.stdout.splitlines()[0] == "n,s"
     (dn, ds_), (sn, ss) = (r.stdout.splitlines()[1].split(",") for r in (duck, spark))
-    assert dn == sn == "3124" and abs(float(ds_) - float(ss)) <= 1e-9 * abs(float(ds_))
+    assert dn == sn == "3131" and abs(float(ds_) - float(ss)) <= 1e-9 * abs(float(ds_))
 
 
 @pytest.mark.parametrize("sql, needle", [
@@ -175,7 +175,7 @@ def test_views_are_made_on_demand(samples: Path, spark_session: object) -> None:
     from toolkit.engines.connection import SparkConnection
 
     v = engine.SparkViews(samples, master="local[2]", isolated=True)  # temp views of its own
-    assert v.sql("SELECT count(*) AS n FROM requests").column("n")[0].as_py() == 3124
+    assert v.sql("SELECT count(*) AS n FROM requests").column("n")[0].as_py() == 3131
     assert v.made == set() and not v.spark.catalog.tableExists("metrics")
     con = SparkConnection(v)
     con.execute("CREATE TEMP TABLE stages AS SELECT 1 AS x")
