@@ -144,6 +144,7 @@ def _merged() -> str:
             for c in cols
         ]
 
+    shared = ["r_service", "r_instance", "host", "backwards", "failed", "rid"]  # both roots' own columns
     p_cols = [
         "sid",
         "t0",
@@ -155,13 +156,7 @@ def _merged() -> str:
         "pf_1",
         "kv_1",
         "cached",
-        "r_service",
-        "r_instance",
-        "host",
-        "backwards",
-        "failed",
-        "rid",
-    ]
+    ] + shared
     d_cols = [
         "tid",
         "sid",
@@ -178,13 +173,7 @@ def _merged() -> str:
         "cached",
         "model",
         "finish",
-        "r_service",
-        "r_instance",
-        "host",
-        "backwards",
-        "failed",
-        "rid",
-    ]
+    ] + shared
     cols = (
         side("p_", "'prefill', 'unified'", p_cols)
         + side("d_", "'decode', 'unified'", d_cols)
