@@ -7,8 +7,10 @@ one another).
 Each SELECT gives one candidate per stats line (every other line of the log is skipped, not
 counted): the ``engine_state`` columns, ``ts_us`` (BIGINT microseconds), and ``reason_code`` /
 ``reason_detail`` for a line that looks like a stats line but cannot be read (``toolkit/ingest/readers/engine_state.py``
-quarantines it with its line). A field is read by its own expression, so a line cut short or
-with text where a number belongs names the field it lacks.
+quarantines it with its line). A vLLM line as vLLM prints it is read whole, by one anchored
+expression (``VLLM_V1``); any other line is read field by field, each by its own expression, so a
+line cut short or with text where a number belongs names the field it lacks (both readings give
+the same for any line: tests/test_engine_state_vllm_line.py).
 
 **vLLM** (the V1 engine's ``LoggingStatLogger``, every ``VLLM_LOG_STATS_INTERVAL`` = 10 s)::
 
@@ -84,42 +86,92 @@ VLLM_FIELDS = [
     ("preemptions", False),
 ]
 
+# The whole V1 stats line as vLLM prints it, in one anchored expression (RE2 reads it in one
+# pass; the nine unanchored ones, one per field, cost about 2.5x as much). Where it matches, every capture is what the
+# field's own expression below would read: the prefix before ``Engine`` is too narrow to hold a
+# label, values hold no space, so the first occurrence of each label is the one matched. The rest
+# (a V0 line, another prefix, a line cut short, an empty value, ``Preemptions`` after the hit
+# rate) is read field by field, which names what is wrong.
+VLLM_V1 = (
+    r"^(?:\(\w+ pid=\d+\) )?(?:INFO|WARNING|DEBUG|ERROR|CRITICAL) +(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?) "
+    r"\[[\w.]+:\d+\] Engine (\d+): Avg prompt throughput: ([^ ,%]+) tokens/s, "
+    r"Avg generation throughput: ([^ ,%]+) tokens/s, Running: ([^ ,%]+) reqs, Waiting: ([^ ,%]+) reqs, "
+    r"(?:Preemptions: ([^ ,%]+), )?\w+ KV cache usage: ([^ ,%]+)%, Prefix cache hit rate: ([^ ,%]+)%(.*)$"
+)
+_V1_GROUPS = "mo d h mi s engine prompt_tps generation_tps running waiting preemptions kv_usage prefix_hit_rate tail".split()
 
-def vllm_sql() -> str:
-    """The candidates of a vLLM server log: one per ``Avg prompt throughput`` line."""
-    fields = ", ".join(
-        [
-            _field("line", "Avg prompt throughput: ", "prompt_tps", " tokens/s"),
-            _field("line", "Avg generation throughput: ", "generation_tps", " tokens/s"),
-            _field("line", "Running: ", "running", " reqs"),
-            "nullif(regexp_extract(line, '(?:Waiting|Pending): ([^ ,%]*) reqs', 1), '') AS waiting_t, true AS waiting_has",
-            "nullif(regexp_extract(line, 'KV cache usage: ([^ ,%]*)%', 1), '') AS kv_usage_t, true AS kv_usage_has",
-            "nullif(regexp_extract(line, 'Prefix cache hit rate: (?:GPU: )?([^ ,%]*)%', 1), '') AS prefix_hit_rate_t, "
-            "contains(line, 'Prefix cache hit rate') AS prefix_hit_rate_has",
-            _field("line", "Preemptions: ", "preemptions"),
-        ]
-    )
+
+_V1_TIME = "{'mo': m.mo, 'd': m.d, 'h': m.h, 'mi': m.mi, 's': m.s}"
+_TIME = (
+    r"regexp_extract(line, '(?:INFO|WARNING|DEBUG|ERROR|CRITICAL) +(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?)', "
+    "['mo', 'd', 'h', 'mi', 's'])"
+)
+_ENGINE = r"regexp_extract(line, 'Engine (\d+):', 1)"
+
+
+def _either(fast: str, slow: str) -> str:
+    """SQL: ``fast`` where the whole line matched ``VLLM_V1``, else ``slow`` (DuckDB evaluates a
+    CASE branch only on its own rows: the slow expressions read only the lines that need them)."""
+    return f"CASE WHEN v1 THEN {fast} ELSE {slow} END"
+
+
+def _vllm_fields() -> str:
+    """SQL: each field's text (``<name>_t``) and whether its label is there (``<name>_has``)."""
+    slow = {
+        "prompt_tps": ("Avg prompt throughput: ", " tokens/s"),
+        "generation_tps": ("Avg generation throughput: ", " tokens/s"),
+        "running": ("Running: ", " reqs"),
+        "waiting": ("(?:Waiting|Pending): ", " reqs"),
+        "kv_usage": ("KV cache usage: ", "%"),
+        "prefix_hit_rate": ("Prefix cache hit rate: (?:GPU: )?", "%"),
+        "preemptions": ("Preemptions: ", ""),
+    }
+    has = {
+        "prefix_hit_rate": "contains(line, 'Prefix cache hit rate')",
+        "preemptions": "contains(line, 'Preemptions: ')",
+    }
+    out = []
+    for name, (label, after) in slow.items():
+        text = _either(f"nullif(m.{name}, '')", f"nullif(regexp_extract(line, '{label}{NUM}{after}', 1), '')")
+        present = (
+            # a required field's presence is its text (``_checks`` reads only ``_t``)
+            _either("m.preemptions <> ''", has[name]) if name == "preemptions" else has.get(name, "true")
+        )
+        out.append(f"{text} AS {name}_t, {present} AS {name}_has")
+    return ", ".join(out)
+
+
+def vllm_sql(whole_line: bool = True) -> str:
+    """The candidates of a vLLM server log: one per ``Avg prompt throughput`` line. ``whole_line=False``:
+    every line read field by field (the reference the whole-line reading is tested against)."""
+    v1 = "m.mo <> '' AND NOT contains(m.tail, 'Preemptions')" if whole_line else "false"
     return f"""
 WITH hit AS (
-    SELECT ln, line FROM lines WHERE contains(line, 'Avg prompt throughput')
+    SELECT ln, line, regexp_extract(line, '{VLLM_V1}', {_V1_GROUPS}) AS m
+    FROM lines WHERE contains(line, 'Avg prompt throughput')
 ),
 t AS (
-    SELECT ln, line,
-        regexp_extract(line, '(?:INFO|WARNING|DEBUG|ERROR|CRITICAL) +(\\d\\d)-(\\d\\d) (\\d\\d):(\\d\\d):(\\d\\d(?:\\.\\d+)?)',
-                       ['mo', 'd', 'h', 'mi', 's']) AS p
-    FROM hit
+    SELECT ln, line, m, v1,
+        {_either(_V1_TIME, _TIME)} AS p
+    FROM (SELECT *, {v1} AS v1 FROM hit)
+),
+f AS MATERIALIZED (
+    -- each field's text, kept once: the year's window (below) reads only (ln, month) of it
+    SELECT ln, p, CAST(TRY_CAST(nullif({_either("m.engine", _ENGINE)}, '') AS INTEGER) AS VARCHAR) AS engine,
+        {_vllm_fields()}
+    FROM t
 ),
 y AS (
     -- the log has no year: the import's, and one more after each December -> January turn
-    SELECT *, getvariable('log_year') + sum(CASE WHEN TRY_CAST(p.mo AS INTEGER) < prev_mo THEN 1 ELSE 0 END)
-              OVER (ORDER BY ln ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS year
-    FROM (SELECT *, lag(TRY_CAST(nullif(p.mo, '') AS INTEGER)) OVER (ORDER BY ln) AS prev_mo FROM t)
+    SELECT f.*, year FROM f JOIN (
+        SELECT ln, getvariable('log_year') + sum(CASE WHEN mo < prev_mo THEN 1 ELSE 0 END)
+                   OVER (ORDER BY ln ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS year
+        FROM (SELECT ln, mo, lag(mo) OVER (ORDER BY ln) AS prev_mo
+              FROM (SELECT ln, TRY_CAST(nullif(p.mo, '') AS INTEGER) AS mo FROM f))
+    ) USING (ln)
 ),
-f AS (
-    SELECT ln,
-        epoch_us(TRY_CAST(format('{{}}-{{}}-{{}} {{}}:{{}}:{{}}', year, p.mo, p.d, p.h, p.mi, p.s) AS TIMESTAMP)) AS ts_us,
-        CAST(TRY_CAST(nullif(regexp_extract(line, 'Engine (\\d+):', 1), '') AS INTEGER) AS VARCHAR) AS engine,
-        {fields}
+g AS (
+    SELECT *, epoch_us(TRY_CAST(year || '-' || p.mo || '-' || p.d || ' ' || p.h || ':' || p.mi || ':' || p.s AS TIMESTAMP)) AS ts_us
     FROM y
 )
 SELECT ln, ts_us, getvariable('log_replica') AS replica, engine, CAST(NULL AS VARCHAR) AS model,
@@ -133,7 +185,7 @@ SELECT ln, ts_us, getvariable('log_replica') AS replica, engine, CAST(NULL AS VA
     TRY_CAST(prompt_tps_t AS DOUBLE) AS prompt_tps,
     TRY_CAST(generation_tps_t AS DOUBLE) AS generation_tps,
     {_checks(VLLM_FIELDS, "vLLM stats line")}
-FROM f"""
+FROM g"""
 
 
 SGLANG_FIELDS = [
