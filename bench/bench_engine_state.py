@@ -5,17 +5,24 @@
 Generates a vLLM server log of N lines into bench/data/ (vectorized: pyarrow string kernels over
 numpy arrays, no per-line Python): a share of them engine stats lines (``Engine 000: Avg prompt
 throughput: ...``, 8 engines, every 10 s), the rest other log lines (request logging, warnings).
-Then, in child processes, in the same run:
+Then, in child processes, in the same run (the order rotated each repeat, the file read into the
+page cache before each):
 
-* the import: ``toolkit.ingest.import_traces`` into a fresh dataset (its commit included);
-* the reference: DuckDB alone reading the same file's lines (``read_csv``, one column), keeping
-  the stats lines, splitting each with one ``regexp_extract`` into the same seven fields, and
-  writing them to Parquet: what any DuckDB user would write, with none of the import's checks,
-  quarantine, identity or manifest.
+* the import: ``toolkit.ingest.import_traces`` into a fresh dataset (its commit included), in a
+  process set up as the ``stagelens`` command's (bench_import.COMMAND_PROCESS: no pandas, one
+  OpenBLAS thread), its toolkit/ byte-compiled as an installed package's is;
+* the reference (DESIGN's schema reference): DuckDB alone, with the import's settings (threads,
+  memory limit, no insertion order), reading the same file's lines (``read_csv``, one column,
+  numbered), keeping the stats lines, splitting each with the one ``regexp_extract`` a DuckDB user
+  writes for these fields (``.*`` between the parts it does not read), and writing every column of
+  ``engine_state`` typed (the time, engine, the seven numbers, file and line; snappy) to Parquet:
+  none of the import's checks, quarantine, identity or manifest;
+* the tight reference: the same, its expression anchored and without ``.*`` (the import's own
+  whole-line expression, ``text.VLLM_V1``): what RE2 costs at best. Printed beside, not the target.
 
-Ratio = import CPU seconds / reference CPU seconds (children's user + system, start-up included
-in both); the peak RSS of each child from ``wait4``. The median of ``--repeat`` runs is printed
-beside each run, with the load average before it (the machine may be shared).
+Ratio = import CPU seconds / reference CPU seconds of the same repeat (children's user + system,
+start-up included in both); the peak RSS is each child's own VmHWM. The median of ``--repeat``
+runs is printed, with the load average before each run (the machine may be shared).
 """
 
 from __future__ import annotations
@@ -39,20 +46,44 @@ ROOT = HERE.parent
 DATA = HERE / "data"
 T0 = 1_796_126_400  # 2026-12-01 12:00:00 UTC
 
+# The import's DuckDB settings (toolkit/ingest/duck.py), the columns of engine_state as it writes them.
 REFERENCE = r"""
 import duckdb, sys
+log, out, regex = sys.argv[1:4]
 con = duckdb.connect()
-con.execute('''COPY (
-    SELECT regexp_extract(line, '(\d\d-\d\d \d\d:\d\d:\d\d) \[.*Engine (\d+): Avg prompt throughput: ([^ ]*) tokens/s, '
-                          || 'Avg generation throughput: ([^ ]*) tokens/s, Running: ([^ ]*) reqs, Waiting: ([^ ]*) reqs, '
-                          || '.*KV cache usage: ([^ ]*)%, Prefix cache hit rate: ([^ ]*)%',
-                          ['ts', 'engine', 'p', 'g', 'r', 'w', 'kv', 'h']) AS x
-    FROM read_csv(?, columns = {'line': 'VARCHAR'}, delim = chr(1), quote = '', escape = '', header = false,
-                  auto_detect = false)
-    WHERE contains(line, 'Avg prompt throughput')
-) TO ? (FORMAT parquet)''', [sys.argv[1], sys.argv[2]])
+con.execute("SET threads = 2")
+con.execute("SET memory_limit = '600MB'")
+con.execute("SET preserve_insertion_order = false")
+con.execute("SET enable_progress_bar = false")
+con.execute(f'''COPY (
+    SELECT strptime('2026-' || x.ts, '%Y-%m-%d %H:%M:%S') AS ts, NULL::VARCHAR AS service, 'vllm.log' AS replica,
+        CAST(CAST(x.engine AS INTEGER) AS VARCHAR) AS engine, NULL::VARCHAR AS model,
+        CAST(x.r AS BIGINT) AS running, CAST(x.w AS BIGINT) AS waiting, CAST(x.kv AS DOUBLE) / 100 AS kv_usage,
+        CAST(x.h AS DOUBLE) / 100 AS prefix_hit_rate, coalesce(CAST(nullif(x.pre, '') AS BIGINT), 0) AS preemptions,
+        CAST(x.p AS DOUBLE) AS prompt_tps, CAST(x.g AS DOUBLE) AS generation_tps,
+        'vllm-log' AS source_format, 'vllm.log' AS source_file, ln AS source_line
+    FROM (
+        SELECT ln, regexp_extract(line, '{regex}', ['ts', 'engine', 'p', 'g', 'r', 'w', 'pre', 'kv', 'h']) AS x
+        FROM (SELECT row_number() OVER () AS ln, line
+              FROM read_csv(?, columns = {{'line': 'VARCHAR'}}, delim = chr(1), quote = '', escape = '',
+                            header = false, auto_detect = false))
+        WHERE contains(line, 'Avg prompt throughput'))
+) TO ? (FORMAT parquet, COMPRESSION snappy)''', [log, out])
 print(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")))
 """
+# One regexp_extract of the fields, as written by hand: ``.*`` over what it does not read.
+NATURAL = (
+    r"(\d\d-\d\d \d\d:\d\d:\d\d) \[.*Engine (\d+): Avg prompt throughput: ([^ ]*) tokens/s, "
+    r"Avg generation throughput: ([^ ]*) tokens/s, Running: ([^ ]*) reqs, Waiting: ([^ ]*) reqs, "
+    r"(?:Preemptions: ([^ ]*), )?.*KV cache usage: ([^ ]*)%, Prefix cache hit rate: ([^ ]*)%"
+)
+# The same fields by an anchored expression without ``.*`` (the import's whole-line one, its groups as above).
+TIGHT = (
+    r"^(?:\(\w+ pid=\d+\) )?(?:INFO|WARNING|DEBUG|ERROR|CRITICAL) +(\d\d-\d\d \d\d:\d\d:\d\d) "
+    r"\[[\w.]+:\d+\] Engine (\d+): Avg prompt throughput: ([^ ,%]+) tokens/s, "
+    r"Avg generation throughput: ([^ ,%]+) tokens/s, Running: ([^ ,%]+) reqs, Waiting: ([^ ,%]+) reqs, "
+    r"(?:Preemptions: ([^ ,%]+), )?\w+ KV cache usage: ([^ ,%]+)%, Prefix cache hit rate: ([^ ,%]+)%"
+)
 
 IMPORT = """
 import sys
@@ -138,7 +169,34 @@ def child(code: str, *args: str) -> tuple[float, float, float, str]:
     return wall, ru.ru_utime + ru.ru_stime, int(hwm_kb) / 1024, "\n".join(rest)
 
 
+def _measure(log: Path, stats: int, command_process: str) -> dict[str, tuple[float, float, float]]:
+    """One repeat: each child once, in the order given by the caller; (wall s, CPU s, peak RSS MB) each."""
+    from bench_import import warm  # bench/ is on the path when this file runs as a script
+
+    out_ds, out_pq = DATA / "bench-engine-ds", DATA / "bench-engine-ref.parquet"
+    got = {}
+    for mode in _ORDER:
+        shutil.rmtree(out_ds, ignore_errors=True)
+        out_pq.unlink(missing_ok=True)
+        warm(log)
+        if mode == "import":
+            wall, cpu, rss, out = child(command_process + IMPORT, str(log), str(out_ds))
+            read, imported, _q = map(int, out.split())
+            assert read == imported == stats, (out, stats)
+        else:
+            wall, cpu, rss, _ = child(
+                REFERENCE, str(log), str(out_pq), NATURAL if mode == "reference" else TIGHT
+            )
+        got[mode] = (wall, cpu, rss)
+    return got
+
+
+_ORDER = ["reference", "import", "tight"]
+
+
 def main() -> None:
+    from bench_import import COMMAND_PROCESS, byte_compile
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", default="2M")
     ap.add_argument("--stats-share", type=float, default=0.2)
@@ -151,16 +209,13 @@ def main() -> None:
     log = DATA / f"vllm-stats-{a.n}.log"
     stats = generate(log, n, a.stats_share)
     print(f"{log.name}: {n:,} lines ({log.stat().st_size / 1e6:.0f} MB), {stats:,} stats lines", flush=True)
+    byte_compile(ROOT)
     runs = []
     for i in range(a.repeat):
         load = os.getloadavg()[0]
-        out_ds, out_pq = DATA / "bench-engine-ds", DATA / "bench-engine-ref.parquet"
-        shutil.rmtree(out_ds, ignore_errors=True)
-        out_pq.unlink(missing_ok=True)
-        ref = child(REFERENCE, str(log), str(out_pq))
-        imp = child(IMPORT, str(log), str(out_ds))
-        read, imported, _q = map(int, imp[3].split())
-        assert read == imported == stats, (imp[3], stats)
+        got = _measure(log, stats, COMMAND_PROCESS)
+        _ORDER.append(_ORDER.pop(0))  # rotate: no child always runs first (or after the import)
+        (imp, ref, tight) = (got["import"], got["reference"], got["tight"])
         run = {
             "run": i + 1,
             "load": round(load, 2),
@@ -168,9 +223,10 @@ def main() -> None:
             "import_wall_s": round(imp[0], 2),
             "import_rss_mb": round(imp[2]),
             "reference_cpu_s": round(ref[1], 2),
-            "reference_wall_s": round(ref[0], 2),
             "reference_rss_mb": round(ref[2]),
             "ratio_cpu": round(imp[1] / ref[1], 2),
+            "tight_cpu_s": round(tight[1], 2),
+            "ratio_cpu_tight": round(imp[1] / tight[1], 2),
             "lines_per_s": round(n / imp[0]),
         }
         runs.append(run)
@@ -179,7 +235,9 @@ def main() -> None:
         "lines": n,
         "stats_lines": stats,
         "ratio_cpu_median": statistics.median(r["ratio_cpu"] for r in runs),
+        "ratio_cpu_tight_median": statistics.median(r["ratio_cpu_tight"] for r in runs),
         "import_rss_mb_max": max(r["import_rss_mb"] for r in runs),
+        "load": [r["load"] for r in runs],
     }
     print(json.dumps(summary), flush=True)
     if a.json:
