@@ -205,8 +205,9 @@ def test_counts_reconcile_per_format(imported: tuple[Path, dict]) -> None:
         "aiperf-server-metrics": (4, 2, 2, 0),
         "prometheus-json": (4, 3, 1, 0),
     }
-    # the vLLM log's version line and request line; a JSON document has no lines to skip
-    assert (by["vllm-log"]["skipped"], by["prometheus-json"]["skipped"]) == (2, 0)
+    # the vLLM log's version line and request line; of the scrapes' 29 lines, all but the three
+    # stamps (their snapshots' line) and the two bad samples; a JSON document has no lines to skip
+    assert tuple(by[f]["skipped"] for f in ("vllm-log", "prometheus-text", "prometheus-json")) == (2, 24, 0)
 
 
 def test_vllm_stats_lines(imported: tuple[Path, dict]) -> None:

@@ -110,6 +110,8 @@ FORMATS: dict[str, EngineFormat] = {
             "metrics other than the engine-state ones",
             _prom_text,
             metrics.prometheus_text_sql,
+            # a scrape's stamps and the known metrics' samples: not the HELP/TYPE lines, the histograms
+            keep=" OR ".join(f"starts_with(line, '{name}')" for name in ("# scrape_time", *metrics.METRICS)),
         ),
         EngineFormat(
             "prometheus-json",
