@@ -4,7 +4,9 @@ reasons and details for any line, well-formed or not (a property over lines buil
 variants and cut or corrupted anywhere), and the real captures' stats lines take the whole-line
 reading (the fast one: each line is matched once, not once per field).
 
-Each example (up to 40 lines) runs both queries on an in-memory DuckDB table (no import).
+Each example (up to 40 lines) runs both queries on an in-memory DuckDB table (no import): the
+property's 25 examples take about 4 s under a load of 20 on 2 cores, most of it planning the two
+queries (the reason for so few examples of so many lines each).
 """
 
 from __future__ import annotations

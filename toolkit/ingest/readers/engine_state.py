@@ -1,9 +1,8 @@
 """Import one file of engine state: DuckDB reads it whole, its format's SQL gives the candidates,
 and they are split into quarantine rows, duplicates and new ``engine_state`` rows for the writer.
 
-The file is read as text lines by ``read_csv`` (one VARCHAR column: no quoting, a delimiter no log
-line holds; gzip and zstd decompressed by DuckDB), numbered in file order; a file that is not
-UTF-8 is read again as Latin-1 (every byte a character: the numbers and labels read are ASCII).
+The file is read as text lines by ingest's line reader (``register_lines``), numbered in file
+order; bytes that are not UTF-8 are replaced (the numbers and labels read are ASCII).
 A record's identity is its (format, time, replica, engine, model), compared exactly: the first in
 line order is kept, a later one in the file, in an earlier file of the import or in the dataset
 is a duplicate (the same scrape exported twice).
