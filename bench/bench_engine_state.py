@@ -11,7 +11,7 @@ page cache before each):
 * the import: ``toolkit.ingest.import_traces`` into a fresh dataset (its commit included), in a
   process set up as the ``stagelens`` command's (bench_import.COMMAND_PROCESS: no pandas, one
   OpenBLAS thread), its toolkit/ byte-compiled as an installed package's is;
-* the reference (DESIGN's schema reference): DuckDB alone, with the import's settings (threads,
+* the reference: DuckDB alone, with the import's settings (threads,
   memory limit, no insertion order), reading the same file's lines (``read_csv``, one column,
   numbered), keeping the stats lines, splitting each with the one ``regexp_extract`` a DuckDB user
   writes for these fields (``.*`` between the parts it does not read), and writing every column of
