@@ -175,6 +175,27 @@ def test_an_interrupt_however_duckdb_reports_it(kit, base, tmp_path, monkeypatch
     assert kit.visible_files(base) == before
 
 
+def test_a_signal_while_the_process_is_set_up_is_one_line(monkeypatch, capsys) -> None:
+    """SIGINT between the command's handlers being set and its streams made pipe-safe
+    (toolkit/_process.py ``command_process``). Before: a traceback ending in
+    ``toolkit._endings.Interrupted: SIGINT``, exit 1 (seen under load by the real-signal test)."""
+    from toolkit import _process
+
+    def arrives(*_a) -> None:
+        _endings.on_signal(signal.SIGINT, None)
+
+    monkeypatch.setattr(_process, "_SET", [])
+    monkeypatch.setattr(_process, "catch_signals", lambda: None)  # the test process keeps its handlers
+    monkeypatch.setattr(_process, "pipe_safe_streams", arrives)
+    try:
+        with pytest.raises(SystemExit) as end:
+            _process.main()
+    finally:
+        _endings.reset()
+    assert end.value.code == 130
+    assert capsys.readouterr().err.splitlines() == ["stagelens: interrupted"]
+
+
 def test_an_interrupt_the_fast_reader_saw_as_a_failed_read_is_no_fallback(kit, base, tmp_path, monkeypatch) -> None:
     """DuckDB's stream fails once Ctrl-C reached it: the fast reader must not hand the file to the
     line reader (which imported it, and the import was committed, after the Ctrl-C)."""

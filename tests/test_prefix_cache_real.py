@@ -16,10 +16,10 @@ import pytest
 from toolkit import queries
 from toolkit.ingest import import_traces
 from toolkit.report.build import build_report
-from toolkit.report.headline import CACHE_HINT
+from toolkit.report.headline import CACHE_HINT, NO_CACHED_COUNTS
 
 DATA = Path(__file__).parent / "data" / "prefix-cache"
-HALF = timedelta(seconds=75)  # capture.py's HALF_S: the template changes after it
+HALF = timedelta(seconds=100)  # capture.py's HALF_S: the template changes after it
 
 
 def _iso(t) -> str:  # type: ignore[no-untyped-def]
@@ -50,7 +50,8 @@ def test_server_spans_take_the_cached_count_of_their_call(both: Path) -> None:
         SELECT count(*) AS n, count(cached_input_tokens) AS known, count(computed_input_tokens) AS computed
         FROM per_request WHERE vantage = 'server'""",
     ).to_pylist()[0]
-    assert rows["n"] > 120 and rows["known"] == rows["n"] == rows["computed"]
+    # 70 spans, 3 quarantined: their engine-clock stages overflow the span by more than 50 ms
+    assert rows["n"] == 67 and rows["known"] == rows["n"] == rows["computed"]
     raw = queries.run_sql(
         both, "SELECT count(cached_input_tokens) AS n FROM requests WHERE vantage = 'server'"
     )
@@ -70,11 +71,15 @@ def test_the_report_names_the_cache(both: Path) -> None:
     r = _report(both)
     e = next(a for a in r.attribution if a["metric"] == "ttft_ms" and a["statistic"] == "mean")
     p = e["effects"]["prefill"]
+    assert e["driver"] == "prefill" and e["contributions"]["queue"] == pytest.approx(0, abs=5)  # a quiet server
     assert p["split"] == "mix/cache/rate"
     assert p["cached_share_baseline"] > 0.8 and p["cached_share_current"] == 0
     assert p["cache_interval"][0] > 0 and p["cache"] >= max(abs(p["mix"]), abs(p["rate"]))
     assert p["mix"] + p["cache"] + p["rate"] == pytest.approx(e["contributions"]["prefill"], abs=2e-3)
     assert "prefix-cache hits fell from" in e["verdict"] and CACHE_HINT in e["verdict"], e["verdict"]
+    # one server replica; the three calls counted from their client records have none: nothing to
+    # concentrate in (it said "replica 53b8… holds 74 % of the rise", the unrecorded rest the other 26 %)
+    assert e["concentration"] is None and "of the rise" not in e["verdict"], e["verdict"]
 
 
 def test_spans_alone_keep_the_two_way_split_and_say_so(tmp_path: Path) -> None:
@@ -84,4 +89,5 @@ def test_spans_alone_keep_the_two_way_split_and_say_so(tmp_path: Path) -> None:
     e = next(a for a in r.attribution if a["metric"] == "ttft_ms" and a["statistic"] == "mean")
     p = e["effects"]["prefill"]
     assert p["split"] == "mix/rate" and p["cached_counts"]["baseline"] == p["cached_counts"]["current"] == 0
-    assert "prefix-cache hits" not in e["verdict"]  # nothing in the spans can say the cache moved
+    # nothing in the spans can say the cache moved, and the words say the rate may hold it
+    assert "prefix-cache hits fell" not in e["verdict"] and NO_CACHED_COUNTS in e["verdict"], e["verdict"]

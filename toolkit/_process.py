@@ -149,8 +149,8 @@ def main() -> None:
     """The console script ``stagelens`` (pyproject.toml). The process is set up before the command
     is loaded (Typer and the commands' modules: 0.2 s), so that a Ctrl-C or SIGTERM in that time
     ends as one during the command does: one line, 130 or 143, not a KeyboardInterrupt traceback."""
-    command_process()
     try:
+        command_process()  # a signal may arrive once its handlers are set and the streams not yet
         from toolkit.cli import main as command
     except KeyboardInterrupt as e:
         from toolkit._endings import interrupted

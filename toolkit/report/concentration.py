@@ -13,7 +13,7 @@ statistic's decomposed value splits exactly over the values v of a label:
 Each term is v's part of the change (its weight on the side times its level, so a replica that
 took more of the traffic counts as much as one that got slower). ``share`` of v = its positive part
 over the sum of the positive parts of every value: "holds 92 % of the rise". Per dimension with at
-least two values among the compared requests, the value with the largest share is kept; the entry's
+least two recorded values among the compared requests (a null is no value), the value with the largest share is kept; the entry's
 ``concentration`` is the dimension whose top value has the largest share (``{dimension, value,
 share}``), or null: no label with two values, or the entry is not a regression (the share of a
 change within noise is noise too), or its metric is not one of per_request's (client TTFT, turns).
@@ -103,13 +103,14 @@ def add_concentration(
             acc = rows.setdefault((r[0], r[1 + d]), [0.0] * len(aggs))
             for k, x in enumerate(r[1 + len(DIMENSIONS) :]):
                 acc[k] += float(x or 0)
-        if len({v for _side, v in rows}) < 2:
-            continue  # one value (or none recorded): nothing to concentrate in
+        recorded = {v for _side, v in rows if v is not None}
+        if len(recorded) < 2:
+            continue  # one value (the rest unrecorded: a client's records beside one server): nothing to concentrate in
         flat = [(side, v, *sums) for (side, v), sums in rows.items()]
         for i in range(len(todo)):
             top = _top_share(flat, i, labels)
             if top is not None:
-                found[i].append((top[1], dim, top[0], top[2], len({v for _side, v in rows})))
+                found[i].append((top[1], dim, top[0], top[2], len(recorded)))
     for i, e in enumerate(todo):
         if found[i]:
             share, dim, value, holders, n_values = max(found[i], key=lambda t: (t[0], -DIMENSIONS.index(t[1])))

@@ -42,8 +42,8 @@ import vllm_env  # noqa: E402
 from capture_whatif import only_request_spans  # noqa: E402
 from test_vllm_live import Procs, free_port, project_env, stagelens, wait_http  # noqa: E402
 
-RATE = 1.0  # requests/s, Poisson: steady load, well below what the server serves on a shared 2-core machine
-HALF_S = 75.0  # the first half with the shared template, then the second half without
+RATE = 0.4  # requests/s, Poisson: steady load, well below what the server serves on a quiet 2-core machine, so the queue stays empty
+HALF_S = 100.0  # the first half with the shared template, then the second half without
 TEMPLATE_TOKENS = 390  # just over 3 blocks of 128 (vLLM's CPU block size): a hit serves 384 of them
 MAX_TOKENS = 16
 SEED = 5
