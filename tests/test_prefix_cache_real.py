@@ -39,7 +39,8 @@ def _report(ds: Path):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def both(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ds = tmp_path_factory.mktemp("pc") / "both"
-    import_traces([str(DATA / "vllm-otlp.jsonl.gz"), str(DATA / "client.jsonl.gz")], ds)
+    files = ("vllm-otlp.jsonl.gz", "client.jsonl.gz", "vllm-server.log.gz", "metrics.prom.gz")
+    import_traces([str(DATA / f) for f in files], ds)  # spans, client records, the engine's state
     return ds
 
 
@@ -80,6 +81,11 @@ def test_the_report_names_the_cache(both: Path) -> None:
     # one server replica; the three calls counted from their client records have none: nothing to
     # concentrate in (it said "replica 53b8… holds 74 % of the rise", the unrecorded rest the other 26 %)
     assert e["concentration"] is None and "of the rise" not in e["verdict"], e["verdict"]
+    # the engine's own counters say it too: its hit rate over each window (the scrapes, every 2 s)
+    eng = r.engine
+    assert eng["baseline"]["prefix_hit_rate"] > 0.8 and eng["current"]["prefix_hit_rate"] < 0.1, eng
+    assert eng["baseline"]["waiting_max"] == eng["current"]["waiting_max"] == 0  # nothing ever queued
+    assert "the engine's own prefix-cache hit rate was 84 % in the baseline and 4 % in the current" in e["verdict"]
 
 
 def test_spans_alone_keep_the_two_way_split_and_say_so(tmp_path: Path) -> None:
