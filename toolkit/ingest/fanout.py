@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from toolkit.importers._common import ImportOptions
+from toolkit.ingest.job import Settings
 from toolkit.ingest.results import FileResult, ImportResult
 from toolkit.ingest.seen import KEY_OF_HALVES, Identity, SeenSet, halves, keys_of, load_dataset_keys
 from toolkit.inputs.sources import InputError, Limits, Source, Unrecognised, _source, close_spool
@@ -76,11 +77,7 @@ class PartJob:
     name: str  # as the user gave it (``source_file`` in the rows)
     path: str  # absolute: a task's working directory is not the driver's
     in_directory: bool
-    fmt: str
-    options: ImportOptions
-    keep_raw: bool
-    batch_rows: int
-    imported_at: datetime
+    settings: Settings  # the import's: format, options, time
     limits: Limits
     root: str  # the dataset directory (absolute)
     import_id: str
@@ -124,6 +121,7 @@ def import_part(job: PartJob) -> PartResult:
     from toolkit.enginestate import EngineFormat
     from toolkit.ingest import duck
     from toolkit.ingest.dispatch import digest_first, import_file
+    from toolkit.ingest.job import FileJob, Run
     from toolkit.ingest.plan import _prepare, check_whole, note_nothing_read
     from toolkit.ingest.writer import BackgroundWriter
 
@@ -137,7 +135,7 @@ def import_part(job: PartJob) -> PartResult:
     staging = Staging(Dataset(Path(job.root)), import_id=job.import_id, tag=f"f{job.index:05d}-")
     try:
         try:
-            imp = _prepare(src, job.fmt, job.options)
+            imp = _prepare(src, job.settings.fmt, job.settings.options)
         except Unrecognised as e:
             out.error, out.phase = str(e), "prepare"
             return out
@@ -167,9 +165,8 @@ def import_part(job: PartJob) -> PartResult:
                 hasher = threading.Thread(target=src.scan, daemon=True)
                 hasher.start()
             seen = SeenSet()
-            import_file(con, writer, seen, src, imp, job.options, job.keep_raw, job.batch_rows, job.imported_at,
-                        res, None)
-            note_nothing_read(res, job.fmt)
+            import_file(FileJob(Run(con, writer, job.settings), src, imp, seen, res))
+            note_nothing_read(res, job.settings.fmt)
             if hasher:
                 hasher.join()
                 res.digest = src.digest
@@ -292,15 +289,15 @@ def import_fanned(
                 raise InputError(f"{piped.name}: a pipe cannot be read by import tasks (each task opens its file "
                                  "by path); save it to a file, or import it without --engine spark")
             staging = Staging(ds)
-            imported_at = datetime.now(UTC).replace(tzinfo=None)
+            settings = Settings(fmt, options, datetime.now(UTC).replace(tzinfo=None), keep_raw, batch_rows)
             known = Known.of(ds)
-            jobs = [PartJob(i, s.name, str(s.path.absolute()), s.in_directory, fmt, options, keep_raw, batch_rows,
-                            imported_at, s.limits, root, staging.import_id, known, threads)
+            jobs = [PartJob(i, s.name, str(s.path.absolute()), s.in_directory, settings, s.limits, root,
+                            staging.import_id, known, threads)
                     for i, s in enumerate(sources) if id(s) not in empty]
             try:
                 parts = {p.index: p for p in run(import_part, jobs)}
                 results = _reconcile(ds, sources, empty, parts, fmt, not_logs, staging, run)
-                return commit(staging, out, results, not_logs, imported_at, fmt, options, keep_raw,
+                return commit(staging, settings, ImportResult(str(out), None, results, not_logs=not_logs),
                               max_bad_fraction)
             except BaseException:
                 staging.discard()
