@@ -26,7 +26,6 @@ KNOWN_LATE_CIRCLES = {
     "_process", "collect.batch", "collect.handler", "importers", "importers._common",
     # the spec compiler's modules still share helpers both ways (one job split by size)
     "importers.compile",
-    "ingest.readers.fast",
     # type-only: streams names sources.Source in annotations
     "inputs.sources",
     "report.headline",

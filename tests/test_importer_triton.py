@@ -185,7 +185,7 @@ def test_triton_query_runs_in_its_smaller_buffer_pool_and_the_next_file_in_the_d
 
     def spying(real):  # type: ignore[no-untyped-def]
         def spy(job, *args, **kwargs):  # type: ignore[no-untyped-def]
-            seen.append((job.src.name, job.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]))
+            seen.append((job.src.name, job.run.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]))
             return real(job, *args, **kwargs)
         return spy
 

@@ -34,7 +34,7 @@ def test_out_of_memory_reads_again_with_fewer_threads(kit: SimpleNamespace, tmp_
     threads_at_start: list[int] = []
 
     def spy(job, *args, **kwargs):  # type: ignore[no-untyped-def]
-        threads_at_start.append(duck.current_threads(job.con))
+        threads_at_start.append(duck.current_threads(job.run.con))
         return real_fast(job, *args, **kwargs)
 
     monkeypatch.setattr(duck, "MEMORY_LIMIT", "24MB")  # 8 reader threads do not fit

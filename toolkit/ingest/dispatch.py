@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from toolkit._endings import cleanup, raise_if_interrupted
+from toolkit._endings import raise_if_interrupted
 from toolkit.importers.spec import Fast, Importer
 from toolkit.ingest import duck
 from toolkit.ingest.job import FileJob, Reader
@@ -19,7 +19,7 @@ FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compar
 def import_file(job: FileJob[Importer]) -> None:
     """Read the job's file with the first of its readers (``readers_for``) that does not give it
     up, under the file's DuckDB variables and bounds (restored however the read ends)."""
-    con, src, imp, settings = job.con, job.src, job.imp, job.settings
+    con, src, imp, settings = job.run.con, job.src, job.imp, job.run.settings
     options = settings.options
     for name, value in {
         "source_format": imp.name, "source_file": src.name, "file_hash": file_hash_of(src, imp),
@@ -27,13 +27,9 @@ def import_file(job: FileJob[Importer]) -> None:
         "imported_at": settings.imported_at, "max_line_bytes": src.limits.max_line_bytes,
     }.items():
         con.execute(f"SET VARIABLE {name} = ?", [value])
-    threads = duck.current_threads(con)  # a read that ran out of memory lowers it for the file: restored after
-    pool = duck.pool(src.limits.max_line_bytes)  # holds a line of the cap
     # a document may ask for a smaller pool (``Layout.memory_limit``)
-    document = imp.layout.reads == "document"
-    con.execute(f"SET memory_limit = '{(imp.layout.memory_limit if document else None) or pool}'")
-    # the settings are restored however the read ends; a restore that fails never hides why it ended
-    with cleanup(lambda: con.execute(f"SET memory_limit = '{pool}'"), lambda: con.execute(f"SET threads = {threads}")):
+    memory_limit = imp.layout.memory_limit if imp.layout.reads == "document" else None
+    with duck.bounds(con, src.limits.max_line_bytes, memory_limit):
         for reader in readers_for(job):
             if reader(job):
                 return
@@ -45,7 +41,7 @@ def readers_for(job: FileJob[Importer]) -> list[Reader]:
     layout = job.imp.layout
     if layout.reads == "document":
         return [document.import_document]
-    if layout.fast is not None and fast_ok(job.src, layout.fast, job.settings.keep_raw):
+    if layout.fast is not None and fast_ok(job.src, layout.fast, job.run.settings.keep_raw):
         return [try_fast, lines.import_lines]
     return [lines.import_lines]
 
@@ -64,12 +60,11 @@ def try_fast(job: FileJob[Importer]) -> bool:
             tally, why, out_of_memory = None, "out of memory with one thread", True
         except duck.DATA_ERRORS as e:  # a malformed line, a wrong type: the exact reader will say which
             tally, why = None, type(e).__name__
-        if tally is not None:
-            tally.settle(job.res)
+        if tally is not None:  # its counts are in job.res
             return True
         job.rollback(point)
         raise_if_interrupted()  # a Ctrl-C DuckDB reported as a failed read: no fallback
-        if not (out_of_memory and duck.fewer_threads(job.con, job.src)):
+        if not (out_of_memory and duck.fewer_threads(job.run.con, job.src)):
             log.info("%s: fast reader gave up (%s); reading it line by line", job.src.name, why)
             return False
 

@@ -12,7 +12,7 @@ is ``dispatch``'s.
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
@@ -25,11 +25,9 @@ from toolkit.importers._common import ImportOptions
 from toolkit.importers.spec import Importer
 from toolkit.ingest import duck
 from toolkit.ingest.dispatch import digest_first, import_file
-from toolkit.ingest.job import FileJob, Run, Settings
+from toolkit.ingest.job import FileJob, FileResult, ImportResult, Progress, Run, Settings
 from toolkit.ingest.readers.engine_state import import_engine_file
-from toolkit.ingest.results import FileResult, ImportResult, Progress
-from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.split import load_seen
+from toolkit.ingest.seen import Identity, SeenSet, load_dataset_keys
 from toolkit.ingest.writer import BackgroundWriter
 from toolkit.inputs.sources import (
     InputError,
@@ -124,8 +122,9 @@ def import_traces(
     sources: list[Source] = []
     try:
         with ds.removed_if_unused(), ds.locked(lock_timeout_s):
-            sources, empty, not_logs = find_inputs(paths, fmt, limits)
-            plan = plan_files(sources, empty, not_logs, fmt, options)
+            inputs = find_inputs(paths, fmt, limits)
+            sources = inputs.sources
+            plan = plan_files(inputs, options)
             staging = Staging(ds)
             writer = BackgroundWriter(staging)
             settings = Settings(fmt, options, datetime.now(UTC).replace(tzinfo=None), keep_raw, batch_rows)
@@ -136,21 +135,21 @@ def import_traces(
                 ledger = Ledger(ds, run)
                 results = [ledger.import_one(src, imp) for src, imp in plan]
                 writer.close()
-                return commit(staging, settings, ImportResult(str(out), None, results, not_logs=not_logs),
+                return commit(staging, settings, ImportResult(str(out), None, results, not_logs=inputs.not_logs),
                               max_bad_fraction)
     finally:
         for src in sources:
             close_spool(src)  # the stdin copy may hold prompts: it has no name, closing frees it
 
 
-def plan_files(sources: list[Source], empty: set[int], not_logs: list[str], fmt: str,
-               options: ImportOptions) -> list[tuple[Source, Importer | EngineFormat | None]]:
+def plan_files(inputs: Inputs, options: ImportOptions) -> list[tuple[Source, Importer | EngineFormat | None]]:
     """Each input with its importer (``_prepare``; None: an empty file beside others), every file
     prepared before any is read. A file in a directory that no importer recognises is skipped and
     listed in ``not_logs``; one the user named stays an error, and so does a log some importer
     recognises but refuses (an option it needs), with its hint."""
+    empty, not_logs, fmt = inputs.empty, inputs.not_logs, inputs.fmt
     plan: list[tuple[Source, Importer | EngineFormat | None]] = []
-    for src in sources:
+    for src in inputs.sources:
         try:
             plan.append((src, None if id(src) in empty else _prepare(src, fmt, options)))
         except Unrecognised:
@@ -213,7 +212,8 @@ class Ledger:
             hasher = threading.Thread(target=src.scan, daemon=True)
             hasher.start()
         if imp.name not in self.loaded:
-            load_seen(self.run.con, ds, imp, self.seen)
+            # the dataset's identities of the format: a record imported before is a duplicate
+            load_dataset_keys(self.run.con, ds, Identity.of(imp), self.seen)
             self.loaded.add(imp.name)
         job = FileJob(self.run, src, imp, self.seen, res)
         point = job.checkpoint() if hasher and src.compression else None
@@ -241,10 +241,22 @@ def open_dataset(out: str | Path, fmt: str, options: ImportOptions | None) -> tu
     return Dataset.open(out, create=True), options or ImportOptions()
 
 
-def find_inputs(paths: list[str], fmt: str, limits: Limits | None) -> tuple[list[Source], set[int], list[str]]:
-    """The input files (``expand``), the ids of those that are empty and not alone (listed as
-    "empty", never read), and the names of files in a directory that are not logs (skipped).
-    Shared by the sequential import and the fanned-out one (toolkit/ingest/fanout.py)."""
+@dataclass
+class Inputs:
+    """The files an import was given (``find_inputs``): ``sources`` in order, the ids of those
+    that are empty and not alone (listed as "empty", never read), the names of files in a directory
+    that are not logs (skipped, listed), and the format asked (only under ``auto`` is a file that no
+    importer recognises skipped)."""
+
+    sources: list[Source]
+    empty: set[int]
+    not_logs: list[str]
+    fmt: str
+
+
+def find_inputs(paths: list[str], fmt: str, limits: Limits | None) -> Inputs:
+    """The input files (``expand``), as ``Inputs``. Shared by the sequential import and the
+    fanned-out one (toolkit/ingest/fanout.py)."""
     not_logs: list[str] = []
     sources = expand(paths, skipped=not_logs, limits=limits)
     # an empty file beside others (a freshly rotated log) holds nothing to detect or import:
@@ -252,7 +264,7 @@ def find_inputs(paths: list[str], fmt: str, limits: Limits | None) -> tuple[list
     empty = {id(s) for s in sources if fmt == "auto" and s.size == 0}
     if len(empty) == len(sources):
         empty = set()
-    return sources, empty, not_logs
+    return Inputs(sources, empty, not_logs, fmt)
 
 
 def no_log_file(not_logs: list[str]) -> InputError:

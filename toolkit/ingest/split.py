@@ -16,19 +16,16 @@ import pyarrow.compute as pc
 from toolkit import schema
 from toolkit.importers._common import COMMON_COLUMNS, FIRST_OF_LINE, NESTED, checked_sql
 from toolkit.importers.spec import Importer
-from toolkit.ingest.results import FileResult
+from toolkit.ingest.job import FileResult
 from toolkit.ingest.seen import (
     KEY_OF_HALVES,
     Identity,
-    SeenSet,
     halves,
     identity_sql,
     keys_of,
-    load_dataset_keys,
     take_first_new,
 )
 from toolkit.inputs.arrow import from_numpy
-from toolkit.store import Dataset
 
 if TYPE_CHECKING:
     from toolkit.ingest.job import FileJob
@@ -90,12 +87,6 @@ def candidate_columns(con: duckdb.DuckDBPyConnection, cand: str, fixed: bool) ->
     return present
 
 
-def load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: Importer, seen: SeenSet) -> None:
-    """Identities already in the dataset for this format, so re-imported records count as
-    duplicates (``seen.load_dataset_keys``)."""
-    load_dataset_keys(con, ds, Identity.of(imp), seen)
-
-
 TABLES = ("requests", "spans")
 
 
@@ -141,7 +132,7 @@ def split_batch(job: FileJob[Importer], tally: Tally, stream: Stream, batch: pa.
     the rows carry their own numbers), count it, and queue its quarantine rows and its new rows;
     ``nested``: split out the spans the rows carry, with their line numbers. Returns the batch's
     last (highest) line number."""
-    writer, consts, numbered, imported_at = job.writer, stream.consts, stream.numbered, job.settings.imported_at
+    writer, consts, numbered, imported_at = job.run.writer, stream.consts, stream.numbered, job.run.settings.imported_at
     n = batch.num_rows
     if n == 0:
         return last
@@ -258,19 +249,19 @@ def write_quarantine(job: FileJob[Importer], keep_raw: bool) -> None:
     """Queue the quarantine rows of ``_cand`` (the line's text too, cut, with ``keep_raw``)."""
     raw = f"left(l.line, {RAW_CAP})" if keep_raw else "CAST(NULL AS VARCHAR)"
     join = "LEFT JOIN lines l USING (ln)" if keep_raw else ""
-    tbl = job.con.sql(
+    tbl = job.run.con.sql(
         f"""SELECT getvariable('source_format') AS source_format, getvariable('source_file') AS source_file,
                c.ln AS source_line, c._why['code'] AS reason_code, c._why['detail'] AS reason_detail,
                {raw} AS raw, CAST(getvariable('imported_at') AS TIMESTAMP) AS imported_at,
                strftime(CAST(getvariable('imported_at') AS TIMESTAMP), '%Y-%m-%d') AS _date
             FROM _cand c {join} WHERE c.row_kind = 'record' AND c._why IS NOT NULL ORDER BY c.ln"""
     ).to_arrow_table()
-    job.writer.put("quarantine", tbl)
+    job.run.writer.put("quarantine", tbl)
 
 
 def write_rows(job: FileJob[Importer], table: str) -> None:
     """Keep the first record of each identity (in line order) not seen before; count the rest."""
-    con, res = job.con, job.res
+    con, res = job.run.con, job.res
     ids = con.sql("SELECT ln, _k FROM _cand WHERE _k IS NOT NULL").to_arrow_table()
     ln, keys = ids.column("ln").to_numpy(), keys_of(ids.column("_k"))
     keep = take_first_new(job.seen, ln, keys)
@@ -296,7 +287,7 @@ def write_rows(job: FileJob[Importer], table: str) -> None:
     # in slices, so a large batch (a whole JSON document) never becomes one big Arrow table
     reader = con.sql(_OUTPUT_SQL[table]).to_arrow_reader(WRITE_ROWS)
     for batch in reader:
-        job.writer.put(table, pa.Table.from_batches([batch]))
+        job.run.writer.put(table, pa.Table.from_batches([batch]))
 
 
 def _output_sql(table: str) -> str:

@@ -23,7 +23,7 @@ def import_document(job: FileJob[Importer]) -> bool:
     cut in the wrong place, or a malformed document), or parts that outgrow the buffer pool, mean
     reading the document whole again, which says what is wrong if anything is. It never gives a
     file up (``Reader``): a document no reader can parse is refused (``InputError``)."""
-    con, src, imp = job.con, job.src, job.imp
+    con, src, imp = job.run.con, job.src, job.imp
     con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
     element = imp.layout.array_element
     parts = duck.current_threads(con) if element else 1
@@ -32,8 +32,8 @@ def import_document(job: FileJob[Importer]) -> bool:
         try:
             with document_parts(con, src, parts, element) as paths:
                 split = len(paths) > 1
-                tally = fast.import_fast(job, document=True, paths=paths if split else None)
-            break
+                fast.import_fast(job, document=True, paths=paths if split else None)  # counts into job.res
+            return True
         except (*duck.DATA_ERRORS, *duck.OUT_OF_MEMORY) as e:
             job.rollback(point)
             if split:  # each part's reader holds its own buffers: a small pool may not hold them all
@@ -51,9 +51,6 @@ def import_document(job: FileJob[Importer]) -> bool:
             # DuckDB's message may quote the file's text (a prompt): say what, not what it read
             raise InputError(f"{src.name}: not a complete {imp.name} document "
                              "(truncated or malformed JSON); nothing was imported") from None
-    if tally is not None:
-        tally.settle(job.res)
-    return True
 
 
 @contextmanager

@@ -34,8 +34,8 @@ def import_engine_file(job: FileJob[EngineFormat], ds: Dataset) -> None:
     """Read the job's file as its engine format and queue its rows; ``job.res`` gets the counts
     (read = imported + quarantined + duplicates; lines that are no record of the format are
     ``skipped``). ``ds``: the dataset, whose identities of the format count as duplicates."""
-    con, src, fmt, res = job.con, job.src, job.imp, job.res
-    options, imported_at = job.settings.options, job.settings.imported_at
+    con, src, fmt, res = job.run.con, job.src, job.imp, job.res
+    options, imported_at = job.run.settings.options, job.run.settings.imported_at
     year = (
         datetime.fromtimestamp(options.clock_origin_us / 1e6).year
         if options.clock_origin_us
@@ -95,7 +95,7 @@ def import_engine_file(job: FileJob[EngineFormat], ds: Dataset) -> None:
     if src.truncated:  # the compressed stream ended early: what followed the last whole line is lost
         res.truncated = True
         res.note = "the compressed stream is truncated: the lines after the last complete one are lost"
-    _write(con, job.writer)
+    _write(con, job.run.writer)
 
 
 def register_lines(con: duckdb.DuckDBPyConnection, src: Source, keep: str | None = None) -> int:

@@ -76,14 +76,14 @@ def import_fast(job: FileJob[Importer], document: bool = False, paths: list[str]
     So it does when that read found a line over ``Limits.max_line_bytes``: ``read_json`` reads
     lines past its ``maximum_object_size`` (up to twice it), so only the scan says exactly which
     line is over the cap, and only the line reader quarantines it.
-    Returns the counts (``split.Tally``), or None for that case. DuckDB errors (a malformed line, a wrong type)
+    Returns the counts (``split.Tally``, settled into ``job.res``), or None for that case. DuckDB errors (a malformed line, a wrong type)
     propagate: same fallback.
 
     A ``document`` importer (one JSON document, which it reads itself and numbers as it likes,
     e.g. Triton's trace ids) streams the same way, without renumbering or a line count; ``paths``:
     the parts it reads instead of the file (``array_parts.parts``).
     """
-    con, src, imp = job.con, job.src, job.imp
+    con, src, imp = job.run.con, job.src, job.imp
     con.execute("SET VARIABLE source_path = ?", [paths or str(src.path)])
     first = 0 if document else fast_lines(con, imp)
     tally = Tally(skipped=first)
@@ -108,6 +108,7 @@ def import_fast(job: FileJob[Importer], document: bool = False, paths: list[str]
             last = split_stream(job, tally, flow, reader, first)
             if not document and (last != src.lines or src.long_line):
                 return None  # a line over the cap: the line reader quarantines it (DuckDB read it)
+    tally.settle(job.res)
     return tally
 
 
@@ -139,7 +140,8 @@ def split_stream(job: FileJob[Importer], tally: Tally, flow: Stream, reader: pa.
         if pending:
             last = split_batch(job, tally, flow, pa.Table.from_batches(pending), last)
             pending, size = [], 0
-            job.progress(last)
+            if job.run.progress:
+                job.run.progress(job.src.name, last)
     return last
 
 

@@ -21,9 +21,9 @@ from toolkit.inputs.streams import BATCH_BYTES, iter_lines
 def batches(job: FileJob[Importer]) -> Iterator[int]:
     """Register each batch of input as the view ``lines``; yields the batch's last line number.
     (Document importers read the file themselves: see ``import_file``.)"""
-    con, res = job.con, job.res
+    con, res = job.run.con, job.res
     # nested formats (OTLP) expand several-fold when parsed: they may ask for smaller batches
-    for lines in iter_lines(job.src, job.settings.batch_rows, job.imp.layout.batch_bytes or BATCH_BYTES):
+    for lines in iter_lines(job.src, job.run.settings.batch_rows, job.imp.layout.batch_bytes or BATCH_BYTES):
         blank = pc.equal(lines.column("line"), "")
         if n_blank := pc.sum(blank).as_py():  # a blank line holds no record in any format: skipped here,
             res.skipped += n_blank  # not parsed (a flood of them, a bomb of newlines, took minutes)
@@ -39,7 +39,7 @@ def import_lines(job: FileJob[Importer]) -> bool:
     """The line reader: batches of exactly numbered lines through the importer's SQL (any input,
     compressed or with --keep-raw; and every file the fast reader gave up on). It never gives a
     file up (``Reader``)."""
-    con, imp, res = job.con, job.imp, job.res
+    con, imp, res = job.run.con, job.imp, job.res
     reasons: Counter = Counter()
     last_ln = 0
     compiled: dict[str, str] = {}
@@ -50,9 +50,10 @@ def import_lines(job: FileJob[Importer]) -> bool:
                 compiled[table] = with_checks(con, imp, imp.layout.sql(table), table)[0]
             candidates(con, compiled[table], unheld)
             if count_batch(job, reasons):
-                write_quarantine(job, job.settings.keep_raw)
+                write_quarantine(job, job.run.settings.keep_raw)
             write_rows(job, table)
-        job.progress(last_ln)
+        if job.run.progress:
+            job.run.progress(job.src.name, last_ln)
     mark_unread(job, reasons, last_ln)
     res.quarantined = sum(reasons.values())
     res.by_reason = dict(reasons)
@@ -63,7 +64,7 @@ def count_batch(job: FileJob[Importer], reasons: Counter) -> int:
     """Count the batch's candidates (``_cand``) into the file's result; returns how many are
     quarantined."""
     bad = 0
-    for kind, code, n in job.con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
+    for kind, code, n in job.run.con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
         if kind == "skip":
             job.res.skipped += n
         elif kind == "record":  # a 'spans' row (a span's record, given in _spans) is neither
@@ -77,7 +78,7 @@ def count_batch(job: FileJob[Importer], reasons: Counter) -> int:
 def mark_unread(job: FileJob[Importer], reasons: Counter, last_ln: int) -> None:
     """Quarantine what could not be read: each line over the cap, and the end of a stream cut
     short or past the bounds (after the last line read)."""
-    con, src, res = job.con, job.src, job.res
+    con, src, res = job.run.con, job.src, job.res
     marks = [(ln, "too-large", f"line is longer than {src.limits.max_line_bytes >> 20} MiB "
                                "(--max-line-mb raises it); not read") for ln in src.too_large]
     if src.truncated:
