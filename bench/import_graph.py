@@ -14,8 +14,11 @@ Those properties rot quietly; this script puts numbers on them so a change can s
   first), i.e. a floor reaching into the storey built on it;
 - **crossed** (with ``--trace``): the toolkit modules whose functions run while importing the
   bundled samples and while building their report, how many module-to-module call edges that
-  takes, and how many module pairs call each other in both directions (a journey that goes back
-  and forth between two files).
+  takes, how many module pairs call each other in both directions (a journey that goes back
+  and forth between two files), and how many times the journey **returns** to a module already
+  visited: the call edges, in the order first taken, that enter a module some earlier edge (or
+  the journey's start) had entered already. A conveyor, each module handing its work to the
+  next, has none; every module reached from a second place adds one (edges - modules + starts).
 
 tests/test_import_graph.py runs the static part and holds the limits.
 """
@@ -204,8 +207,9 @@ def trace_summary() -> dict:
 
 
 def _crossing(run) -> dict:
-    edges: set[tuple[str, str]] = set()
+    edges: dict[tuple[str, str], None] = {}  # in the order first taken
     seen: set[str] = set()
+    returns: list[str] = []
 
     def prof(frame, event, arg):  # noqa: ANN001 - sys.setprofile's signature
         if event != "call":
@@ -213,10 +217,12 @@ def _crossing(run) -> dict:
         callee = frame.f_globals.get("__name__", "")
         if not callee.startswith(PACKAGE):
             return
-        seen.add(callee)
         caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back else ""
-        if caller.startswith(PACKAGE) and caller != callee:
-            edges.add((caller, callee))
+        if caller.startswith(PACKAGE) and caller != callee and (caller, callee) not in edges:
+            edges[(caller, callee)] = None
+            if callee in seen:
+                returns.append(f"{caller} -> {callee}")
+        seen.add(callee)
 
     sys.setprofile(prof)
     try:
@@ -229,6 +235,9 @@ def _crossing(run) -> dict:
         "packages": len({package_of(m) for m in seen}),
         "call_edges": len(edges),
         "back_and_forth": sorted(f"{a} <-> {b}" for a, b in both),
+        "returns": returns,
+        "returns_within": {pkg: sum(r.split(" -> ")[1].startswith(f"{PACKAGE}.{pkg}") for r in returns)
+                           for pkg in ("ingest", "inputs")},
     }
 
 
@@ -246,7 +255,9 @@ def _print(summary: dict, lines: Iterable[str] = ()) -> None:
     print(f"upward imports (inside functions): {len(summary['upward_late'])}")
     for name, t in summary.get("trace", {}).items():
         print(f"`{name}` crosses {t['modules']} modules in {t['packages']} packages, "
-              f"{t['call_edges']} module-to-module call edges, {len(t['back_and_forth'])} pairs calling both ways")
+              f"{t['call_edges']} module-to-module call edges, {len(t['back_and_forth'])} pairs calling both ways, "
+              f"{len(t['returns'])} returns to a module already visited ("
+              + ", ".join(f"{n} into {pkg}/" for pkg, n in t["returns_within"].items()) + ")")
         for p in t["back_and_forth"]:
             print("  " + p)
 

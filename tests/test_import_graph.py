@@ -26,7 +26,6 @@ KNOWN_LATE_CIRCLES = {
     "_process", "collect.batch", "collect.handler", "importers", "importers._common",
     # the spec compiler's modules still share helpers both ways (one job split by size)
     "importers.compile",
-    "ingest.readers.fast",
     # type-only: streams names sources.Source in annotations
     "inputs.sources",
     "report.headline",
@@ -64,6 +63,24 @@ def test_the_graph_finds_a_circle_and_an_upward_import(tmp_path, monkeypatch) ->
     s = import_graph.static_summary()
     assert s["cycles"] == [["toolkit.store.a", "toolkit.store.b"]]
     assert s["upward"] == ["toolkit.store.a -> toolkit.report.view"]
+
+
+def test_the_trace_counts_each_return_to_a_module_already_visited(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``--trace``'s returns (bench/import_graph.py): a planted journey a -> b, a -> c, c -> b enters
+    b a second time from c (one return); calling b again from a, or c calling itself, adds none."""
+    for name, body in {"toolkit_fja": "import toolkit_fjb, toolkit_fjc\n"
+                                       "def f():\n    toolkit_fjb.g(); toolkit_fjc.h(); toolkit_fjb.g()\n",
+                       "toolkit_fjb": "def g():\n    return 1\n",
+                       "toolkit_fjc": "import toolkit_fjb\ndef h():\n    i(); return toolkit_fjb.g()\n"
+                                      "def i():\n    return 0\n"}.items():
+        (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(import_graph, "PACKAGE", "toolkit_fj")
+    import toolkit_fja
+
+    t = import_graph._crossing(toolkit_fja.f)
+    assert t["returns"] == ["toolkit_fjc -> toolkit_fjb"]
+    assert (t["modules"], t["call_edges"]) == (3, 3)
 
 
 CITED = re.compile(r"(?<![\w/.-])((?:toolkit|queries|schemas)/[\w/-]+\.(?:py|sql|toml|json))")

@@ -184,9 +184,9 @@ def test_triton_query_runs_in_its_smaller_buffer_pool_and_the_next_file_in_the_d
     seen: list[tuple[str, str]] = []
 
     def spying(real):  # type: ignore[no-untyped-def]
-        def spy(con, *args, **kwargs):  # type: ignore[no-untyped-def]
-            seen.append((args[2].name, con.execute("SELECT current_setting('memory_limit')").fetchone()[0]))
-            return real(con, *args, **kwargs)
+        def spy(job, *args, **kwargs):  # type: ignore[no-untyped-def]
+            seen.append((job.src.name, job.run.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]))
+            return real(job, *args, **kwargs)
         return spy
 
     monkeypatch.setattr(document, "import_document", spying(document.import_document))

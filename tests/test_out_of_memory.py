@@ -33,9 +33,9 @@ def test_out_of_memory_reads_again_with_fewer_threads(kit: SimpleNamespace, tmp_
     real_connect, real_fast = duck.connect, dispatch.try_fast
     threads_at_start: list[int] = []
 
-    def spy(con, writer, seen, src, *args, **kwargs):  # type: ignore[no-untyped-def]
-        threads_at_start.append(duck.current_threads(con))
-        return real_fast(con, writer, seen, src, *args, **kwargs)
+    def spy(job, *args, **kwargs):  # type: ignore[no-untyped-def]
+        threads_at_start.append(duck.current_threads(job.run.con))
+        return real_fast(job, *args, **kwargs)
 
     monkeypatch.setattr(duck, "MEMORY_LIMIT", "24MB")  # 8 reader threads do not fit
     monkeypatch.setattr(duck, "connect", lambda threads=None: real_connect(8))

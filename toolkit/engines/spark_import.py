@@ -24,7 +24,7 @@ from toolkit.ingest.fanout import Run, import_fanned
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from toolkit.ingest.results import ImportResult
+    from toolkit.ingest.job import ImportResult
 
 
 def is_connect(spark: Any) -> bool:

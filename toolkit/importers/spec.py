@@ -2,7 +2,7 @@
 
 Before this, an importer was a module whose ~24 attributes ingest probed by name; an optional one
 misspelled was silently absent. Here every choice is a field with a type, ingest dispatches on
-them (``toolkit/ingest/dispatch.py``: one ``match``), and a per-file choice (a CSV header's column
+them (``toolkit/ingest/dispatch.py``: ``readers_for``), and a per-file choice (a CSV header's column
 order, TGI's text or JSON layout, a mapping file) is ``bind``: a function returning the
 ``Importer`` for that file, never a module built at run time.
 

@@ -1,11 +1,15 @@
 """Import: raw log files in, dataset rows out, every record accounted for.
 
-The pipeline, one job per module: ``plan`` (which importer reads each file, identity, the one
-commit), ``dispatch`` (which reader, and the fallback and out-of-memory policy), ``readers/``
-(``lines``: exact batches of lines; ``fast``: DuckDB's own JSON/CSV reader; ``document``: one
-JSON document, in ``array_parts`` when it is a large array), ``split`` (the shared checks,
-quarantine, duplicates and rows), ``writer`` (Parquet on a thread), ``results`` (the counts).
-Input files themselves: ``sources`` (paths, compression, spooling) and ``streams`` (lines).
+A conveyor, one station per module, each handed one file's ``FileJob`` (``job``: the file, its
+importer, the run's connection and writer, the identities seen, its counts): ``plan`` (which
+importer reads each file, whether its content is known; the one commit) → ``dispatch`` (the
+readers to try, in order: ``readers_for``) → a reader of ``readers/``, each a ``job.Reader``
+(``fast``: DuckDB's own JSON/CSV reader; ``lines``: exact batches of lines, any input;
+``document``: one JSON document, in ``array_parts`` when it is a large array) running the
+importer's SQL with the shared checks (``split.with_checks``) → ``split`` (quarantine,
+duplicates and rows) → ``writer`` (Parquet on a thread). Engine state has its own reader
+(``readers/engine_state``); ``fanout`` runs the same stations with a task per file. Input files
+themselves are toolkit/inputs/'s (``sources``: paths, compression, spooling; ``streams``: lines).
 
 The public names are loaded on first use: ``toolkit.inputs.sources`` (``InputError``, which
 importers and the CLI need) must not pull in DuckDB and the importer registry.
@@ -16,21 +20,21 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_PUBLIC = {
-    "import_traces": "plan",
-    "resolve_format": "plan",
-    "FileResult": "results",
-    "ImportResult": "results",
-    "connect": "duck",
-    "FastReaderGaveUp": "duck",
-    "ReaderOutOfMemory": "duck",
-    "InputError": "sources",
-    "Limits": "sources",
+_PUBLIC = {  # name -> the module that defines it
+    "import_traces": "toolkit.ingest.plan",
+    "resolve_format": "toolkit.ingest.plan",
+    "FileResult": "toolkit.ingest.job",
+    "ImportResult": "toolkit.ingest.job",
+    "connect": "toolkit.ingest.duck",
+    "FastReaderGaveUp": "toolkit.ingest.duck",
+    "ReaderOutOfMemory": "toolkit.ingest.duck",
+    "InputError": "toolkit.inputs.sources",
+    "Limits": "toolkit.inputs.sources",
 }
 __all__ = list(_PUBLIC)
 
 
 def __getattr__(name: str) -> Any:
     if name in _PUBLIC:
-        return getattr(importlib.import_module(f"toolkit.ingest.{_PUBLIC[name]}"), name)
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'toolkit.ingest' has no attribute {name!r}")

@@ -1,90 +1,71 @@
-"""Which reader reads a file, and what happens when it cannot: the fast reader gives up to the
-line reader (rolled back first), and a read out of DuckDB's buffer pool is tried again with
-fewer threads (``duck.fewer_threads``)."""
+"""Which reader reads a file (``readers_for``: the readers it may take, in order, each a
+``job.Reader``), and what happens when one cannot: the fast reader gives up to the line reader
+(rolled back first), and a read out of DuckDB's buffer pool is tried again with fewer threads
+(``duck.fewer_threads``)."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
-import duckdb
-
-from toolkit._endings import cleanup, raise_if_interrupted
-from toolkit.importers._common import ImportOptions
-from toolkit.importers.spec import Fast, Importer, Layout
+from toolkit._endings import raise_if_interrupted
+from toolkit.importers.spec import Fast, Importer
 from toolkit.ingest import duck
+from toolkit.ingest.job import FileJob, Reader
 from toolkit.ingest.readers import document, fast, lines
-from toolkit.ingest.results import FileResult, Progress
-from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.writer import BackgroundWriter
 from toolkit.inputs.sources import Source, log
 from toolkit.inputs.streams import head
 
 FAST = True  # the DuckDB-native reader for plain JSON-lines files (tests compare it with the line reader)
 
 
-def import_file(
-    con: duckdb.DuckDBPyConnection,
-    writer: BackgroundWriter,
-    seen: SeenSet,
-    src: Source,
-    imp: Importer,
-    options: ImportOptions,
-    keep_raw: bool,
-    batch_rows: int,
-    imported_at: datetime,
-    res: FileResult,
-    progress: Progress | None,
-) -> None:
+def import_file(job: FileJob[Importer]) -> None:
+    """Read the job's file with the first of its readers (``readers_for``) that does not give it
+    up, under the file's DuckDB variables and bounds (restored however the read ends)."""
+    con, src, imp, settings = job.run.con, job.src, job.imp, job.run.settings
+    options = settings.options
     for name, value in {
         "source_format": imp.name, "source_file": src.name, "file_hash": file_hash_of(src, imp),
         "service": options.service, "model": options.model, "clock_origin_us": options.clock_origin_us,
-        "imported_at": imported_at, "max_line_bytes": src.limits.max_line_bytes,
+        "imported_at": settings.imported_at, "max_line_bytes": src.limits.max_line_bytes,
     }.items():
         con.execute(f"SET VARIABLE {name} = ?", [value])
-    layout = imp.layout
-    tables = layout.tables
-    threads = duck.current_threads(con)  # a read that ran out of memory lowers it for the file: restored after
-    pool = duck.pool(src.limits.max_line_bytes)  # holds a line of the cap
-    con.execute(f"SET memory_limit = '{pool}'")
-    # the settings are restored however the read ends; a restore that fails never hides why it ended
-    with cleanup(lambda: con.execute(f"SET threads = {threads}")):
-        match layout:
-            case Layout(reads="document"):
-                con.execute(f"SET memory_limit = '{layout.memory_limit or pool}'")
-                with cleanup(lambda: con.execute(f"SET memory_limit = '{pool}'")):
-                    document.import_document(con, writer, seen, src, imp, tables, imported_at, res, progress)
-            case Layout(fast=Fast()) if fast_ok(src, layout.fast, keep_raw) and try_fast(
-                    con, writer, seen, src, imp, tables, imported_at, res, progress):
-                pass
-            case _:  # any input, and every file the fast reader gave up on
-                lines.import_lines(con, writer, seen, src, imp, tables, keep_raw, batch_rows, res, progress)
+    # a document may ask for a smaller pool (``Layout.memory_limit``)
+    memory_limit = imp.layout.memory_limit if imp.layout.reads == "document" else None
+    with duck.bounds(con, src.limits.max_line_bytes, memory_limit):
+        for reader in readers_for(job):
+            if reader(job):
+                return
 
 
-def try_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,
-              imp: Importer, tables: list[str], imported_at: datetime, res: FileResult,
-              progress: Progress | None) -> bool:
+def readers_for(job: FileJob[Importer]) -> list[Reader]:
+    """The readers that may read the file, in the order they are tried: a document's own; the
+    fast reader where it can (``fast_ok``), then the line reader, which reads any input."""
+    layout = job.imp.layout
+    if layout.reads == "document":
+        return [document.import_document]
+    if layout.fast is not None and fast_ok(job.src, layout.fast, job.run.settings.keep_raw):
+        return [try_fast, lines.import_lines]
+    return [lines.import_lines]
+
+
+def try_fast(job: FileJob[Importer]) -> bool:
     """The fast reader; on a parse error or a numbering doubt, roll back what it wrote (files and
     seen ids) and return False so the line reader reads the file. Out of memory: again with half
     the threads (the line reader's batches are bounded: it takes the file if one thread fails)."""
     while True:
-        mark, snapshot = writer.mark(), seen.snapshot()
+        point = job.checkpoint()
         out_of_memory = False
         try:
-            counts = fast.import_fast(con, writer, seen, src, imp, tables, imported_at, progress)
+            tally = fast.import_fast(job)
             why = "a blank or split line shifts DuckDB's record numbering"
         except duck.OUT_OF_MEMORY:
-            counts, why, out_of_memory = None, "out of memory with one thread", True
+            tally, why, out_of_memory = None, "out of memory with one thread", True
         except duck.DATA_ERRORS as e:  # a malformed line, a wrong type: the exact reader will say which
-            counts, why = None, type(e).__name__
-        if counts is not None:
-            for key, value in counts.items():
-                setattr(res, key, value)
+            tally, why = None, type(e).__name__
+        if tally is not None:  # its counts are in job.res
             return True
-        writer.rollback(mark)
-        seen.restore(snapshot)
+        job.rollback(point)
         raise_if_interrupted()  # a Ctrl-C DuckDB reported as a failed read: no fallback
-        if not (out_of_memory and duck.fewer_threads(con, src)):
-            log.info("%s: fast reader gave up (%s); reading it line by line", src.name, why)
+        if not (out_of_memory and duck.fewer_threads(job.run.con, job.src)):
+            log.info("%s: fast reader gave up (%s); reading it line by line", job.src.name, why)
             return False
 
 

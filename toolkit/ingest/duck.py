@@ -6,10 +6,13 @@ each reader thread holds its own buffers."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import duckdb
 
 from toolkit import queries
+from toolkit._endings import cleanup
 from toolkit.inputs.sources import Source, log
 
 
@@ -69,3 +72,16 @@ def fewer_threads(con: duckdb.DuckDBPyConnection, src: Source) -> bool:
     con.execute(f"SET threads = {n // 2}")
     log.info("%s: DuckDB's buffer pool ran out with %d threads; reading again with %d", src.name, n, n // 2)
     return True
+
+
+@contextmanager
+def bounds(con: duckdb.DuckDBPyConnection, max_line_bytes: int, memory_limit: str | None = None) -> Iterator[None]:
+    """One file's read: the pool that holds a line of the cap (``pool``), or the importer's own
+    ``memory_limit`` (a document's query may ask for less); the threads it may lower
+    (``fewer_threads``) and the pool restored however the read ends (a restore that fails never
+    hides why it ended)."""
+    threads = current_threads(con)
+    held = pool(max_line_bytes)
+    con.execute(f"SET memory_limit = '{memory_limit or held}'")
+    with cleanup(lambda: con.execute(f"SET memory_limit = '{held}'"), lambda: con.execute(f"SET threads = {threads}")):
+        yield

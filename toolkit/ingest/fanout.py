@@ -30,15 +30,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from toolkit.importers._common import ImportOptions
-from toolkit.ingest.results import FileResult, ImportResult
+from toolkit.ingest.job import FileResult, ImportResult, Settings
 from toolkit.ingest.seen import KEY_OF_HALVES, Identity, SeenSet, halves, keys_of, load_dataset_keys
 from toolkit.inputs.sources import InputError, Limits, Source, Unrecognised, _source, close_spool
 from toolkit.store import Dataset, Staging
+
+if TYPE_CHECKING:
+    from toolkit.ingest.plan import Inputs
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -76,11 +79,7 @@ class PartJob:
     name: str  # as the user gave it (``source_file`` in the rows)
     path: str  # absolute: a task's working directory is not the driver's
     in_directory: bool
-    fmt: str
-    options: ImportOptions
-    keep_raw: bool
-    batch_rows: int
-    imported_at: datetime
+    settings: Settings  # the import's: format, options, time
     limits: Limits
     root: str  # the dataset directory (absolute)
     import_id: str
@@ -123,6 +122,7 @@ def import_part(job: PartJob) -> PartResult:
 
     from toolkit.enginestate import EngineFormat
     from toolkit.ingest import duck
+    from toolkit.ingest import job as conveyor  # its Run: what a file's readers share (not this module's Run)
     from toolkit.ingest.dispatch import digest_first, import_file
     from toolkit.ingest.plan import _prepare, check_whole, note_nothing_read
     from toolkit.ingest.writer import BackgroundWriter
@@ -137,7 +137,7 @@ def import_part(job: PartJob) -> PartResult:
     staging = Staging(Dataset(Path(job.root)), import_id=job.import_id, tag=f"f{job.index:05d}-")
     try:
         try:
-            imp = _prepare(src, job.fmt, job.options)
+            imp = _prepare(src, job.settings.fmt, job.settings.options)
         except Unrecognised as e:
             out.error, out.phase = str(e), "prepare"
             return out
@@ -167,9 +167,8 @@ def import_part(job: PartJob) -> PartResult:
                 hasher = threading.Thread(target=src.scan, daemon=True)
                 hasher.start()
             seen = SeenSet()
-            import_file(con, writer, seen, src, imp, job.options, job.keep_raw, job.batch_rows, job.imported_at,
-                        res, None)
-            note_nothing_read(res, job.fmt)
+            import_file(conveyor.FileJob(conveyor.Run(con, writer, job.settings), src, imp, seen, res))
+            note_nothing_read(res, job.settings.fmt)
             if hasher:
                 hasher.join()
                 res.digest = src.digest
@@ -287,20 +286,21 @@ def import_fanned(
     sources: list[Source] = []
     with ds.removed_if_unused(), ds.locked(lock_timeout_s):
         try:
-            sources, empty, not_logs = find_inputs(paths, fmt, limits)
+            inputs = find_inputs(paths, fmt, limits)
+            sources = inputs.sources
             if piped := next((s for s in sources if s.spooled), None):
                 raise InputError(f"{piped.name}: a pipe cannot be read by import tasks (each task opens its file "
                                  "by path); save it to a file, or import it without --engine spark")
             staging = Staging(ds)
-            imported_at = datetime.now(UTC).replace(tzinfo=None)
+            settings = Settings(fmt, options, datetime.now(UTC).replace(tzinfo=None), keep_raw, batch_rows)
             known = Known.of(ds)
-            jobs = [PartJob(i, s.name, str(s.path.absolute()), s.in_directory, fmt, options, keep_raw, batch_rows,
-                            imported_at, s.limits, root, staging.import_id, known, threads)
-                    for i, s in enumerate(sources) if id(s) not in empty]
+            jobs = [PartJob(i, s.name, str(s.path.absolute()), s.in_directory, settings, s.limits, root,
+                            staging.import_id, known, threads)
+                    for i, s in enumerate(sources) if id(s) not in inputs.empty]
             try:
                 parts = {p.index: p for p in run(import_part, jobs)}
-                results = _reconcile(ds, sources, empty, parts, fmt, not_logs, staging, run)
-                return commit(staging, out, results, not_logs, imported_at, fmt, options, keep_raw,
+                results = _reconcile(ds, inputs, parts, staging, run)
+                return commit(staging, settings, ImportResult(str(out), None, results, not_logs=inputs.not_logs),
                               max_bad_fraction)
             except BaseException:
                 staging.discard()
@@ -311,16 +311,15 @@ def import_fanned(
     raise AssertionError("unreachable")  # the lock's body returns or raises
 
 
-def _reconcile(ds: Dataset, sources: list[Any], empty: set[int], parts: dict[int, PartResult], fmt: str,
-               not_logs: list[str], staging: Staging, run: Run) -> list[FileResult]:
-    """The driver's pass over the tasks' results, in input order (module docstring): errors raised
-    as the sequential import raises them, content already imported dropped, identities seen before
-    counted as duplicates and their rows removed; the parts that stay adopted by ``staging``."""
+def _raise_errors(inputs: Inputs, parts: dict[int, PartResult]) -> None:
+    """The tasks' errors raised as the sequential import raises them: every file is prepared
+    before any is read, so a file no importer recognises comes first (skipped and listed when it
+    is in a directory under ``auto``), then one refused, then one DuckDB failed on."""
     import duckdb
 
-    from toolkit.ingest import duck
-    from toolkit.ingest.plan import _already, _known, no_log_file
+    from toolkit.ingest.plan import no_log_file
 
+    sources, empty, fmt, not_logs = inputs.sources, inputs.empty, inputs.fmt, inputs.not_logs
     for phase in ("prepare", "import", "duckdb"):  # sequentially: every file is prepared before any is read
         for i, src in enumerate(sources):
             p = parts.get(i)
@@ -334,6 +333,17 @@ def _reconcile(ds: Dataset, sources: list[Any], empty: set[int], parts: dict[int
             raise InputError(p.error)
         if phase == "prepare" and all(p.phase == "prepare" for p in parts.values()) and not empty:
             raise no_log_file(not_logs)
+
+
+def _reconcile(ds: Dataset, inputs: Inputs, parts: dict[int, PartResult], staging: Staging, run: Run) -> list[FileResult]:
+    """The driver's pass over the tasks' results, in input order (module docstring): errors raised
+    (``_raise_errors``), content already imported dropped, identities seen before counted as
+    duplicates and their rows removed; the parts that stay adopted by ``staging``."""
+    from toolkit.ingest import duck
+    from toolkit.ingest.plan import _already, _known
+
+    _raise_errors(inputs, parts)
+    sources, empty = inputs.sources, inputs.empty
     results: list[FileResult] = []
     seen, loaded = SeenSet(), set()
     seen_hashes: dict[tuple[str, str], str] = {}

@@ -12,7 +12,7 @@ is ``dispatch``'s.
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
@@ -25,10 +25,9 @@ from toolkit.importers._common import ImportOptions
 from toolkit.importers.spec import Importer
 from toolkit.ingest import duck
 from toolkit.ingest.dispatch import digest_first, import_file
+from toolkit.ingest.job import FileJob, FileResult, ImportResult, Progress, Run, Settings
 from toolkit.ingest.readers.engine_state import import_engine_file
-from toolkit.ingest.results import FileResult, ImportResult, Progress
-from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.split import load_seen
+from toolkit.ingest.seen import Identity, SeenSet, load_dataset_keys
 from toolkit.ingest.writer import BackgroundWriter
 from toolkit.inputs.sources import (
     InputError,
@@ -123,95 +122,114 @@ def import_traces(
     sources: list[Source] = []
     try:
         with ds.removed_if_unused(), ds.locked(lock_timeout_s):
-            sources, empty, not_logs = find_inputs(paths, fmt, limits)
-            plan = []
-            for src in sources:
-                try:
-                    plan.append((src, None if id(src) in empty else _prepare(src, fmt, options)))
-                except Unrecognised:
-                    if not (src.in_directory and fmt == "auto"):
-                        raise  # a file the user named stays an error
-                    not_logs.append(src.name)  # a notes.txt beside the logs: skipped and listed
-                # a log some importer recognises but refuses (an option it needs) stays an error, with its hint
-            if not plan:
-                raise no_log_file(not_logs)
+            inputs = find_inputs(paths, fmt, limits)
+            sources = inputs.sources
+            plan = plan_files(inputs, options)
             staging = Staging(ds)
             writer = BackgroundWriter(staging)
-            imported_at = datetime.now(UTC).replace(tzinfo=None)
-            con = duck.connect()
-            seen = SeenSet()
-            loaded: set[str] = set()
-            results: list[FileResult] = []
-            seen_hashes: dict[tuple[str, str], str] = {}
+            settings = Settings(fmt, options, datetime.now(UTC).replace(tzinfo=None), keep_raw, batch_rows)
+            run = Run(duck.connect(), writer, settings, progress)
             # on any failure the staged files go; what fails while they go never hides why
-            with _endings.cleanup(con.close), _endings.cleanup(lambda: writer.close(discard=True), staging.discard,
-                                                               on_error_only=True):
-                sizes = {(f["size"], f["format"]) for i in ds.manifest()["imports"] for f in i["files"]}
-                for src, imp in plan:
-                    if imp is None:
-                        results.append(FileResult(path=src.name, format="", size=0, digest="", status="empty",
-                                                  note="empty file: nothing to import"))
-                        continue
-                    res = FileResult(path=src.name, format=imp.name, size=src.size, digest="")
-                    results.append(res)
-                    if isinstance(imp, EngineFormat):  # engine state: hashed first, read whole
-                        res.digest = src.digest
-                        if prior := _known(ds, src, imp.name, seen_hashes):
-                            _already(res, prior)
-                        else:
-                            import_engine_file(con, writer, ds, src, imp, options, imported_at, res)
-                            note_nothing_read(res, fmt)
-                            seen_hashes[(res.digest, imp.name)] = src.name
-                        continue
-                    # Hashing costs a full read: do it first only when it decides something before the
-                    # import: a same-size file seen before (in the dataset or earlier in this run), a
-                    # compressed file (its content size is unknown), ids made of the digest, or a
-                    # document (which must be whole). Else on a thread while the import runs (the
-                    # same read counts the lines the fast path checks its numbering against).
-                    # A compressed file is hashed on its thread too (its decompression beside the
-                    # import's), and the import rolled back if its content turns out known.
-                    if (src.size, imp.name) in sizes or digest_first(imp) or (
-                            src.compression and _old_entries(ds, src, imp.name)):
-                        res.digest = src.digest
-                        check_whole(src, imp)
-                        if prior := _known(ds, src, imp.name, seen_hashes):
-                            _already(res, prior)
-                            continue
-                        hasher = None
-                    else:
-                        hasher = threading.Thread(target=src.scan, daemon=True)
-                        hasher.start()
-                    if imp.name not in loaded:
-                        load_seen(con, ds, imp, seen)
-                        loaded.add(imp.name)
-                    mark, snapshot = (writer.mark(), seen.snapshot()) if hasher and src.compression else (None, None)
-                    import_file(con, writer, seen, src, imp, options, keep_raw, batch_rows, imported_at, res,
-                                 progress)
-                    note_nothing_read(res, fmt)
-                    if hasher:
-                        hasher.join()
-                        res.digest = src.digest
-                        if mark is not None and snapshot is not None and (
-                                prior := _known(ds, src, imp.name, seen_hashes)):
-                            writer.rollback(mark)
-                            seen.restore(snapshot)
-                            results[-1] = res = FileResult(path=src.name, format=imp.name, size=src.size,
-                                                           digest=res.digest)
-                            _already(res, prior)
-                            continue
-                    seen_hashes[(res.digest, imp.name)] = src.name
-                    sizes.add((src.size, imp.name))  # a same-size file later in this run is hashed first
+            with _endings.cleanup(run.con.close), _endings.cleanup(lambda: writer.close(discard=True), staging.discard,
+                                                                   on_error_only=True):
+                ledger = Ledger(ds, run)
+                results = [ledger.import_one(src, imp) for src, imp in plan]
                 writer.close()
-                result = commit(staging, out, results, not_logs, imported_at, fmt, options, keep_raw,
-                                max_bad_fraction)
-            return result
+                return commit(staging, settings, ImportResult(str(out), None, results, not_logs=inputs.not_logs),
+                              max_bad_fraction)
     finally:
         for src in sources:
             close_spool(src)  # the stdin copy may hold prompts: it has no name, closing frees it
 
 
+def plan_files(inputs: Inputs, options: ImportOptions) -> list[tuple[Source, Importer | EngineFormat | None]]:
+    """Each input with its importer (``_prepare``; None: an empty file beside others), every file
+    prepared before any is read. A file in a directory that no importer recognises is skipped and
+    listed in ``not_logs``; one the user named stays an error, and so does a log some importer
+    recognises but refuses (an option it needs), with its hint."""
+    empty, not_logs, fmt = inputs.empty, inputs.not_logs, inputs.fmt
+    plan: list[tuple[Source, Importer | EngineFormat | None]] = []
+    for src in inputs.sources:
+        try:
+            plan.append((src, None if id(src) in empty else _prepare(src, fmt, options)))
+        except Unrecognised:
+            if not (src.in_directory and fmt == "auto"):
+                raise  # a file the user named stays an error
+            not_logs.append(src.name)  # a notes.txt beside the logs: skipped and listed
+    if not plan:
+        raise no_log_file(not_logs)
+    return plan
 
 
+class Ledger:
+    """What the import knows across its files, one after another: the dataset's identities of each
+    format read so far and those of the files imported (``seen``), the content of each file
+    imported (digest and format: a second copy is ``already-imported``), and the (size, format)
+    pairs worth hashing a file for before it is read."""
+
+    def __init__(self, ds: Dataset, run: Run) -> None:
+        self.ds, self.run = ds, run
+        self.seen = SeenSet()
+        self.loaded: set[str] = set()  # formats whose dataset identities are in ``seen``
+        self.hashes: dict[tuple[str, str], str] = {}  # (digest, format) -> the file of this import
+        self.sizes = {(f["size"], f["format"]) for i in ds.manifest()["imports"] for f in i["files"]}
+
+    def import_one(self, src: Source, imp: Importer | EngineFormat | None) -> FileResult:
+        """One file through the conveyor; its result."""
+        if imp is None:
+            return FileResult(path=src.name, format="", size=0, digest="", status="empty",
+                              note="empty file: nothing to import")
+        res = FileResult(path=src.name, format=imp.name, size=src.size, digest="")
+        if isinstance(imp, EngineFormat):  # engine state: hashed first, read whole
+            res.digest = src.digest
+            if prior := _known(self.ds, src, imp.name, self.hashes):
+                _already(res, prior)
+            else:
+                import_engine_file(FileJob(self.run, src, imp, self.seen, res), self.ds)
+                note_nothing_read(res, self.run.settings.fmt)
+                self.hashes[(res.digest, imp.name)] = src.name
+            return res
+        return self.import_requests(src, imp, res)
+
+    def import_requests(self, src: Source, imp: Importer, res: FileResult) -> FileResult:
+        """A file of a request format. Hashing costs a full read: it is done first only when it
+        decides something before the import: a same-size file seen before (in the dataset or
+        earlier in this run), a compressed file of a format with entries from before content
+        identity, ids made of the digest, or a document (which must be whole). Else on a thread
+        while the import runs (the same read counts the lines the fast path checks its numbering
+        against). A compressed file is hashed on its thread too (its decompression beside the
+        import's), and the import rolled back if its content turns out known."""
+        ds = self.ds
+        if (src.size, imp.name) in self.sizes or digest_first(imp) or (
+                src.compression and _old_entries(ds, src, imp.name)):
+            res.digest = src.digest
+            check_whole(src, imp)
+            if prior := _known(ds, src, imp.name, self.hashes):
+                _already(res, prior)
+                return res
+            hasher = None
+        else:
+            hasher = threading.Thread(target=src.scan, daemon=True)
+            hasher.start()
+        if imp.name not in self.loaded:
+            # the dataset's identities of the format: a record imported before is a duplicate
+            load_dataset_keys(self.run.con, ds, Identity.of(imp), self.seen)
+            self.loaded.add(imp.name)
+        job = FileJob(self.run, src, imp, self.seen, res)
+        point = job.checkpoint() if hasher and src.compression else None
+        import_file(job)
+        note_nothing_read(res, self.run.settings.fmt)
+        if hasher:
+            hasher.join()
+            res.digest = src.digest
+            if point is not None and (prior := _known(ds, src, imp.name, self.hashes)):
+                job.rollback(point)
+                res = FileResult(path=src.name, format=imp.name, size=src.size, digest=res.digest)
+                _already(res, prior)
+                return res
+        self.hashes[(res.digest, imp.name)] = src.name
+        self.sizes.add((src.size, imp.name))  # a same-size file later in this run is hashed first
+        return res
 
 
 def open_dataset(out: str | Path, fmt: str, options: ImportOptions | None) -> tuple[Dataset, ImportOptions]:
@@ -223,10 +241,22 @@ def open_dataset(out: str | Path, fmt: str, options: ImportOptions | None) -> tu
     return Dataset.open(out, create=True), options or ImportOptions()
 
 
-def find_inputs(paths: list[str], fmt: str, limits: Limits | None) -> tuple[list[Source], set[int], list[str]]:
-    """The input files (``expand``), the ids of those that are empty and not alone (listed as
-    "empty", never read), and the names of files in a directory that are not logs (skipped).
-    Shared by the sequential import and the fanned-out one (toolkit/ingest/fanout.py)."""
+@dataclass
+class Inputs:
+    """The files an import was given (``find_inputs``): ``sources`` in order, the ids of those
+    that are empty and not alone (listed as "empty", never read), the names of files in a directory
+    that are not logs (skipped, listed), and the format asked (only under ``auto`` is a file that no
+    importer recognises skipped)."""
+
+    sources: list[Source]
+    empty: set[int]
+    not_logs: list[str]
+    fmt: str
+
+
+def find_inputs(paths: list[str], fmt: str, limits: Limits | None) -> Inputs:
+    """The input files (``expand``), as ``Inputs``. Shared by the sequential import and the
+    fanned-out one (toolkit/ingest/fanout.py)."""
     not_logs: list[str] = []
     sources = expand(paths, skipped=not_logs, limits=limits)
     # an empty file beside others (a freshly rotated log) holds nothing to detect or import:
@@ -234,7 +264,7 @@ def find_inputs(paths: list[str], fmt: str, limits: Limits | None) -> tuple[list
     empty = {id(s) for s in sources if fmt == "auto" and s.size == 0}
     if len(empty) == len(sources):
         empty = set()
-    return sources, empty, not_logs
+    return Inputs(sources, empty, not_logs, fmt)
 
 
 def no_log_file(not_logs: list[str]) -> InputError:
@@ -254,19 +284,18 @@ def note_nothing_read(res: FileResult, fmt: str) -> None:
                     f"no {res.format} record found (not the shape of a {res.format} file?): nothing imported")
 
 
-def commit(staging: Staging, out: str | Path, results: list[FileResult], not_logs: list[str],
-           imported_at: datetime, fmt: str, options: ImportOptions, keep_raw: bool,
-           max_bad_fraction: float | None) -> ImportResult:
-    """The import's result; its one manifest entry committed (``Staging.commit``: atomic), unless
+def commit(staging: Staging, settings: Settings, result: ImportResult, max_bad_fraction: float | None) -> ImportResult:
+    """The import's ``result``, its one manifest entry committed (``Staging.commit``: atomic), unless
     nothing was imported or too much was quarantined (``rejected``): then the staged files go."""
+    options = settings.options
     entry = {
-        "time": imported_at.isoformat() + "Z",
+        "time": settings.imported_at.isoformat() + "Z",
         "stagelens_version": __version__,
         "schema_version": schema.version(),
-        "options": {"format": fmt, "service": options.service, "model": options.model, "keep_raw": keep_raw},
-        "files": [asdict(r) for r in results if r.status == "imported"],
+        "options": {"format": settings.fmt, "service": options.service, "model": options.model,
+                    "keep_raw": settings.keep_raw},
+        "files": [asdict(r) for r in result.files if r.status == "imported"],
     }
-    result = ImportResult(dataset=str(out), import_id=None, files=results, not_logs=not_logs)
     result.rejected = max_bad_fraction is not None and result.bad_fraction > max_bad_fraction
     if entry["files"] and not result.rejected:
         staging.commit(entry)

@@ -5,9 +5,8 @@ rows for the writer. Both readers end here, so they count alike."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import duckdb
 import numpy as np
@@ -17,23 +16,19 @@ import pyarrow.compute as pc
 from toolkit import schema
 from toolkit.importers._common import COMMON_COLUMNS, FIRST_OF_LINE, NESTED, checked_sql
 from toolkit.importers.spec import Importer
-from toolkit.ingest.results import FileResult
+from toolkit.ingest.job import FileResult
 from toolkit.ingest.seen import (
     KEY_OF_HALVES,
     Identity,
-    SeenSet,
     halves,
     identity_sql,
     keys_of,
-    load_dataset_keys,
     take_first_new,
 )
-from toolkit.ingest.writer import BackgroundWriter
 from toolkit.inputs.arrow import from_numpy
-from toolkit.store import Dataset
 
 if TYPE_CHECKING:
-    from toolkit.ingest.readers.fast import NestedSpans
+    from toolkit.ingest.job import FileJob
 
 
 RAW_CAP = 4096
@@ -92,23 +87,52 @@ def candidate_columns(con: duckdb.DuckDBPyConnection, cand: str, fixed: bool) ->
     return present
 
 
-def load_seen(con: duckdb.DuckDBPyConnection, ds: Dataset, imp: Importer, seen: SeenSet) -> None:
-    """Identities already in the dataset for this format, so re-imported records count as
-    duplicates (``seen.load_dataset_keys``)."""
-    load_dataset_keys(con, ds, Identity.of(imp), seen)
-
-
 TABLES = ("requests", "spans")
 
 
-def split_batch(writer: BackgroundWriter, seen: SeenSet, batch: pa.Table, table: str, consts: Constants,
-                 counts: dict, reasons: Counter, imported_at: datetime, last: int,
-                 line_id: tuple | None = None, numbered: bool = False,
-                 nested: NestedSpans | None = None) -> int:
+@dataclass
+class Tally:
+    """What a streaming reader counted of a file so far, kept apart from the file's result until
+    the read succeeds (``settle``): a fast read rolled back leaves no count behind."""
+
+    read: int = 0
+    imported: int = 0
+    duplicates: int = 0
+    skipped: int = 0
+    reasons: Counter = field(default_factory=Counter)  # quarantined records by reason code
+
+    def settle(self, res: FileResult) -> None:
+        res.read, res.imported, res.duplicates, res.skipped = self.read, self.imported, self.duplicates, self.skipped
+        res.quarantined = sum(self.reasons.values())
+        res.by_reason = dict(self.reasons)
+
+
+class Nested(Protocol):
+    """Spans carried inside the rows of another table's stream (``fast.NestedSpans``)."""
+
+    def split(self, job: FileJob[Importer], tally: Tally, spans: pa.ChunkedArray, lines: np.ndarray) -> None: ...
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One table's stream of checked candidates as a streaming reader hands it to ``split_batch``:
+    the constant columns (``Constants``), ids to complete with the line number (``line_id``:
+    ``complete_line_ids``'s column, cursor and format), whether the rows carry their own line
+    numbers (``numbered``), and the spans nested in them (``nested``)."""
+
+    table: str
+    consts: Constants
+    line_id: tuple[str, duckdb.DuckDBPyConnection, str] | None = None
+    numbered: bool = False
+    nested: Nested | None = None
+
+
+def split_batch(job: FileJob[Importer], tally: Tally, stream: Stream, batch: pa.Table, last: int) -> int:
     """Number one Arrow batch of checked candidates (``last``: the line before it; ``numbered``:
     the rows carry their own numbers), count it, and queue its quarantine rows and its new rows;
     ``nested``: split out the spans the rows carry, with their line numbers. Returns the batch's
     last (highest) line number."""
+    writer, consts, numbered, imported_at = job.run.writer, stream.consts, stream.numbered, job.run.settings.imported_at
     n = batch.num_rows
     if n == 0:
         return last
@@ -117,20 +141,19 @@ def split_batch(writer: BackgroundWriter, seen: SeenSet, batch: pa.Table, table:
     else:
         lines = last + np.cumsum(batch.column("source_line").to_numpy(), dtype=np.int64)  # see import_fast
         batch = batch.set_column(batch.schema.get_field_index("source_line"), "source_line", from_numpy(lines))
-    if line_id:
-        batch = complete_line_ids(batch, lines, *line_id)
-    if nested:
-        nested.split(writer, seen, batch.column(NESTED), lines, counts, reasons, imported_at)
+    if stream.line_id:
+        batch = complete_line_ids(batch, lines, *stream.line_id)
+    if stream.nested:
+        stream.nested.split(job, tally, batch.column(NESTED), lines)
         batch = batch.drop_columns([NESTED])
-    records = pc.sum(pc.equal(batch.column("_kind"), "record")).as_py() or 0
-    counts["read"] += records
+    tally.read += pc.sum(pc.equal(batch.column("_kind"), "record")).as_py() or 0
     # a 'spans' row (its record is a span, in NESTED) is neither: NestedSpans counts its spans
-    counts["skipped"] += pc.sum(pc.equal(batch.column("_kind"), "skip")).as_py() or 0
+    tally.skipped += pc.sum(pc.equal(batch.column("_kind"), "skip")).as_py() or 0
     code = batch.column("_code")
     if code.null_count < n:
         bad = batch.filter(pc.is_valid(code))
         for item in pc.value_counts(bad.column("_code")).to_pylist():
-            reasons[item["values"]] += item["counts"]
+            tally.reasons[item["values"]] += item["counts"]
         m = bad.num_rows
         writer.put("quarantine", pa.table({
             **consts.source(m), "source_line": bad.column("source_line"), "reason_code": bad.column("_code"),
@@ -141,13 +164,13 @@ def split_batch(writer: BackgroundWriter, seen: SeenSet, batch: pa.Table, table:
     key = batch.column("_k")
     good = batch.filter(pc.is_valid(key)) if key.null_count else batch
     if good.num_rows:
-        keep = take_first_new(seen, good.column("source_line").to_numpy(), good.column("_k"))
+        keep = take_first_new(job.seen, good.column("source_line").to_numpy(), good.column("_k"))
         n_keep = int(keep.sum())
-        counts["duplicates"] += good.num_rows - n_keep
-        counts["imported"] += n_keep
+        tally.duplicates += good.num_rows - n_keep
+        tally.imported += n_keep
         if n_keep:
             rows = good if n_keep == good.num_rows else good.filter(from_numpy(keep))
-            writer.put(table, consts.add(rows.drop_columns(["_kind", "_code", "_detail", "_k"])))
+            writer.put(stream.table, consts.add(rows.drop_columns(["_kind", "_code", "_detail", "_k"])))
     return max(last, int(lines.max())) if numbered else int(lines[-1])
 
 
@@ -222,25 +245,26 @@ class Constants:
         return rows
 
 
-def write_quarantine(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, keep_raw: bool) -> None:
+def write_quarantine(job: FileJob[Importer], keep_raw: bool) -> None:
+    """Queue the quarantine rows of ``_cand`` (the line's text too, cut, with ``keep_raw``)."""
     raw = f"left(l.line, {RAW_CAP})" if keep_raw else "CAST(NULL AS VARCHAR)"
     join = "LEFT JOIN lines l USING (ln)" if keep_raw else ""
-    tbl = con.sql(
+    tbl = job.run.con.sql(
         f"""SELECT getvariable('source_format') AS source_format, getvariable('source_file') AS source_file,
                c.ln AS source_line, c._why['code'] AS reason_code, c._why['detail'] AS reason_detail,
                {raw} AS raw, CAST(getvariable('imported_at') AS TIMESTAMP) AS imported_at,
                strftime(CAST(getvariable('imported_at') AS TIMESTAMP), '%Y-%m-%d') AS _date
             FROM _cand c {join} WHERE c.row_kind = 'record' AND c._why IS NOT NULL ORDER BY c.ln"""
     ).to_arrow_table()
-    writer.put("quarantine", tbl)
+    job.run.writer.put("quarantine", tbl)
 
 
-def write_rows(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, res: FileResult,
-               table: str) -> None:
+def write_rows(job: FileJob[Importer], table: str) -> None:
     """Keep the first record of each identity (in line order) not seen before; count the rest."""
+    con, res = job.run.con, job.res
     ids = con.sql("SELECT ln, _k FROM _cand WHERE _k IS NOT NULL").to_arrow_table()
     ln, keys = ids.column("ln").to_numpy(), keys_of(ids.column("_k"))
-    keep = take_first_new(seen, ln, keys)
+    keep = take_first_new(job.seen, ln, keys)
     n_keep = int(keep.sum())
     res.duplicates += len(keys) - n_keep
     res.imported += n_keep
@@ -263,7 +287,7 @@ def write_rows(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: S
     # in slices, so a large batch (a whole JSON document) never becomes one big Arrow table
     reader = con.sql(_OUTPUT_SQL[table]).to_arrow_reader(WRITE_ROWS)
     for batch in reader:
-        writer.put(table, pa.Table.from_batches([batch]))
+        job.run.writer.put(table, pa.Table.from_batches([batch]))
 
 
 def _output_sql(table: str) -> str:

@@ -5,42 +5,37 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 
 import duckdb
 
 from toolkit.importers.spec import Importer
 from toolkit.ingest import duck
+from toolkit.ingest.job import FileJob
 from toolkit.ingest.readers import fast
-from toolkit.ingest.results import FileResult, Progress
-from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.writer import BackgroundWriter
 from toolkit.inputs.sources import InputError, Source, log
 
 
-def import_document(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,
-                     imp: Importer, tables: list[str], imported_at: datetime, res: FileResult,
-                     progress: Progress | None) -> None:
+def import_document(job: FileJob[Importer]) -> bool:
     """One JSON document the importer reads itself (Triton, vLLM bench...): streamed like the fast
     reader, so a large document never sits whole in a DuckDB table. A JSON array whose elements
     the importer can recognise (``ARRAY_ELEMENT``) is read in a part per DuckDB thread (up to
     ``array_parts.MAX_PARTS``): DuckDB parses one array on one thread. A part that does not parse (a
     cut in the wrong place, or a malformed document), or parts that outgrow the buffer pool, mean
-    reading the document whole again, which says what is wrong if anything is."""
+    reading the document whole again, which says what is wrong if anything is. It never gives a
+    file up (``Reader``): a document no reader can parse is refused (``InputError``)."""
+    con, src, imp = job.run.con, job.src, job.imp
     con.execute("SET VARIABLE source_compression = ?", [src.compression or "none"])
     element = imp.layout.array_element
     parts = duck.current_threads(con) if element else 1
     while True:
-        mark, snapshot, split = writer.mark(), seen.snapshot(), False
+        point, split = job.checkpoint(), False
         try:
             with document_parts(con, src, parts, element) as paths:
                 split = len(paths) > 1
-                counts = fast.import_fast(con, writer, seen, src, imp, tables, imported_at, progress, document=True,
-                                      paths=paths if split else None)
-            break
+                fast.import_fast(job, document=True, paths=paths if split else None)  # counts into job.res
+            return True
         except (*duck.DATA_ERRORS, *duck.OUT_OF_MEMORY) as e:
-            writer.rollback(mark)
-            seen.restore(snapshot)
+            job.rollback(point)
             if split:  # each part's reader holds its own buffers: a small pool may not hold them all
                 log.info("%s: reading the document in parts failed (%s); reading it whole", src.name,
                          type(e).__name__)
@@ -56,8 +51,6 @@ def import_document(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, se
             # DuckDB's message may quote the file's text (a prompt): say what, not what it read
             raise InputError(f"{src.name}: not a complete {imp.name} document "
                              "(truncated or malformed JSON); nothing was imported") from None
-    for key, value in (counts or {}).items():
-        setattr(res, key, value)
 
 
 @contextmanager

@@ -18,8 +18,8 @@ from pathlib import Path
 import duckdb
 
 from toolkit.enginestate import EngineFormat
-from toolkit.importers._common import TS_MAX_US, ImportOptions
-from toolkit.ingest.results import FileResult
+from toolkit.importers._common import TS_MAX_US
+from toolkit.ingest.job import FileJob
 from toolkit.ingest.writer import BackgroundWriter
 from toolkit.inputs.sources import Source
 from toolkit.inputs.streams import TOO_LARGE, iter_lines
@@ -29,18 +29,12 @@ KEY = "ts_us, replica, engine, model"
 _SEEN = "_engine_seen"  # the identities of this import's connection: the dataset's, then each file's
 
 
-def import_engine_file(
-    con: duckdb.DuckDBPyConnection,
-    writer: BackgroundWriter,
-    ds: Dataset,
-    src: Source,
-    fmt: EngineFormat,
-    options: ImportOptions,
-    imported_at: datetime,
-    res: FileResult,
-) -> None:
-    """Read ``src`` as ``fmt`` and queue its rows; ``res`` gets the counts (read = imported +
-    quarantined + duplicates; lines that are no record of the format are ``skipped``)."""
+def import_engine_file(job: FileJob[EngineFormat], ds: Dataset) -> None:
+    """Read the job's file as its engine format and queue its rows; ``job.res`` gets the counts
+    (read = imported + quarantined + duplicates; lines that are no record of the format are
+    ``skipped``). ``ds``: the dataset, whose identities of the format count as duplicates."""
+    con, src, fmt, res = job.run.con, job.src, job.imp, job.res
+    options, imported_at = job.run.settings.options, job.run.settings.imported_at
     year = (
         datetime.fromtimestamp(options.clock_origin_us / 1e6).year
         if options.clock_origin_us
@@ -100,7 +94,7 @@ def import_engine_file(
     if src.truncated:  # the compressed stream ended early: what followed the last whole line is lost
         res.truncated = True
         res.note = "the compressed stream is truncated: the lines after the last complete one are lost"
-    _write(con, writer)
+    _write(con, job.run.writer)
 
 
 def register_lines(con: duckdb.DuckDBPyConnection, src: Source, keep: str | None = None) -> int:

@@ -7,9 +7,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
-from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime
 
 import duckdb
 import numpy as np
@@ -20,12 +18,17 @@ from toolkit._endings import cleanup, no_space, raise_if_interrupted
 from toolkit.importers._common import duck_type
 from toolkit.importers.spec import FastInput, Importer, JsonColumns, JsonValues, OwnRecords
 from toolkit.ingest.duck import FastReaderGaveUp, ReaderOutOfMemory
-from toolkit.ingest.results import Progress
-from toolkit.ingest.seen import SeenSet
-from toolkit.ingest.split import WRITE_ROWS, Constants, fast_output_sql, split_batch, with_checks
-from toolkit.ingest.writer import BackgroundWriter
+from toolkit.ingest.job import FileJob
+from toolkit.ingest.split import (
+    WRITE_ROWS,
+    Constants,
+    Stream,
+    Tally,
+    fast_output_sql,
+    split_batch,
+    with_checks,
+)
 from toolkit.inputs.arrow import from_numpy
-from toolkit.inputs.sources import Source
 from toolkit.queries import spill_dir
 
 GATHER_ROWS = 100_000  # the fast reader's small batches are gathered to this many rows first (bounds RSS)
@@ -58,9 +61,7 @@ def fast_lines_sql(reads: FastInput) -> str:
                     f"records = 'false', compression = 'none', columns = {{'json': '{typ}'}})")
 
 
-def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,
-                 imp: Importer, tables: list[str], imported_at: datetime,
-                 progress: Progress | None, document: bool = False, paths: list[str] | None = None) -> dict | None:
+def import_fast(job: FileJob[Importer], document: bool = False, paths: list[str] | None = None) -> Tally | None:
     """One streaming DuckDB pass per table: ``read_json`` parses the whole file on all cores, the
     importer's SQL and the shared checks run in the same pipeline, and Python only splits each
     Arrow batch into quarantine, duplicates and rows (numpy), while Parquet is written on a thread.
@@ -75,32 +76,21 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
     So it does when that read found a line over ``Limits.max_line_bytes``: ``read_json`` reads
     lines past its ``maximum_object_size`` (up to twice it), so only the scan says exactly which
     line is over the cap, and only the line reader quarantines it.
-    Returns the counts, or None for that case. DuckDB errors (a malformed line, a wrong type)
+    Returns the counts (``split.Tally``, settled into ``job.res``), or None for that case. DuckDB errors (a malformed line, a wrong type)
     propagate: same fallback.
 
     A ``document`` importer (one JSON document, which it reads itself and numbers as it likes,
     e.g. Triton's trace ids) streams the same way, without renumbering or a line count; ``paths``:
     the parts it reads instead of the file (``array_parts.parts``).
     """
+    con, src, imp = job.run.con, job.src, job.imp
     con.execute("SET VARIABLE source_path = ?", [paths or str(src.path)])
-    first = 0
-    if not document:
-        assert imp.layout.fast is not None
-        reads = imp.layout.fast.reads
-        try:
-            con.execute(f"CREATE OR REPLACE TEMP VIEW lines AS {fast_lines_sql(reads)}")
-        except duckdb.Error:
-            drop_views(con)
-            raise
-        # lines before the first record (a CSV header) count as skipped, as the line reader's
-        # 'skip' rows for them do
-        first = reads.header_lines if isinstance(reads, OwnRecords) else 0
-    counts = {"read": 0, "imported": 0, "duplicates": 0, "skipped": first}
-    reasons: Counter = Counter()
+    first = 0 if document else fast_lines(con, imp)
+    tally = Tally(skipped=first)
     # the stream's order is the file's (a document's order is its SQL's)
     con.execute(f"SET preserve_insertion_order = {str(not document).lower()}")
     # spans carried inside the requests stream (FAST_NESTED_SPANS): one parse of the file, not two
-    nested = None
+    nested, tables = None, imp.layout.tables
     fast = imp.layout.fast
     if not document and "spans" in tables and fast is not None and fast.nested_spans:
         nested = NestedSpans(con.cursor(), imp, src.name)
@@ -108,34 +98,51 @@ def import_fast(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: 
     # cleanup that fails (a DuckDB result still open after an interrupt or a full disk) never hides why
     with cleanup(lambda: end_fast(con, document, nested)):
         for table in tables:
-            last = first
             cand = imp.layout.sql(table) if document else imp.layout.fast_sql(table)
-            # ids made of the line number (FAST_LINE_ID): completed once the stream is numbered
-            line_id = ((fast.line_id, con.cursor(), imp.name)
-                       if table == "requests" and fast is not None and fast.line_id and not document else None)
             checked, present = with_checks(con, imp, cand, table, numbered=document)
-            consts = Constants.of(table, imp.name, src.name, present)
-            pending: list[pa.RecordBatch] = []
-            size = 0
+            flow = Stream(table, Constants.of(table, imp.name, src.name, present), numbered=document, nested=nested,
+                          # ids made of the line number (FAST_LINE_ID): completed once the stream is numbered
+                          line_id=((fast.line_id, con.cursor(), imp.name) if table == "requests" and fast is not None
+                                   and fast.line_id and not document else None))
             reader = con.sql(fast_output_sql(table, present).format(checked=checked)).to_arrow_reader(WRITE_ROWS)
-            for batch in itertools.chain(stream(reader), [None]):  # DuckDB's batches are small: gather them
-                if batch is not None:
-                    pending.append(batch)
-                    size += batch.num_rows
-                    if size < GATHER_ROWS:
-                        continue
-                if pending:
-                    last = split_batch(writer, seen, pa.Table.from_batches(pending), table, consts,
-                                        counts, reasons, imported_at, last, line_id, numbered=document,
-                                        nested=nested)
-                    pending, size = [], 0
-                    if progress:
-                        progress(src.name, last)
+            last = split_stream(job, tally, flow, reader, first)
             if not document and (last != src.lines or src.long_line):
                 return None  # a line over the cap: the line reader quarantines it (DuckDB read it)
-    counts["quarantined"] = sum(reasons.values())
-    counts["by_reason"] = dict(reasons)  # type: ignore[assignment]
-    return counts
+    tally.settle(job.res)
+    return tally
+
+
+def fast_lines(con: duckdb.DuckDBPyConnection, imp: Importer) -> int:
+    """The view ``lines`` over the file (``fast_lines_sql``); returns the lines before the first
+    record (a CSV header), which count as skipped, as the line reader's 'skip' rows for them do."""
+    assert imp.layout.fast is not None
+    reads = imp.layout.fast.reads
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW lines AS {fast_lines_sql(reads)}")
+    except duckdb.Error:
+        drop_views(con)
+        raise
+    return reads.header_lines if isinstance(reads, OwnRecords) else 0
+
+
+def split_stream(job: FileJob[Importer], tally: Tally, flow: Stream, reader: pa.RecordBatchReader,
+                 last: int) -> int:
+    """Hand the table's stream to ``split_batch`` in batches of ``GATHER_ROWS`` (DuckDB's are
+    small: they are gathered first); returns the last line number."""
+    pending: list[pa.RecordBatch] = []
+    size = 0
+    for batch in itertools.chain(stream(reader), [None]):
+        if batch is not None:
+            pending.append(batch)
+            size += batch.num_rows
+            if size < GATHER_ROWS:
+                continue
+        if pending:
+            last = split_batch(job, tally, flow, pa.Table.from_batches(pending), last)
+            pending, size = [], 0
+            if job.run.progress:
+                job.run.progress(job.src.name, last)
+    return last
 
 
 def end_fast(con: duckdb.DuckDBPyConnection, document: bool, nested: NestedSpans | None) -> None:
@@ -166,8 +173,7 @@ class NestedSpans:
         self._sql: str | None = None
         self._consts: Constants | None = None
 
-    def split(self, writer: BackgroundWriter, seen: SeenSet, spans: pa.ChunkedArray, lines: np.ndarray,
-              counts: dict, reasons: Counter, imported_at: datetime) -> None:
+    def split(self, job: FileJob[Importer], tally: Tally, spans: pa.ChunkedArray, lines: np.ndarray) -> None:
         if spans.null_count == len(spans):
             return
         if spans.null_count:  # most rows of a stream carry no span: leave them out before DuckDB
@@ -182,7 +188,7 @@ class NestedSpans:
         rows = self.cur.sql(self._sql).to_arrow_table()
         self.cur.unregister("_nested")
         assert self._consts is not None
-        split_batch(writer, seen, rows, "spans", self._consts, counts, reasons, imported_at, 0, numbered=True)
+        split_batch(job, tally, Stream("spans", self._consts, numbered=True), rows, 0)
 
 
 def stream(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:

@@ -4,6 +4,7 @@ input (compressed, ``--keep-raw``) and every file the fast reader gave up on."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 import duckdb
 import pyarrow as pa
@@ -11,20 +12,18 @@ import pyarrow.compute as pc
 
 from toolkit.importers.spec import Importer
 from toolkit.ingest.duck import DATA_ERRORS, OUT_OF_MEMORY
-from toolkit.ingest.results import FileResult, Progress
-from toolkit.ingest.seen import SeenSet
+from toolkit.ingest.job import FileJob
 from toolkit.ingest.split import with_checks, write_quarantine, write_rows
-from toolkit.ingest.writer import BackgroundWriter
-from toolkit.inputs.sources import Source, limits_hint
+from toolkit.inputs.sources import limits_hint
 from toolkit.inputs.streams import BATCH_BYTES, iter_lines
 
 
-def batches(src: Source, imp: Importer, con: duckdb.DuckDBPyConnection, batch_rows: int,
-             res: FileResult):
+def batches(job: FileJob[Importer]) -> Iterator[int]:
     """Register each batch of input as the view ``lines``; yields the batch's last line number.
     (Document importers read the file themselves: see ``import_file``.)"""
+    con, res = job.run.con, job.res
     # nested formats (OTLP) expand several-fold when parsed: they may ask for smaller batches
-    for lines in iter_lines(src, batch_rows, imp.layout.batch_bytes or BATCH_BYTES):
+    for lines in iter_lines(job.src, job.run.settings.batch_rows, job.imp.layout.batch_bytes or BATCH_BYTES):
         blank = pc.equal(lines.column("line"), "")
         if n_blank := pc.sum(blank).as_py():  # a blank line holds no record in any format: skipped here,
             res.skipped += n_blank  # not parsed (a flood of them, a bomb of newlines, took minutes)
@@ -36,34 +35,50 @@ def batches(src: Source, imp: Importer, con: duckdb.DuckDBPyConnection, batch_ro
         con.unregister("lines")
 
 
-def import_lines(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen: SeenSet, src: Source,
-                  imp: Importer, tables: list[str], keep_raw: bool, batch_rows: int, res: FileResult,
-                  progress: Progress | None) -> None:
+def import_lines(job: FileJob[Importer]) -> bool:
     """The line reader: batches of exactly numbered lines through the importer's SQL (any input,
-    compressed or with --keep-raw; and every file the fast reader gave up on)."""
+    compressed or with --keep-raw; and every file the fast reader gave up on). It never gives a
+    file up (``Reader``)."""
+    con, imp, res = job.run.con, job.imp, job.res
     reasons: Counter = Counter()
     last_ln = 0
     compiled: dict[str, str] = {}
     unheld: set[int] = set()  # lines DuckDB's pool could not parse (quarantined once, whatever the table)
-    for last_ln in batches(src, imp, con, batch_rows, res):
-        for table in tables:
+    for last_ln in batches(job):
+        for table in imp.layout.tables:
             if table not in compiled:
                 compiled[table] = with_checks(con, imp, imp.layout.sql(table), table)[0]
             candidates(con, compiled[table], unheld)
-            bad = 0
-            for kind, code, n in con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
-                if kind == "skip":
-                    res.skipped += n
-                elif kind == "record":  # a 'spans' row (a span's record, given in _spans) is neither
-                    res.read += n
-                    if code:
-                        reasons[code] += n
-                        bad += n
-            if bad:
-                write_quarantine(con, writer, keep_raw)
-            write_rows(con, writer, seen, res, table)
-        if progress:
-            progress(src.name, last_ln)
+            if count_batch(job, reasons):
+                write_quarantine(job, job.run.settings.keep_raw)
+            write_rows(job, table)
+        if job.run.progress:
+            job.run.progress(job.src.name, last_ln)
+    mark_unread(job, reasons, last_ln)
+    res.quarantined = sum(reasons.values())
+    res.by_reason = dict(reasons)
+    return True
+
+
+def count_batch(job: FileJob[Importer], reasons: Counter) -> int:
+    """Count the batch's candidates (``_cand``) into the file's result; returns how many are
+    quarantined."""
+    bad = 0
+    for kind, code, n in job.run.con.execute("SELECT row_kind, _why['code'], count(*) FROM _cand GROUP BY ALL").fetchall():
+        if kind == "skip":
+            job.res.skipped += n
+        elif kind == "record":  # a 'spans' row (a span's record, given in _spans) is neither
+            job.res.read += n
+            if code:
+                reasons[code] += n
+                bad += n
+    return bad
+
+
+def mark_unread(job: FileJob[Importer], reasons: Counter, last_ln: int) -> None:
+    """Quarantine what could not be read: each line over the cap, and the end of a stream cut
+    short or past the bounds (after the last line read)."""
+    con, src, res = job.run.con, job.src, job.res
     marks = [(ln, "too-large", f"line is longer than {src.limits.max_line_bytes >> 20} MiB "
                                "(--max-line-mb raises it); not read") for ln in src.too_large]
     if src.truncated:
@@ -80,9 +95,7 @@ def import_lines(con: duckdb.DuckDBPyConnection, writer: BackgroundWriter, seen:
         con.execute("CREATE OR REPLACE TEMP TABLE _cand AS SELECT ln, 'record' AS row_kind, "
                     "{'code': code, 'detail': detail} AS _why FROM _marks")
         con.unregister("_marks")
-        write_quarantine(con, writer, keep_raw=False)
-    res.quarantined = sum(reasons.values())
-    res.by_reason = dict(reasons)
+        write_quarantine(job, keep_raw=False)
 
 
 def candidates(con: duckdb.DuckDBPyConnection, sql: str, unheld: set[int] | None = None) -> None:
