@@ -29,7 +29,6 @@ KNOWN_LATE_CIRCLES = {
     "ingest.readers.fast",
     # type-only: streams names sources.Source in annotations
     "inputs.sources",
-    "report.headline",
 }
 
 

@@ -118,9 +118,9 @@ def render_md(h: History) -> str:
 
 
 def render_html(h: History) -> str:
+    from toolkit.charts.figure import to_svg
+    from toolkit.charts.page import CSP, CSS
     from toolkit.history.charts import trend_chart
-    from toolkit.report.charts import to_svg
-    from toolkit.report.render_html import CSP, CSS
 
     e = html.escape
     sections = []

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from toolkit.charts.numbers import fmt_ms
+
 HINTS = {
     "queue": "capacity, admission control or batching policy (max concurrent sequences), or the burst itself",
     "preprocess": "templating and tokenization on the API server, or the hop into the engine",
@@ -92,9 +94,7 @@ def _cache_aside(entry: dict, driver: str) -> str:
 
 
 def _ms(x: float) -> str:
-    """The table's format (``render_common.fmt_ms``): the headline says 47.5 ms where the table does."""
-    from toolkit.report.render_common import fmt_ms
-
+    """The table's format (``fmt_ms``): the headline says 47.5 ms where the table does."""
     return fmt_ms(x)
 
 
