@@ -25,7 +25,7 @@ from toolkit.charts import figure
 from toolkit.report import charts as ch
 from toolkit.report.render_common import epoch_ms
 from toolkit.report.render_md import render_markdown as render_md
-from toolkit.terminal import print_report
+from toolkit.report.render_terminal import print_report
 
 BURST = "12:03:20–12:04:25"
 

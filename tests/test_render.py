@@ -44,7 +44,7 @@ def _empty_report() -> Report:
 
 
 def test_registry_and_unknown_format(report: Report) -> None:
-    assert set(RENDERERS) == {"json", "md", "html"}
+    assert set(RENDERERS) == {"json", "md", "html", "terminal"}
     assert render(report, "md") == render_markdown(report)
     with pytest.raises(ValueError, match="unknown report format"):
         render(report, "xml")

@@ -27,6 +27,7 @@ from typing import Any, cast
 import duckdb
 import numpy as np
 
+from toolkit.report.attribution import BOOT_ROWS
 from toolkit.report.chart_data import RB_METRICS, _charts, _iso
 from toolkit.report.connect import agent_traffic as _agent_traffic  # noqa: F401  (the tests' name)
 from toolkit.report.connect import connect
@@ -60,6 +61,10 @@ from toolkit.report.select import context as _context  # noqa: F401  (the tests'
 from toolkit.report.select import parse_window as _parse_window  # noqa: F401  (the CLI's name)
 from toolkit.report.status import LATENCY_OVER
 from toolkit.report.whatif_clause import WHATIF_MAX_REQUESTS, whatif_clause  # noqa: F401  (re-exported)
+
+REPORT_PHASES = 7
+"""The steps ``build_report`` announces (busy periods, selection, slow periods, statistics,
+attribution, summary, charts): the CLI's progress bar counts them."""
 
 
 def build_report(
@@ -182,11 +187,22 @@ def _summarise(con: duckdb.DuckDBPyConnection, opts: Options, selected: Selected
     if selected.sides.mix:
         meta["mixed"] = selected.sides.mix
     if opts.engine != "duckdb":  # how the numbers were computed elsewhere, and what is approximate there
-        meta["engine"] = cast(Any, con).describe()  # SparkConnection's: master and what is approximate
+        meta["engine"] = _engine_meta(con)
     reason = found.reason
     if not found.attribution and reason is None:
         reason = "no metric has at least 2 requests with a value on each side"
     return Summarised(summary, quarantine, warnings, meta, reason)
+
+
+def _engine_meta(con: duckdb.DuckDBPyConnection) -> dict[str, object]:
+    """``meta.engine``: where a SparkConnection ran (its ``describe``) and what is approximate there."""
+    return {**cast(Any, con).describe(), "bootstrap_rows": BOOT_ROWS,
+            "intervals": (f"approximate: each side's bootstrap runs on a seeded sample of at most {BOOT_ROWS} "
+                          "requests drawn in Spark (a side that size or smaller is taken whole and gives DuckDB's "
+                          "intervals; of a larger side a hash of the row picks the sample, and Spark's hash is not "
+                          "DuckDB's, so the sample and the intervals differ from a DuckDB report); counts, "
+                          "means, exact percentiles, tail means and contributions are computed in Spark over "
+                          "every row")}
 
 
 @dataclass
