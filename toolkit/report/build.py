@@ -141,7 +141,8 @@ def _busy_periods(con: duckdb.DuckDBPyConnection) -> Busy:
 def _what_if(con: duckdb.DuckDBPyConnection, opts: Options, selected: Selected, found: Found, busy: list[dict]) -> None:
     """When queue drove the busy p95 TTFT, the replica count that would have kept it (toolkit/report/whatif_clause.py)."""
     if found.reason is None and selected.sides.kind == "busy-vs-quiet":
-        whatif_clause(opts.dataset, con, found.attribution, busy, opts.tail_name, opts.threshold, opts.filters)
+        whatif_clause(opts.dataset, con, found.attribution, busy, opts.tail_name, opts.threshold, opts.filters,
+                      opts.engine)
 
 
 @dataclass

@@ -27,11 +27,16 @@ def whatif_clause(
     tail_name: str,
     threshold: float,
     filters: dict[str, str],
+    engine: str = "duckdb",
 ) -> None:
     """When queue drove the busy p95 TTFT: the smallest replica count that, replayed through the
     capacity model calibrated from these logs (toolkit/whatif), brings it back within the regression
     threshold of the quiet level, added to that entry (``whatif``) and, when the model reproduces
-    the busiest period as observed (its fit is good), as one clause of its verdict."""
+    the busiest period as observed (its fit is good), as one clause of its verdict.
+
+    The replay reads the report's own connection (its load already computed) when that holds the
+    dataset's unfiltered DuckDB views; a model filter narrows those views, while the replay reads the
+    model's rows of the whole dataset, so then (and on Spark) it opens its own."""
     entry = next(
         (
             a
@@ -54,7 +59,8 @@ def whatif_clause(
     worst = max(busy, key=lambda b: b["peak_concurrency"])
     window = parse_window(f"{worst['start']}/{worst['end']}")
     try:
-        found = replicas_for(dataset, window, entry["baseline"] * (1 + threshold), model=filters.get("model"))
+        found = replicas_for(dataset, window, entry["baseline"] * (1 + threshold), model=filters.get("model"),
+                             con=con if engine == "duckdb" and not filters else None)
     except CalibrationError as e:
         entry["whatif"] = {"reliable": False, "reason": str(e)}
         return
