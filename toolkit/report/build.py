@@ -28,7 +28,7 @@ import duckdb
 import numpy as np
 
 from toolkit.report.attribution import BOOT_ROWS
-from toolkit.report.chart_data import RB_METRICS, _charts, _iso
+from toolkit.report.chart_data import RB_METRICS, chart_tables, iso
 from toolkit.report.connect import agent_traffic as _agent_traffic  # noqa: F401  (the tests' name)
 from toolkit.report.connect import connect
 from toolkit.report.connect import connect as _connect  # noqa: F401  (the tests' name)
@@ -130,7 +130,7 @@ class Busy:
 
 def _busy_periods(con: duckdb.DuckDBPyConnection) -> Busy:
     periods = [
-        {"start": _iso(s), "end": _iso(e), "peak_concurrency": int(p), "mean_concurrency": round(float(m), 2)}
+        {"start": iso(s), "end": iso(e), "peak_concurrency": int(p), "mean_concurrency": round(float(m), 2)}
         for s, e, p, m in con.execute(
             "SELECT ts_start, ts_end, peak_in_flight, mean_in_flight FROM busy_periods ORDER BY ts_start"
         ).fetchall()
@@ -175,7 +175,7 @@ def _summarise(con: duckdb.DuckDBPyConnection, opts: Options, selected: Selected
     meta = {
         "dataset": str(opts.dataset),
         "baseline_dataset": str(opts.baseline_dataset) if opts.baseline_dataset else None,
-        "generated_at": _iso(datetime.now(UTC)),
+        "generated_at": iso(datetime.now(UTC)),
         "comparison": selected.sides.kind,
         "current": cur.description,
         "baseline": base.description,
@@ -218,7 +218,7 @@ def _draw(con: duckdb.DuckDBPyConnection, opts: Options, selected: Selected, sta
           busy: Busy, early: Early) -> Drawn:
     cur, base = selected.sides.cur, selected.sides.base
     sides = {"baseline": stats.of(base), "current": stats.of(cur)}
-    charts = _charts(con, busy.periods, FILT, {}, sides, stats.stages["e2e_ms"] if cur.con is base.con else None,
+    charts = chart_tables(con, busy.periods, FILT, {}, sides, stats.stages["e2e_ms"] if cur.con is base.con else None,
                      early.timeline)
     charts.engine = engine_series(con) if found.engines else []
     return Drawn(charts, night_block(cur.con, stats.of(cur), cur.label, opts.tail_name))

@@ -69,7 +69,7 @@ def stage_scale(stages: Iterable[Any]) -> alt.Scale:
     return alt.Scale(domain=dom, range=[stage_colour(s) for s in dom])
 
 
-def _busy_layer(busy_periods: list[dict[str, Any]], lo: float | None = None,
+def busy_layer(busy_periods: list[dict[str, Any]], lo: float | None = None,
                 hi: float | None = None, colour: str = BUSY_FILL) -> alt.Chart | None:
     rows = []
     for b in busy_periods:
@@ -90,7 +90,7 @@ def _busy_layer(busy_periods: list[dict[str, Any]], lo: float | None = None,
 def _with_periods(chart: Any, busy_periods: list[dict[str, Any]], lo: float, hi: float,
                   slow_periods: list[dict[str, Any]] | None = None) -> Any:
     """``chart`` over its busy periods (orange) and slow periods (violet), each clipped to [lo, hi]."""
-    shades = [x for x in (_busy_layer(busy_periods, lo, hi), _busy_layer(slow_periods or [], lo, hi, SLOW_FILL))
+    shades = [x for x in (busy_layer(busy_periods, lo, hi), busy_layer(slow_periods or [], lo, hi, SLOW_FILL))
               if x is not None]
     return alt.layer(*shades, chart) if shades else chart
 

@@ -13,7 +13,7 @@ import altair as alt
 import duckdb
 
 from toolkit.charts.figure import WIDTH, Figure, configure, named, utc_x
-from toolkit.report.charts import _busy_layer
+from toolkit.report.charts import busy_layer
 from toolkit.report.render_common import num
 
 MAX_POINTS = 2000  # a day of 10 s stats lines is 8,640: thinned evenly, the shape stays
@@ -92,5 +92,5 @@ def engine_chart(rows: list[dict[str, Any]], busy_periods: list[dict[str, Any]])
 
 
 def _with_busy(line: alt.Chart, busy_periods: list[dict[str, Any]], lo: float, hi: float) -> Any:
-    busy = _busy_layer(busy_periods, lo, hi)
+    busy = busy_layer(busy_periods, lo, hi)
     return (alt.layer(busy, line) if busy is not None else line).properties(width=WIDTH, height=120)

@@ -1,8 +1,9 @@
 """The report's words: each attribution entry's verdict, and the one headline every output prints.
 
 ``headline_entry`` is the headline rule (applied once per report, docs/attribution.md); its
-``sentence`` is what the terminal, the Markdown title and the HTML banner print. Split out of
-``toolkit/report/build.py`` (statistics there, sentences here); build re-exports these names.
+``sentence`` is what the terminal, the Markdown title and the HTML banner print
+(``render_common.headline_sentence``). The statistics are toolkit/report/findings.py's, the
+sentences here; toolkit/report/build.py re-exports these names.
 """
 
 from __future__ import annotations

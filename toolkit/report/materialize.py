@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import duckdb
 
 from toolkit.report.attribution import COMPOSITE_COLUMNS, FINE
-from toolkit.report.chart_data import _timeline
+from toolkit.report.chart_data import timeline_rows
 from toolkit.report.connect import agent_traffic, turn_calls
 from toolkit.report.options import FILT
 from toolkit.report.periods import shadow_bucket_latency, slow_periods
@@ -60,7 +60,7 @@ def read_early(con: duckdb.DuckDBPyConnection, sides: Sides, busy: list[dict]) -
     """The reads that must come before ``_rb`` (``Early``). Turns are a headline only for agent
     traffic: tool calls, or many multi-call traces; their counts (``_turn_calls``, which turns reads
     too) decide. Read several times later, so computed once (5 s a read at 10 M records with traces)."""
-    timeline = _timeline(con, busy, FILT, {})
+    timeline = timeline_rows(con, busy, FILT, {})
     consistency = consistency_warnings(con)  # the same: views only, warned about at the end
     joined_any = bool(con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchall()[0][0])
     offsets = con.execute(

@@ -18,7 +18,7 @@ import duckdb
 
 from toolkit import filters as rowfilters
 from toolkit.report.attribution import Group
-from toolkit.report.chart_data import _iso
+from toolkit.report.chart_data import iso
 from toolkit.report.connect import connect
 from toolkit.report.options import Options
 
@@ -76,7 +76,7 @@ def window_selection(con: duckdb.DuckDBPyConnection, window: str | None, label: 
         return Selection(con, "true", {}, description, label=label)
     start, end = parse_window(window)
     return Selection(con, f"{{t}} >= ${label}_start AND {{t}} < ${label}_end", {f"{label}_start": start, f"{label}_end": end},
-                     {**description, "windows": [{"start": _iso(start), "end": _iso(end)}]}, label=label)
+                     {**description, "windows": [{"start": iso(start), "end": iso(end)}]}, label=label)
 
 
 def select_sides(con: duckdb.DuckDBPyConnection, opts: Options, busy: list[dict]) -> Sides:
