@@ -59,6 +59,17 @@ def test_every_renderer_leads_with_the_one_headline_sentence() -> None:
     assert f"<h1>{sentence}</h1>" in RENDERERS["html"](report)
 
 
+def test_one_headline_sentence_in_the_toolkit() -> None:
+    """The terminal once had its own ``headline_sentence`` (over the report JSON): one is defined."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "toolkit"
+    defs = [f"{p.relative_to(root)}" for p in root.rglob("*.py")
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+            if isinstance(node, ast.FunctionDef) and node.name == "headline_sentence"]
+    assert defs == ["report/render_common.py"]
+
+
 def test_colour_only_on_a_terminal_without_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
     report = make_report()
     tty = Tty()

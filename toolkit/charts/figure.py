@@ -29,6 +29,8 @@ FONT = "Helvetica, Arial, 'Liberation Sans', 'Nimbus Sans', sans-serif"
 WIDTH = 820
 LABEL_PX = 13
 """Chart text size: an 820-px chart is scaled to ~630 px in a 700-px window, and 13 px stays above 9 px there."""
+
+
 class Figure:
     """A configured Altair chart plus the rows of its named datasets.
 
@@ -53,8 +55,28 @@ def named(datasets: dict[str, list[dict[str, Any]]], name: str, rows: list[dict[
     return alt.Data(name=name)
 
 
-TICK_STEPS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
-                172800, 604800)
+TICK_STEPS_S = (
+    1,
+    2,
+    5,
+    10,
+    15,
+    30,
+    60,
+    120,
+    300,
+    600,
+    900,
+    1800,
+    3600,
+    7200,
+    10800,
+    21600,
+    43200,
+    86400,
+    172800,
+    604800,
+)
 """Time-axis tick steps: each a whole number of the next unit's divisions, so ticks land on round times."""
 MAX_TICKS = 8
 
@@ -88,23 +110,45 @@ def utc_x(field: str, title: str | None = "time (UTC)", fmt: str | None = None, 
         axis |= {"values": values, "format": fmt or auto}
     else:
         axis |= {"format": fmt or "%H:%M:%S", "tickCount": 10}
-    return alt.X(field, type="temporal", scale=alt.Scale(type="utc", **kw), title=title, axis=alt.Axis(**axis))
+    return alt.X(
+        field, type="temporal", scale=alt.Scale(type="utc", **kw), title=title, axis=alt.Axis(**axis)
+    )
 
 
 def configure(chart: Any) -> Any:
-    return chart.configure(font=FONT, background="white", padding=8).configure_view(
-        stroke=None).configure_axis(labelColor="#495057", titleColor="#495057", domainColor="#adb5bd",
-                                    tickColor="#adb5bd", gridColor="#eef0f2", labelFontSize=LABEL_PX,
-                                    titleFontSize=LABEL_PX, titleFontWeight="normal").configure_legend(
-        labelFontSize=LABEL_PX, titleFontSize=LABEL_PX, symbolType="square", orient="top", titleOrient="left", titlePadding=10,
-        columnPadding=18)
+    return (
+        chart.configure(font=FONT, background="white", padding=8)
+        .configure_view(stroke=None)
+        .configure_axis(
+            labelColor="#495057",
+            titleColor="#495057",
+            domainColor="#adb5bd",
+            tickColor="#adb5bd",
+            gridColor="#eef0f2",
+            labelFontSize=LABEL_PX,
+            titleFontSize=LABEL_PX,
+            titleFontWeight="normal",
+        )
+        .configure_legend(
+            labelFontSize=LABEL_PX,
+            titleFontSize=LABEL_PX,
+            symbolType="square",
+            orient="top",
+            titleOrient="left",
+            titlePadding=10,
+            columnPadding=18,
+        )
+    )
 
 
 _ID = re.compile(r'\bid="([^"]+)"')
 # Data can only reach the SVG as escaped text (vega escapes ``<``, ``&`` and quotes), so a literal tag,
 # a literal ``on…="`` attribute or a non-fragment link can only come from the renderer itself.
-_FORBIDDEN = re.compile(r"<\s*/?\s*(script|foreignObject|iframe|object|embed|image|use|style)\b"
-                        r"|\son\w+\s*=\s*[\"']|\b(?:xlink:)?(?:href|src)\s*=\s*[\"'](?!#)", re.IGNORECASE)
+_FORBIDDEN = re.compile(
+    r"<\s*/?\s*(script|foreignObject|iframe|object|embed|image|use|style)\b"
+    r"|\son\w+\s*=\s*[\"']|\b(?:xlink:)?(?:href|src)\s*=\s*[\"'](?!#)",
+    re.IGNORECASE,
+)
 
 
 def inline_svg(svg: str, uid: str, label: str = "") -> str:

@@ -92,9 +92,9 @@ def build_report(
     load are those of the matching requests. Two datasets of different vantage, source format or
     model raise ``MixedSides`` unless ``allow_mixed``; then the report says so (``mixed``).
     ``params``: the period rules' parameters (``--param``, toolkit/report/periods.py); ``bucket_s`` too."""
-    say = progress or (lambda _msg: None)
     opts = Options.make(dataset, baseline_dataset, window, baseline_window, filters, tail, threshold, bucket_s,
-                        params, memory_limit, engine, master, allow_mixed)
+                        params, memory_limit, engine, master, allow_mixed, progress)
+    say = opts.say
     con = connect(dataset, opts.params, opts.memory_limit, engine, master, opts.filters)
     say("finding busy periods")
     busy = _busy_periods(con)
@@ -110,12 +110,18 @@ def build_report(
     summarised = _summarise(con, opts, selected, stats, found, busy, early)
     say("preparing charts")
     drawn = _draw(con, opts, selected, stats, found, busy, early)
+    headline = make_headline(found.attribution, opts.tail_name, opts.threshold, found.context, summarised.reason)
+    return _report(busy, selected, found, summarised, drawn, headline)
+
+
+def _report(busy: Busy, selected: Selected, found: Found, summarised: Summarised, drawn: Drawn,
+            headline: dict[str, Any]) -> Report:
+    """The steps' results as one ``Report``; the warnings in the order the steps gave them."""
     attribution = found.attribution
     return Report(meta=summarised.meta, busy_periods=busy.periods, slow_periods=selected.slow,
                   attribution=attribution, summary=summarised.summary,
                   warnings=[*selected.sides.warnings, *selected.warnings, *found.warnings, *summarised.warnings],
-                  quarantine=summarised.quarantine, charts=drawn.charts, night=drawn.night,
-                  headline=make_headline(attribution, opts.tail_name, opts.threshold, found.context, summarised.reason),
+                  quarantine=summarised.quarantine, charts=drawn.charts, night=drawn.night, headline=headline,
                   compared=bool(attribution), reason=None if attribution else summarised.reason,
                   status=selected.status, mixed=selected.sides.mix or None, engine=found.engines)
 

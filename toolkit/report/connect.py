@@ -14,8 +14,14 @@ from toolkit import filters as rowfilters
 from toolkit import queries
 
 
-def connect(dataset: str | Path, params: dict | None, memory_limit: str | None = None, engine: str = "duckdb",
-            master: str | None = None, filters: dict[str, str] | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    dataset: str | Path,
+    params: dict | None,
+    memory_limit: str | None = None,
+    engine: str = "duckdb",
+    master: str | None = None,
+    filters: dict[str, str] | None = None,
+) -> duckdb.DuckDBPyConnection:
     """The dataset's views, with those the report reads many times computed once: a temp table
     shadows the view of the same name. ``_bucket_load`` (load, and per_request's busy/quiet period),
     ``load`` (busy_periods, consistency, the charts); and, when
@@ -43,8 +49,10 @@ def connect(dataset: str | Path, params: dict | None, memory_limit: str | None =
         # of one record without reading them (10 M records: 1.1 s, not 5.9)
         if engine == "duckdb":  # Spark's views took their parameters when created: the same rows, read
             con.execute("SET VARIABLE linked_only = true")
-        con.execute("CREATE TEMP TABLE calls AS SELECT * FROM main.calls "
-                    "WHERE call_key IN (SELECT lower_key FROM _links) AND uplink_ms IS NOT NULL")
+        con.execute(
+            "CREATE TEMP TABLE calls AS SELECT * FROM main.calls "
+            "WHERE call_key IN (SELECT lower_key FROM _links) AND uplink_ms IS NOT NULL"
+        )
         if engine == "duckdb":
             con.execute("SET VARIABLE linked_only = false")
     return con
@@ -52,18 +60,23 @@ def connect(dataset: str | Path, params: dict | None, memory_limit: str | None =
 
 def turn_calls(con: duckdb.DuckDBPyConnection) -> None:
     """The ``_turn_calls`` view's rows, once per connection (turns and the agent check read them)."""
-    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_turn_calls' AND temporary").fetchall()[0][0]:
+    if not con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_turn_calls' AND temporary"
+    ).fetchall()[0][0]:
         con.execute("CREATE TEMP TABLE _turn_calls AS SELECT * FROM main._turn_calls")
 
 
 def agent_traffic(con: duckdb.DuckDBPyConnection) -> bool:
     """Turn time is attributed for agent traffic: a trace with a tool call, or at least a tenth of the
     traces with more than one model call (the counts of ``turns``, from ``_turn_calls``)."""
-    has_traces = con.execute("SELECT EXISTS (SELECT 1 FROM requests WHERE trace_id IS NOT NULL) "
-                             "OR EXISTS (SELECT 1 FROM spans WHERE trace_id IS NOT NULL)").fetchall()[0][0]
+    has_traces = con.execute(
+        "SELECT EXISTS (SELECT 1 FROM requests WHERE trace_id IS NOT NULL) "
+        "OR EXISTS (SELECT 1 FROM spans WHERE trace_id IS NOT NULL)"
+    ).fetchall()[0][0]
     if not has_traces:
         return False
     turn_calls(con)
     tools, multi, traces = con.execute(
-        "SELECT count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM _turn_calls").fetchall()[0]
+        "SELECT count_if(tool_calls > 0), count_if(model_calls > 1), count(*) FROM _turn_calls"
+    ).fetchall()[0]
     return bool(tools or (traces and multi >= 0.1 * traces))

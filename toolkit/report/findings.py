@@ -66,21 +66,41 @@ def side_statistics(selected: Selected, tail: float) -> Stats:
     rb_specs = [METRICS[m] for m in RB_METRICS]
     # the stages of both sides: the union over each connection's whole _rb (it holds just those rows),
     # one DISTINCT per connection rather than one per side; the charts reuse it on one connection
-    stages = stage_names_all([Group(c, "true") for c in {id(s.con): s.con for s in (cur, base)}.values()],
-                             rb_specs, views={"per_request": "_rb"})
+    stages = stage_names_all(
+        [Group(c, "true") for c in {id(s.con): s.con for s in (cur, base)}.values()],
+        rb_specs,
+        views={"per_request": "_rb"},
+    )
     by_side: dict = {}
     for sels in by_con([cur, base]).values():
-        by_side |= family_stats_by(sels[0].con, "_rb", "CAST(side AS VARCHAR)", {s.label: SEED + (s is cur) for s in sels},
-                                   rb_specs, stages, tail, quantiles=SUMMARY_Q)
+        by_side |= family_stats_by(
+            sels[0].con,
+            "_rb",
+            "CAST(side AS VARCHAR)",
+            {s.label: SEED + (s is cur) for s in sels},
+            rb_specs,
+            stages,
+            tail,
+            quantiles=SUMMARY_Q,
+        )
     return Stats(stages, by_side)
 
 
-def find(con: duckdb.DuckDBPyConnection, opts: Options, selected: Selected, stats: Stats, agent: bool,
-         busy: list[dict], say: Callable[[str], None]) -> Found:
+def find(
+    con: duckdb.DuckDBPyConnection,
+    opts: Options,
+    selected: Selected,
+    stats: Stats,
+    agent: bool,
+    busy: list[dict],
+    say: Callable[[str], None],
+) -> Found:
     """The attribution of both sides, or why there is none (``Found``)."""
     sides = selected.sides
     engines = engine_block(sides.cur, sides.base) if opts.engine == "duckdb" else None
-    words = context(sides.kind, selected.slow if sides.kind == "slow-vs-rest" else busy, sides.cur, sides.base)
+    words = context(
+        sides.kind, selected.slow if sides.kind == "slow-vs-rest" else busy, sides.cur, sides.base
+    )
     reason, warnings = _why_not(selected, busy)
     if reason is not None:
         return Found([], reason, warnings, engines, words)
@@ -89,8 +109,14 @@ def find(con: duckdb.DuckDBPyConnection, opts: Options, selected: Selected, stat
     for entry in attribution:
         entry["concentration"] = None
     # one label's share of each regression (toolkit/report/concentration.py), within a dataset or across two
-    add_concentration([(c[0].con, side_case(c), {k: v for s in c for k, v in s.params.items()})
-                       for c in by_con(sides.both).values()], attribution, FILT)
+    add_concentration(
+        [
+            (c[0].con, side_case(c), {k: v for s in c for k, v in s.params.items()})
+            for c in by_con(sides.both).values()
+        ],
+        attribution,
+        FILT,
+    )
     _cite_engine(attribution, engines)
     return Found(attribution, None, warnings, engines, words)
 
@@ -99,27 +125,50 @@ def _why_not(selected: Selected, busy: list[dict]) -> tuple[str | None, list[str
     """The reason nothing can be compared, and its warning; (None, []) when something can."""
     cur, base, traces = selected.sides.cur, selected.sides.base, selected.traces
     if traces:
-        return ((f"the records hold no latency: {traces} gives arrival times and token counts only (a workload "
-                 "trace), so there is no time to compare; replay it against a server to measure one (stagelens "
-                 "replay)"),
-                [f"No latency in the records: {traces} is a workload trace (arrivals and token counts); "
-                 "nothing is compared (stagelens replay sends it to a server and records what it took)."])
+        return (
+            (
+                f"the records hold no latency: {traces} gives arrival times and token counts only (a workload "
+                "trace), so there is no time to compare; replay it against a server to measure one (stagelens "
+                "replay)"
+            ),
+            [
+                f"No latency in the records: {traces} is a workload trace (arrivals and token counts); "
+                "nothing is compared (stagelens replay sends it to a server and records what it took)."
+            ],
+        )
     if selected.sides.kind == "busy-vs-quiet" and not busy:
-        return (("nothing stood out: no busy period (load stayed near its median) and no slow period (latency "
-                 "and failures stayed within their noise), so there is nothing to compare (use "
-                 "--window/--baseline-window or --baseline)"),
-                ["Nothing stood out: no busy period (load stayed near its median) and no slow period "
-                 "(latency and failures stayed within their noise); use --window/--baseline-window or "
-                 "--baseline to compare anyway."])
+        return (
+            (
+                "nothing stood out: no busy period (load stayed near its median) and no slow period (latency "
+                "and failures stayed within their noise), so there is nothing to compare (use "
+                "--window/--baseline-window or --baseline)"
+            ),
+            [
+                "Nothing stood out: no busy period (load stayed near its median) and no slow period "
+                "(latency and failures stayed within their noise); use --window/--baseline-window or "
+                "--baseline to compare anyway."
+            ],
+        )
     if min(selected.status["current"]["requests"], selected.status["baseline"]["requests"]) < 2:
-        return ((f"the current side has {cur.description['requests']} and the baseline "
-                 f"{base.description['requests']} requests; at least 2 on each side are needed"),
-                ["One side has fewer than 2 requests: no attribution."])
+        return (
+            (
+                f"the current side has {cur.description['requests']} and the baseline "
+                f"{base.description['requests']} requests; at least 2 on each side are needed"
+            ),
+            ["One side has fewer than 2 requests: no attribution."],
+        )
     return None, []
 
 
-def _attribute(con: duckdb.DuckDBPyConnection, opts: Options, selected: Selected, stats: Stats, agent: bool,
-               words: str, say: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[str]]:
+def _attribute(
+    con: duckdb.DuckDBPyConnection,
+    opts: Options,
+    selected: Selected,
+    stats: Stats,
+    agent: bool,
+    words: str,
+    say: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Failures first (a rise of the error rate is a regression of its own, whatever latency did),
     then each family of latency metrics: the boundary family from the statistics above, the joined
     calls' client TTFT and the agents' turn time from their own rows."""
@@ -141,11 +190,24 @@ def _attribute(con: duckdb.DuckDBPyConnection, opts: Options, selected: Selected
     for names, extra in families:
         say(f"attributing {', '.join(names)}")
         if names[0] == "ttft_ms":  # the boundary family: statistics of the materialized rows
-            entries = compare_all(stats.of(base), stats.of(cur), names, stats.stages, opts.tail, opts.threshold,
-                                  ("mean", tail_name))
+            entries = compare_all(
+                stats.of(base),
+                stats.of(cur),
+                names,
+                stats.stages,
+                opts.tail,
+                opts.threshold,
+                ("mean", tail_name),
+            )
         else:
-            entries = attribute(as_group(base, extra), as_group(cur, extra), names, tail=opts.tail,
-                                threshold=opts.threshold, statistics=("mean", tail_name))
+            entries = attribute(
+                as_group(base, extra),
+                as_group(cur, extra),
+                names,
+                tail=opts.tail,
+                threshold=opts.threshold,
+                statistics=("mean", tail_name),
+            )
         for entry in entries:
             if entry["metric"] == "client_ttft_ms":
                 entry["joined"] = joined
@@ -162,7 +224,9 @@ def _cite_engine(attribution: list[dict], engine: dict | None) -> None:
             entry["verdict"] += " " + words
 
 
-def _joined_calls(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selection, filt: str) -> dict[str, int]:
+def _joined_calls(
+    con: duckdb.DuckDBPyConnection, cur: Selection, base: Selection, filt: str
+) -> dict[str, int]:
     """How many calls were joined across vantages, by key, if enough on both sides to attribute."""
     for sel in (cur, base):
         if not sel.con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchall()[0][0]:
@@ -171,11 +235,14 @@ def _joined_calls(con: duckdb.DuckDBPyConnection, cur: Selection, base: Selectio
     for sel in (cur, base):
         n = sel.con.execute(
             f"SELECT count(*) FROM calls WHERE ({sel.cond.format(t='ts_arrival')}) AND {filt} AND ttft_stage_ms IS NOT NULL",
-            {k: v for k, v in sel.params.items() if f"${k}" in sel.cond or f"${k}" in filt}).fetchall()[0][0]
+            {k: v for k, v in sel.params.items() if f"${k}" in sel.cond or f"${k}" in filt},
+        ).fetchall()[0][0]
         counts[id(sel)] = n
     if min(counts.values()) < 10:
         return {}
-    rows = con.execute("SELECT join_key, count(*) FROM calls WHERE ttft_stage_ms IS NOT NULL GROUP BY ALL").fetchall()
+    rows = con.execute(
+        "SELECT join_key, count(*) FROM calls WHERE ttft_stage_ms IS NOT NULL GROUP BY ALL"
+    ).fetchall()
     return {k: n for k, n in rows}
 
 
@@ -183,5 +250,7 @@ def _composite_warnings(attribution: list[dict]) -> list[str]:
     comps = sorted({s for a in attribution for s in a["contributions"] if "+" in s})
     if not comps:
         return []
-    return [f"Composite stages ({', '.join(comps)}): the source does not record the boundary inside them, "
-            "so their parts cannot be told apart."]
+    return [
+        f"Composite stages ({', '.join(comps)}): the source does not record the boundary inside them, "
+        "so their parts cannot be told apart."
+    ]

@@ -23,8 +23,17 @@ from toolkit.report.periods import shadow_bucket_latency, slow_periods
 from toolkit.report.select import Selection, Sides, slow_sides
 from toolkit.report.status import OK_SQL, status_block
 
-RB_COLUMNS = ("ttft_ms", "tpot_ms", "tpot_basis", "e2e_ms", *(f"{s}_ms" for s in FINE), *COMPOSITE_COLUMNS,
-              "input_tokens", "computed_input_tokens", "decode_tokens")
+RB_COLUMNS = (
+    "ttft_ms",
+    "tpot_ms",
+    "tpot_basis",
+    "e2e_ms",
+    *(f"{s}_ms" for s in FINE),
+    *COMPOSITE_COLUMNS,
+    "input_tokens",
+    "computed_input_tokens",
+    "decode_tokens",
+)
 """per_request's columns copied into ``_rb``: what the statistics, the charts and the attribution's
 effects read (``toolkit/report/attribution.py`` METRICS), nothing more."""
 
@@ -63,9 +72,13 @@ def read_early(con: duckdb.DuckDBPyConnection, sides: Sides, busy: list[dict]) -
     timeline = timeline_rows(con, busy, FILT, {})
     consistency = consistency_warnings(con)  # the same: views only, warned about at the end
     joined_any = bool(con.execute("SELECT count(*) FROM requests WHERE vantage <> 'server'").fetchall()[0][0])
-    offsets = con.execute(
-        "SELECT client_format, service, pairs, min_uplink_ms FROM clock_offsets WHERE offset_suspect"
-    ).fetchall() if joined_any else []
+    offsets = (
+        con.execute(
+            "SELECT client_format, service, pairs, min_uplink_ms FROM clock_offsets WHERE offset_suspect"
+        ).fetchall()
+        if joined_any
+        else []
+    )
     agent = not (sides.kind == "busy-vs-quiet" and not busy) and agent_traffic(con)
     if agent:
         for sels in by_con(sides.both).values():
@@ -74,8 +87,9 @@ def read_early(con: duckdb.DuckDBPyConnection, sides: Sides, busy: list[dict]) -
     return Early(timeline, consistency, offsets, agent)
 
 
-def materialize_sides(con: duckdb.DuckDBPyConnection, sides: Sides, busy: list[dict],
-                      say: Callable[[str], None]) -> Selected:
+def materialize_sides(
+    con: duckdb.DuckDBPyConnection, sides: Sides, busy: list[dict], say: Callable[[str], None]
+) -> Selected:
     """``_rb`` on each connection, the slow periods when there is no busy one, and the sides described."""
     materialize(sides.both, FILT)
     side_rows = {id(sels[0].con): side_counts(sels, FILT) for sels in by_con(sides.both).values()}
@@ -103,10 +117,14 @@ def describe_sides(sides: Sides, side_rows: dict[int, list[tuple]]) -> dict[str,
         for sel in sels:
             rows = found.get(sel.label, [])
             # every request of the side, whatever its status: status says how many were ok
-            sel.description |= {"requests": sum(n for *_k, n in rows),
-                                "vantages": sorted({v for v, _f, _s, _n in rows if v is not None}),
-                                "formats": sorted({f for _v, f, _s, _n in rows if f is not None})}
-            status["current" if sel is sides.cur else "baseline"] = status_block((st, n) for _v, _f, st, n in rows)
+            sel.description |= {
+                "requests": sum(n for *_k, n in rows),
+                "vantages": sorted({v for v, _f, _s, _n in rows if v is not None}),
+                "formats": sorted({f for _v, f, _s, _n in rows if f is not None}),
+            }
+            status["current" if sel is sides.cur else "baseline"] = status_block(
+                [(st, n) for _v, _f, st, n in rows]
+            )
     return status
 
 
@@ -124,8 +142,10 @@ def consistency_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
     out = [t if n == 1 else f"{t} ({n} findings)" for t, n in list(seen.items())[:5]]
     if len(seen) > 5:
         more = len(seen) - 5
-        out.append(f"… and {more} more kind{'s' if more > 1 else ''} of consistency finding{'s' if more > 1 else ''} "
-                   "(SELECT * FROM consistency).")
+        out.append(
+            f"… and {more} more kind{'s' if more > 1 else ''} of consistency finding{'s' if more > 1 else ''} "
+            "(SELECT * FROM consistency)."
+        )
     return out
 
 
@@ -134,9 +154,13 @@ def _vantage_warnings(sides: Sides) -> list[str]:
     vc, vb = set(cur.description["vantages"]), set(base.description["vantages"])
     # an empty side is not a different vantage: it is warned about later (fewer than 2 requests)
     if (vc and vb and vc != vb) or len(vc) > 1:
-        return ["Vantages are mixed (current: {}, baseline: {}): TTFT measured at a client includes network and "
-                "queueing that a server's does not; compare like with like (--vantage or --source-format).".format(
-                    ", ".join(cur.description["vantages"]) or "none", ", ".join(base.description["vantages"]) or "none")]
+        return [
+            "Vantages are mixed (current: {}, baseline: {}): TTFT measured at a client includes network and "
+            "queueing that a server's does not; compare like with like (--vantage or --source-format).".format(
+                ", ".join(cur.description["vantages"]) or "none",
+                ", ".join(base.description["vantages"]) or "none",
+            )
+        ]
     return []
 
 
@@ -150,7 +174,9 @@ def without_latency(sides: list[Selection], filt: str, fparams: dict) -> str | N
         found, timed = c.execute(
             f"""SELECT list(DISTINCT source_format ORDER BY source_format),
                        count_if(ttft_ms IS NOT NULL OR e2e_ms > 0)
-                FROM stages WHERE {filt}""", fparams).fetchall()[0]
+                FROM stages WHERE {filt}""",
+            fparams,
+        ).fetchall()[0]
         if timed:
             return None
         formats |= set(found or [])
@@ -185,15 +211,21 @@ def materialize(sides: list[Selection], filt: str) -> None:
         case = side_case(group)
         params = {k: v for sel in group for k, v in sel.params.items()}
         labels = ", ".join(f"'{sel.label}'" for sel in sorted(group, key=lambda s: s.label))
-        run(con, f"""CREATE OR REPLACE TEMP TABLE _rb AS SELECT * FROM (
+        run(
+            con,
+            f"""CREATE OR REPLACE TEMP TABLE _rb AS SELECT * FROM (
                           SELECT CAST(CASE {case} END AS ENUM({labels})) AS side, epoch_us(ts_arrival) AS a_us,
                                  {", ".join(RB_COLUMNS)}
-                          FROM per_request WHERE {filt} AND {OK_SQL}) WHERE side IS NOT NULL""", params)
+                          FROM per_request WHERE {filt} AND {OK_SQL}) WHERE side IS NOT NULL""",
+            params,
+        )
 
 
 def side_case(group: list[Selection]) -> str:
     """CASE branches naming each row's side (its label), over per_request's columns."""
-    return " ".join(f"WHEN {sel.rows_cond or sel.cond.format(t='ts_arrival')} THEN '{sel.label}'" for sel in group)
+    return " ".join(
+        f"WHEN {sel.rows_cond or sel.cond.format(t='ts_arrival')} THEN '{sel.label}'" for sel in group
+    )
 
 
 def side_counts(group: list[Selection], filt: str) -> list[tuple]:
@@ -204,12 +236,18 @@ def side_counts(group: list[Selection], filt: str) -> list[tuple]:
     the slow periods read (toolkit/report/periods.py), from this same pass."""
     params = {k: v for sel in group for k, v in sel.params.items()}
     con = group[0].con
-    run(con, f"""CREATE OR REPLACE TEMP TABLE _sides AS
+    run(
+        con,
+        f"""CREATE OR REPLACE TEMP TABLE _sides AS
                    SELECT side, vantage, source_format, status, bucket_index, count(*) AS n FROM (
                        SELECT CASE {side_case(group)} END AS side, vantage, source_format, status,
                               epoch_us(ts_arrival) // (SELECT max(bucket_us) FROM _bucket_load) AS bucket_index
-                       FROM per_request WHERE {filt}) WHERE side IS NOT NULL GROUP BY ALL""", params)
-    return con.execute("SELECT side, vantage, source_format, status, sum(n) FROM _sides GROUP BY ALL").fetchall()
+                       FROM per_request WHERE {filt}) WHERE side IS NOT NULL GROUP BY ALL""",
+        params,
+    )
+    return con.execute(
+        "SELECT side, vantage, source_format, status, sum(n) FROM _sides GROUP BY ALL"
+    ).fetchall()
 
 
 def run(con: duckdb.DuckDBPyConnection, sql: str, params: dict) -> None:

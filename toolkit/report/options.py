@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,18 +34,52 @@ class Options:
     engine: str
     master: str | None
     allow_mixed: bool
+    progress: Callable[[str], None] | None = None
+
+    def say(self, msg: str) -> None:
+        """Tell ``progress`` (the CLI's bar, the benchmark's clock) that a step begins; each step says its own."""
+        if self.progress is not None:
+            self.progress(msg)
 
     @classmethod
-    def make(cls, dataset: str | Path, baseline_dataset: str | Path | None, window: str | None,
-             baseline_window: str | None, filters: dict[str, str] | None, tail: float, threshold: float,
-             bucket_s: float | None, params: dict[str, object] | None, memory_limit: str | None, engine: str,
-             master: str | None, allow_mixed: bool) -> Options:
+    def make(
+        cls,
+        dataset: str | Path,
+        baseline_dataset: str | Path | None,
+        window: str | None,
+        baseline_window: str | None,
+        filters: dict[str, str] | None,
+        tail: float,
+        threshold: float,
+        bucket_s: float | None,
+        params: dict[str, object] | None,
+        memory_limit: str | None,
+        engine: str,
+        master: str | None,
+        allow_mixed: bool,
+        progress: Callable[[str], None] | None = None,
+    ) -> Options:
         given = rowfilters.normalize(filters)
-        checked = check_period_params({**(params or {}), **({"bucket_s": bucket_s} if bucket_s else {})}) or None
+        checked = (
+            check_period_params({**(params or {}), **({"bucket_s": bucket_s} if bucket_s else {})}) or None
+        )
         if baseline_dataset is not None:  # two DuckDB databases in one process: the limit is shared
             memory_limit = f"{resources.memory_limit(memory_limit)[0] // 2}B"
-        return cls(dataset, baseline_dataset, window, baseline_window, given, tail, threshold, checked, memory_limit,
-                   engine, master, allow_mixed)
+        return cls(
+            dataset,
+            baseline_dataset,
+            window,
+            baseline_window,
+            given,
+            tail,
+            threshold,
+            checked,
+            memory_limit,
+            engine,
+            master,
+            allow_mixed,
+            progress,
+        )
 
     @property
     def tail_name(self) -> str:

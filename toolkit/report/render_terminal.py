@@ -49,10 +49,18 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
 
     con = console(out)
     state = outcome(report)  # regression, no regression or not compared: the pages' badge, in words
-    con.print(_t(state.upper(), {"regression": "bold white on red", "not compared": "bold white on grey42"}
-                 .get(state, "bold green")))
+    con.print(
+        _t(
+            state.upper(),
+            {"regression": "bold white on red", "not compared": "bold white on grey42"}.get(
+                state, "bold green"
+            ),
+        )
+    )
 
-    con.print(_t(headline_sentence(report) or next(iter(verdicts(report)), "No comparison could be made."), "bold"))
+    con.print(
+        _t(headline_sentence(report) or next(iter(verdicts(report)), "No comparison could be made."), "bold")
+    )
     if report.status:  # what latency is over, and the failures it leaves out, on every page
         con.print(_t(status_text(report)))
     if report.engine:  # what the engines said of themselves in each window
@@ -61,17 +69,31 @@ def print_report(report: Report, out: IO[str] | None = None) -> None:
     rates = error_rate_entries(report)
     if entries or rates:
         tbl = Table(box=None, pad_edge=False, header_style="bold")
-        for name, justify in (("comparison", "left"), ("baseline → current", "right"), ("change", "right"),
-                              ("driver", "left"), ("regression", "left")):
+        for name, justify in (
+            ("comparison", "left"),
+            ("baseline → current", "right"),
+            ("change", "right"),
+            ("driver", "left"),
+            ("regression", "left"),
+        ):
             tbl.add_column(name, justify=justify)  # type: ignore[arg-type]
         for a in entries:
-            tbl.add_row(_t(comparison_title(a)), _t(f"{fmt_ms(a.get('baseline'))} → {fmt_ms(a.get('current'))}"),
-                        _t(fmt_signed_ms(a.get("delta"))), _t(a.get("driver") or "–"),
-                        _t("yes", "bold red") if a.get("regression") else _t("no"))
+            tbl.add_row(
+                _t(comparison_title(a)),
+                _t(f"{fmt_ms(a.get('baseline'))} → {fmt_ms(a.get('current'))}"),
+                _t(fmt_signed_ms(a.get("delta"))),
+                _t(a.get("driver") or "–"),
+                _t("yes", "bold red") if a.get("regression") else _t("no"),
+            )
         for a in rates:
             title, values, change, driver, regression = rate_row(a)
-            tbl.add_row(_t(title), _t(values), _t(change), _t(driver),
-                        _t("yes", "bold red") if regression else _t("no"))
+            tbl.add_row(
+                _t(title),
+                _t(values),
+                _t(change),
+                _t(driver),
+                _t("yes", "bold red") if regression else _t("no"),
+            )
         con.print(tbl)
     slow = slow_line(getattr(report, "slow_periods", None) or [], fmt_span)
     if slow:
@@ -97,7 +119,13 @@ def print_compare(result: dict[str, Any], out: IO[str] | None = None) -> None:
 
     def pair(d: dict[str, Any], unit: str) -> str:
         med, p95 = d.get("median"), d.get("p95")
-        return "n/a" if med is None else f"{med:,.1f} / {p95:,.1f} {unit}" if p95 is not None else f"{med:,.1f} {unit}"
+        return (
+            "n/a"
+            if med is None
+            else f"{med:,.1f} / {p95:,.1f} {unit}"
+            if p95 is not None
+            else f"{med:,.1f} {unit}"
+        )
 
     for side in ("a", "b"):  # the sides in full above the table: a column header would cut a long filter
         con.print(_t(names[side]))
@@ -106,12 +134,17 @@ def print_compare(result: dict[str, Any], out: IO[str] | None = None) -> None:
     tbl.add_column("A", justify="right")
     tbl.add_column("B", justify="right")
     n = result.get("output_tokens")
-    for label, x, y in (("requests", f"{a['requests']:,}", f"{b['requests']:,}"),
-                        ("status (latency over ok)", side_status(a.get("status")), side_status(b.get("status"))),
-                        ("TTFT median / p95", pair(a["ttft_ms"], "ms"), pair(b["ttft_ms"], "ms")),
-                        ("TPOT median / p95", pair(a["tpot_ms"], "ms"), pair(b["tpot_ms"], "ms")),
-                        (f"{n:g}-token reply" if n is not None else "reply", pair(a["completion_ms"], "ms"),
-                         pair(b["completion_ms"], "ms"))):
+    for label, x, y in (
+        ("requests", f"{a['requests']:,}", f"{b['requests']:,}"),
+        ("status (latency over ok)", side_status(a.get("status")), side_status(b.get("status"))),
+        ("TTFT median / p95", pair(a["ttft_ms"], "ms"), pair(b["ttft_ms"], "ms")),
+        ("TPOT median / p95", pair(a["tpot_ms"], "ms"), pair(b["tpot_ms"], "ms")),
+        (
+            f"{n:g}-token reply" if n is not None else "reply",
+            pair(a["completion_ms"], "ms"),
+            pair(b["completion_ms"], "ms"),
+        ),
+    ):
         tbl.add_row(_t(label), _t(x), _t(y))
     con.print(tbl)
     for w in result.get("warnings") or []:
