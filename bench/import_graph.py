@@ -40,7 +40,7 @@ PACKAGE = "toolkit"
 # Modules directly under toolkit/ are their own "package" named by the module.
 LAYERS = (
     "__init__", "_paths", "_process", "resources", "_endings", "inputs", "schema", "store", "queries", "filters", "enginestate",
-    "importers", "ingest", "hints", "engines", "terminal", "report", "whatif", "compare", "history", "collect",
+    "importers", "ingest", "hints", "engines", "terminal", "charts", "whatif", "report", "compare", "history", "collect",
     "replay", "sql_prompt", "docs", "demo", "cli", "__main__",
 )
 

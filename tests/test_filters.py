@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from toolkit.cli import app
 from toolkit.report.compare_page import render_html as compare_html
-from toolkit.terminal import print_compare
+from toolkit.report.render_terminal import print_compare
 
 runner = CliRunner()
 

@@ -28,7 +28,6 @@ KNOWN_LATE_CIRCLES = {
     "importers.compile",
     # type-only: streams names sources.Source in annotations
     "inputs.sources",
-    "report.headline",
 }
 
 
@@ -46,6 +45,25 @@ def test_no_upward_import_between_packages() -> None:
     summary = import_graph.static_summary()
     assert summary["unranked_packages"] == [], "add the new package to LAYERS in bench/import_graph.py"
     assert summary["upward"] == []
+
+
+# Upward imports made late (inside a function), with why each is tolerated for now. The list may
+# shrink; it must not grow: a floor that needs a name of the storey above takes it as an argument,
+# or the name moves down (the chart helpers to toolkit/charts/, the report's terminal view to
+# toolkit/report/render_terminal.py, the bootstrap's words from the Spark connection to the report).
+KNOWN_LATE_UPWARD = {
+    # the console entry point starts the CLI lazily (fast start)
+    "toolkit._process -> toolkit._endings", "toolkit._process -> toolkit.cli",
+    # the hints for a file no importer recognised (toolkit/hints.py), built only then
+    "toolkit.ingest.plan -> toolkit.hints",
+    # the mixed-vantage warnings read a result's rows through the terminal's one reader of both kinds
+    "toolkit.queries -> toolkit.terminal",
+}
+
+
+def test_late_upward_imports_only_the_known_ones() -> None:
+    late = set(import_graph.static_summary()["upward_late"])
+    assert late <= KNOWN_LATE_UPWARD, f"new upward import(s) inside functions: {sorted(late - KNOWN_LATE_UPWARD)}"
 
 
 def test_the_graph_finds_a_circle_and_an_upward_import(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -21,10 +21,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oncall_pages import SLOW, pages, reports
 
+from toolkit.charts import figure
 from toolkit.report import charts as ch
 from toolkit.report.render_common import epoch_ms
 from toolkit.report.render_md import render_markdown as render_md
-from toolkit.terminal import print_report
+from toolkit.report.render_terminal import print_report
 
 BURST = "12:03:20–12:04:25"
 
@@ -73,9 +74,9 @@ def test_no_time_axis_repeats_a_label(built: dict) -> None:
 def test_time_ticks_never_label_two_ticks_alike(lo_s: float, span: int, stretch: float) -> None:
     """The labels as Vega prints them (strftime in UTC) are distinct, and never more than 9."""
     lo = lo_s * 1000
-    values, fmt = ch.time_ticks(lo, lo + span * stretch * 1000)
+    values, fmt = figure.time_ticks(lo, lo + span * stretch * 1000)
     labels = [time.strftime(fmt, time.gmtime(v / 1000)) for v in values]
-    assert len(labels) == len(set(labels)) and 1 <= len(labels) <= ch.MAX_TICKS + 1
+    assert len(labels) == len(set(labels)) and 1 <= len(labels) <= figure.MAX_TICKS + 1
     assert all(lo <= v <= lo + span * stretch * 1000 for v in values) or values == [lo]
 
 

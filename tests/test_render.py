@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from tests.fixtures_report import EVIL, make_report
+from toolkit.charts.figure import inline_svg, to_svg
 from toolkit.report import charts as ch
 from toolkit.report.model import ChartData, Report
 from toolkit.report.render import RENDERERS, render, render_json, write_report
@@ -43,7 +44,7 @@ def _empty_report() -> Report:
 
 
 def test_registry_and_unknown_format(report: Report) -> None:
-    assert set(RENDERERS) == {"json", "md", "html"}
+    assert set(RENDERERS) == {"json", "md", "html", "terminal"}
     assert render(report, "md") == render_markdown(report)
     with pytest.raises(ValueError, match="unknown report format"):
         render(report, "xml")
@@ -233,8 +234,8 @@ def test_stage_colours_are_fixed_and_fall_back() -> None:
 
 
 def test_same_stage_same_colour_in_every_chart(report: Report) -> None:
-    comp = ch.to_svg(ch.composition_chart(report.charts.composition, report.busy_periods, 60), "a")
-    tl = ch.to_svg(ch.timeline_chart(report.charts.timeline, report.charts.timeline_window), "b")
+    comp = to_svg(ch.composition_chart(report.charts.composition, report.busy_periods, 60), "a")
+    tl = to_svg(ch.timeline_chart(report.charts.timeline, report.charts.timeline_window), "b")
     for stage in ("queue", "prefill", "decode"):
         assert f'fill="{ch.stage_colour(stage)}"' in comp
         assert f'fill="{ch.stage_colour(stage)}"' in tl
@@ -256,12 +257,12 @@ def test_waterfall_adds_up(report: Report) -> None:
 
 def test_inline_svg_refuses_active_content() -> None:
     with pytest.raises(ValueError, match="refusing"):
-        ch.inline_svg('<svg width="1"><script>alert(1)</script></svg>', "x")
+        inline_svg('<svg width="1"><script>alert(1)</script></svg>', "x")
     with pytest.raises(ValueError, match="refusing"):
-        ch.inline_svg('<svg width="1"><a href="https://example.com">x</a></svg>', "x")
+        inline_svg('<svg width="1"><a href="https://example.com">x</a></svg>', "x")
     with pytest.raises(ValueError, match="refusing"):
-        ch.inline_svg('<svg width="1" onload="alert(1)"></svg>', "x")
-    ok = ch.inline_svg('<svg xmlns="http://www.w3.org/2000/svg" width="1"><clipPath id="c1"/>'
+        inline_svg('<svg width="1" onload="alert(1)"></svg>', "x")
+    ok = inline_svg('<svg xmlns="http://www.w3.org/2000/svg" width="1"><clipPath id="c1"/>'
                        '<g clip-path="url(#c1)" aria-label="a onload=x"/></svg>', "k")
     assert "http" not in ok and 'id="k-c1"' in ok and "url(#k-c1)" in ok
 

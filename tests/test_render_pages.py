@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fixtures_report import make_report
+from toolkit.charts.figure import to_svg
 from toolkit.report import charts as ch
 from toolkit.report.render_common import fmt_ms, fmt_pct
 from toolkit.report.render_html import render_html
@@ -59,9 +60,9 @@ def test_bullets_do_not_repeat_the_window() -> None:
 
 def test_time_axes_name_the_zone_and_stages_keep_pipeline_order() -> None:
     r = make_report()
-    svg = ch.to_svg(ch.timeline_chart(r.charts.timeline, r.charts.timeline_window), "t")
+    svg = to_svg(ch.timeline_chart(r.charts.timeline, r.charts.timeline_window), "t")
     assert "time (UTC)" in svg
-    svg = ch.to_svg(ch.latency_chart(r.charts.series, r.busy_periods), "l")
+    svg = to_svg(ch.latency_chart(r.charts.series, r.busy_periods), "l")
     assert svg.count(">time (UTC)</text>") == 3  # TTFT, TPOT, e2e panels (aria labels repeat it)
     wf = [row["label"] for row in ch.waterfall_rows(r.attribution[0])]
     assert wf[1:-1] == ch.ordered_stages(wf[1:-1])

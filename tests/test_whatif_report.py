@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from whatif_helpers import bursty, generated_dataset, model
 
 from toolkit.report.build import _parse_window, build_report
+from toolkit.whatif import scenarios
 from toolkit.whatif.scenarios import objectives, replicas_for, requests_table, summarize
 from toolkit.whatif.simulate import simulate
 
@@ -19,9 +21,14 @@ def _p95_entry(report) -> dict:  # type: ignore[no-untyped-def]
     return next(a for a in report.attribution if a["metric"] == "ttft_ms" and a["statistic"] == "p95")
 
 
-def test_verdict_names_the_smallest_replica_count(tmp_path: Path) -> None:
+def test_verdict_names_the_smallest_replica_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """... and the replay reads the report's own connection to the dataset: it opens none of its own."""
     ds, _ = generated_dataset(tmp_path, model(**ENGINE), bursty(burst=16.0))
+    opened: list[Path] = []
+    own = scenarios._connect
+    monkeypatch.setattr(scenarios, "_connect", lambda dataset, *a: opened.append(dataset) or own(dataset, *a))
     report = build_report(ds)
+    assert opened == []
     entry = _p95_entry(report)
     assert entry["driver"] == "queue" and entry["regression"]
     w = entry["whatif"]

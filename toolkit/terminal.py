@@ -1,6 +1,7 @@
-"""Everything that reaches a person's terminal: the one control-character filter, the SQL result
-formats (a width-aware table like the DuckDB CLI's, line, CSV, JSON, NDJSON, Markdown) and the
-progress bar.
+"""What reaches a person's terminal: the one control-character filter, the SQL result formats (a
+width-aware table like the DuckDB CLI's, line, CSV, JSON, NDJSON, Markdown), the progress bars and
+the rich console that the report's and compare's terminal views print on
+(toolkit/report/render_terminal.py: the terminal is one of the report's renderers).
 
 Why one module: a span name, a file name or a model string comes from logs someone else wrote, and
 ``ESC ] 0 ; … BEL`` in it would retitle (or worse) the reader's terminal. ``clean`` is the single
@@ -426,7 +427,7 @@ def progress_bar(description: str, total: float | None, *, enabled: bool = True,
         yield _Bar(p, p.add_task(clean(description, newlines=False), total=total))
 
 
-# --- report and compare, for a person at a terminal -----------------------------------------------
+# --- rich, for a person at a terminal (toolkit/report/render_terminal.py prints the report with it) ----
 
 def console(stream: IO[str] | None = None):
     """A rich console on ``stream`` (stdout): colour only on a terminal, never with ``NO_COLOR``
@@ -438,117 +439,12 @@ def console(stream: IO[str] | None = None):
                    no_color="NO_COLOR" in os.environ, soft_wrap=False)
 
 
-def _t(value: Any, style: str = ""):
+def styled(value: Any, style: str = ""):
     """Log-derived text as a rich ``Text``: never read as markup (``[bold]`` in a model name stays
     text), control characters gone."""
     from rich.text import Text
 
     return Text(clean("" if value is None else str(value), newlines=False), style=style)
-
-
-def headline_sentence(report_json: dict[str, Any]) -> str:
-    """The report's one headline sentence: ``headline.sentence`` where the report JSON has that
-    object, else the plain ``meta.headline`` string."""
-    h = report_json.get("headline", report_json.get("meta", {}).get("headline"))
-    if isinstance(h, dict):
-        h = h.get("sentence")
-    return str(h or "")
-
-
-def print_report(report: Any, out: IO[str] | None = None) -> None:
-    """The report as a short terminal summary: the verdict once, one row per comparison, the
-    caveats. No Markdown syntax (that is ``--md``)."""
-    from rich.table import Table
-
-    from toolkit.report.render_common import (
-        comparison_title,
-        error_rate_entries,
-        fmt_ms,
-        fmt_signed_ms,
-        ordered_attribution,
-        rate_row,
-        status_text,
-    )
-
-    con = console(out)
-    j = report.to_json()
-    from toolkit.report.render_common import outcome, verdicts
-
-    state = outcome(report)  # regression, no regression or not compared: the pages' badge, in words
-    con.print(_t(state.upper(), {"regression": "bold white on red", "not compared": "bold white on grey42"}
-                 .get(state, "bold green")))
-
-    con.print(_t(headline_sentence(j) or next(iter(verdicts(report)), "No comparison could be made."), "bold"))
-    if report.status:  # what latency is over, and the failures it leaves out, on every page
-        con.print(_t(status_text(report)))
-    if report.engine:  # what the engines said of themselves in each window
-        from toolkit.report.engine import engine_text
-
-        con.print(_t(engine_text(report.engine)))
-    entries = ordered_attribution(report)
-    rates = error_rate_entries(report)
-    if entries or rates:
-        tbl = Table(box=None, pad_edge=False, header_style="bold")
-        for name, justify in (("comparison", "left"), ("baseline → current", "right"), ("change", "right"),
-                              ("driver", "left"), ("regression", "left")):
-            tbl.add_column(name, justify=justify)  # type: ignore[arg-type]
-        for a in entries:
-            tbl.add_row(_t(comparison_title(a)), _t(f"{fmt_ms(a.get('baseline'))} → {fmt_ms(a.get('current'))}"),
-                        _t(fmt_signed_ms(a.get("delta"))), _t(a.get("driver") or "–"),
-                        _t("yes", "bold red") if a.get("regression") else _t("no"))
-        for a in rates:
-            title, values, change, driver, regression = rate_row(a)
-            tbl.add_row(_t(title), _t(values), _t(change), _t(driver),
-                        _t("yes", "bold red") if regression else _t("no"))
-        con.print(tbl)
-    from toolkit.report.periods import slow_line
-    from toolkit.report.render_common import fmt_span
-
-    slow = slow_line(getattr(report, "slow_periods", None) or [], fmt_span)
-    if slow:
-        con.print(_t(slow))
-    for w in report.warnings[:8]:
-        con.print(_t(f"! {w}", "yellow"))
-    if len(report.warnings) > 8:
-        con.print(_t(f"! … and {len(report.warnings) - 8} more (see --json)", "yellow"))
-
-
-def print_compare(result: dict[str, Any], out: IO[str] | None = None) -> None:
-    """``stagelens compare`` for a terminal: the summary sentences, A vs B side by side, warnings."""
-    from rich.table import Table
-
-    from toolkit.report.compare_page import side_names
-
-    con = console(out)
-    names = side_names(result)
-    for i, sentence in enumerate(re.split(r"(?<=\.)\s+", str(result.get("summary") or ""))):
-        if sentence.strip():
-            con.print(_t(sentence.strip(), "bold" if i == 0 else ""))
-    a, b = result["a"], result["b"]
-
-    def pair(d: dict[str, Any], unit: str) -> str:
-        med, p95 = d.get("median"), d.get("p95")
-        return "n/a" if med is None else f"{med:,.1f} / {p95:,.1f} {unit}" if p95 is not None else f"{med:,.1f} {unit}"
-
-    for side in ("a", "b"):  # the sides in full above the table: a column header would cut a long filter
-        con.print(_t(names[side]))
-    tbl = Table(box=None, pad_edge=False, header_style="bold")
-    tbl.add_column("")
-    tbl.add_column("A", justify="right")
-    tbl.add_column("B", justify="right")
-    n = result.get("output_tokens")
-    from toolkit.report.status import side_status
-
-    for label, x, y in (("requests", f"{a['requests']:,}", f"{b['requests']:,}"),
-                        ("status (latency over ok)", side_status(a.get("status")), side_status(b.get("status"))),
-                        ("TTFT median / p95", pair(a["ttft_ms"], "ms"), pair(b["ttft_ms"], "ms")),
-                        ("TPOT median / p95", pair(a["tpot_ms"], "ms"), pair(b["tpot_ms"], "ms")),
-                        (f"{n:g}-token reply" if n is not None else "reply", pair(a["completion_ms"], "ms"),
-                         pair(b["completion_ms"], "ms"))):
-        tbl.add_row(_t(label), _t(x), _t(y))
-    con.print(tbl)
-    for w in result.get("warnings") or []:
-        con.print(_t(f"! {w}", "yellow"))
 
 
 class ImportProgress:
@@ -584,8 +480,3 @@ class ImportProgress:
         size = self.sizes.get(name, 0)
         partial = min(size, lines * self.per_line.get(name, 0.0))
         self.bar.update(completed=self.done + partial, description=f"{Path(name).name[-40:]}: {lines:,} lines")
-
-
-REPORT_PHASES = 7
-"""The steps toolkit/report/build.py announces (busy periods, selection, slow periods, statistics,
-attribution, summary, charts): the report's bar counts them."""

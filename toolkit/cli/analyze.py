@@ -92,9 +92,9 @@ def report_cmd(
         raise fail(f"--engine must be duckdb or spark, not {engine!r}", EXIT_USAGE)
     current, base = dataset_arg(dataset, engine), dataset_arg(baseline, engine, "--baseline")
     assert current is not None
-    from toolkit.report.build import build_report  # after the checks: a mistake costs no import time
+    from toolkit.report.build import REPORT_PHASES, build_report  # after the checks: fast mistakes
     from toolkit.report.render import RENDERERS
-    from toolkit.terminal import REPORT_PHASES, progress_bar
+    from toolkit.terminal import progress_bar
 
     try:
         with progress_bar("report", REPORT_PHASES, enabled=show_progress(quiet)) as bar:
@@ -131,7 +131,7 @@ def report_cmd(
             continue
         write_output(target, RENDERERS[kind](report))
     if not quiet:
-        from toolkit.terminal import print_report
+        from toolkit.report.render_terminal import print_report
 
         print_report(report)  # the headline once, a table, the caveats: no Markdown syntax
         for kind, target in outputs.items():
@@ -218,6 +218,6 @@ def compare_cmd(
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     elif not to_stdout:
-        from toolkit.terminal import print_compare
+        from toolkit.report.render_terminal import print_compare
 
         print_compare(result)

@@ -117,18 +117,11 @@ class SparkConnection:
         self.temp_tables: set[str] = set()
 
     def describe(self) -> dict[str, object]:
-        """The report's ``meta.engine``: where it ran, and what is approximate on this engine."""
+        """Where it ran: the head of the report's ``meta.engine`` (the report adds what is approximate
+        on this engine, toolkit/report/build.py: its bootstrap is the report's own)."""
         from toolkit.engines.spark import where
-        from toolkit.report.attribution import BOOT_ROWS
 
-        return {"name": "spark", "master": where(self.spark), "spark_version": self.spark.version,
-                "bootstrap_rows": BOOT_ROWS,
-                "intervals": (f"approximate: each side's bootstrap runs on a seeded sample of at most {BOOT_ROWS} "
-                              "requests drawn in Spark (a side that size or smaller is taken whole and gives DuckDB's "
-                              "intervals; of a larger side a hash of the row picks the sample, and Spark's hash is not "
-                              "DuckDB's, so the sample and the intervals differ from a DuckDB report); counts, "
-                              "means, exact percentiles, tail means and contributions are computed in Spark over "
-                              "every row")}
+        return {"name": "spark", "master": where(self.spark), "spark_version": self.spark.version}
 
     # -- the DuckDB calls -------------------------------------------------------------------------
     def execute(self, sql: str, params: dict[str, object] | list | None = None) -> SparkResult:

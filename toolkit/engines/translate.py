@@ -196,7 +196,7 @@ def _rule_sample(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
 
 def _rule_enum_cast(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``CAST(x AS ENUM('b', 'c'))`` -> ``CAST(x AS STRING)``: Spark has no ENUM type. The values and
-    equality tests are the same text (the report's ``_rb.side``, toolkit/report/build.py); an
+    equality tests are the same text (the report's ``_rb.side``, toolkit/report/materialize.py); an
     ENUM sorts by its list's order, text alphabetically, so only lists already in that order pass."""
     to = node.args.get("to") if isinstance(node, exp.Cast) else None
     if not (isinstance(to, exp.DataType) and to.this == exp.DataType.Type.ENUM):

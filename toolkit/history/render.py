@@ -74,7 +74,8 @@ def print_history(h: History, out: IO[str] | None = None) -> None:
     sentences, the notes and what was skipped."""
     from rich.table import Table
 
-    from toolkit.terminal import _t, console
+    from toolkit.terminal import console
+    from toolkit.terminal import styled as _t
 
     con = console(out)
     state = "drift" if h.worse else "too few nights" if not h.enough else "no drift"
@@ -118,9 +119,9 @@ def render_md(h: History) -> str:
 
 
 def render_html(h: History) -> str:
+    from toolkit.charts.figure import to_svg
+    from toolkit.charts.page import CSP, CSS
     from toolkit.history.charts import trend_chart
-    from toolkit.report.charts import to_svg
-    from toolkit.report.render_html import CSP, CSS
 
     e = html.escape
     sections = []

@@ -1,6 +1,6 @@
 """Chart tables of a report: per-bucket p50/p95 lines, stage composition, the CDF and the timeline.
 
-They read ``_rb`` (the per_request rows ``toolkit/report/build.py`` materializes) and ``load``;
+They read ``_rb`` (the per_request rows ``toolkit/report/materialize.py`` materializes) and ``load``;
 chart lines only, never a figure of the summary or the verdicts. Split out of build.py by job.
 """
 
@@ -24,7 +24,7 @@ RB_METRICS = {name: f"CASE WHEN {METRICS[name].require} THEN {METRICS[name].valu
               for name in ("ttft_ms", "tpot_ms", "e2e_ms")}
 
 
-def _iso(ts: datetime | None) -> str | None:
+def iso(ts: datetime | None) -> str | None:
     """A naive-UTC timestamp as the report writes it (seconds, ``Z``)."""
     return None if ts is None else ts.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
 
@@ -47,7 +47,7 @@ def _cdf(sides: dict) -> list[dict]:
     return out
 
 
-def _charts(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams: dict, sides: dict,
+def chart_tables(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams: dict, sides: dict,
             keys: list[str] | None = None, timeline: tuple[list[dict], dict | None] | None = None) -> ChartData:
     """Chart tables. Per bucket, the p50/p95 lines and the mean ms per stage (exact) come from one grouped
     pass over ``_rb`` (quantile_cont: approx_quantile measured slower here); stage values are boundary
@@ -85,12 +85,12 @@ def _charts(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams
     ).to_arrow_table().to_pylist()
     con.execute("DROP TABLE _per_bucket")
     composition = [{"bucket_start": r["bucket_start"], "stage": k, "mean_ms": r[k]} for r in wide for k in keys]
-    rows, window = timeline if timeline is not None else _timeline(con, busy, filt, fparams)
+    rows, window = timeline if timeline is not None else timeline_rows(con, busy, filt, fparams)
     return ChartData(series=series, composition=composition, cdf=_cdf(sides), timeline=rows,
                      timeline_window=window)
 
 
-def _timeline(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams: dict) -> tuple[list[dict], dict | None]:
+def timeline_rows(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fparams: dict) -> tuple[list[dict], dict | None]:
     """Every request of a few minutes around the worst moment, split into its stages over time.
 
     The window is TIMELINE_WINDOW_S centred on the bucket with the highest mean in-flight (inside
@@ -121,7 +121,7 @@ def _timeline(con: duckdb.DuckDBPyConnection, busy: list[dict], filt: str, fpara
             t2 = t + ms / 1e3
             out.append({"lane": lane, "request_id": rid, "stage": stage, "start": _iso_ms(t), "end": _iso_ms(t2)})
             t = t2
-    return out, {"start": _iso(start), "end": _iso(end)}
+    return out, {"start": iso(start), "end": iso(end)}
 
 
 def _iso_ms(seconds: float) -> str:

@@ -1,35 +1,24 @@
-"""The report's charts: Altair specs built from ``Report.charts`` / ``Report.attribution``, rendered to
-inline SVG by vl-convert (no JavaScript in the page, nothing fetched: ``allowed_base_urls=[]``).
+"""The report's charts: Altair specs built from ``Report.charts`` / ``Report.attribution``, drawn to
+inline SVG by the chart floor's ``to_svg`` (toolkit/charts/figure.py: no JavaScript in the page,
+nothing fetched, nothing active).
 
 Every builder returns an Altair chart (a ``Figure`` where the data is large), or ``None`` when it has
-nothing to draw. ``to_svg`` turns a chart into an ``<svg>`` element safe to paste into HTML: Vega's
-SVG renderer escapes text and attribute values (checked by the tests); we drop the ``xmlns`` URLs (not
-needed inline in HTML5), give element ids a per-chart prefix (several SVGs share one document) and
-refuse anything active.
+nothing to draw.
 
 Stage colours are fixed by name (``stage_colour``) so a stage has the same colour in every chart.
 """
 
 from __future__ import annotations
 
-import math
-import re
-import time
 import zlib
 from collections.abc import Iterable
 from typing import Any
 
 import altair as alt
-import vl_convert
 
+from toolkit.charts.figure import LABEL_PX, WIDTH, Figure, configure, named, utc_x
 from toolkit.report.render_common import comparison_title, epoch_ms, metric_label, num
 
-# Chart text is laid out by vl-convert and drawn by the browser: use faces with the same metrics
-# everywhere (Helvetica / Arial / Liberation Sans) so legend labels measured here fit there.
-FONT = "Helvetica, Arial, 'Liberation Sans', 'Nimbus Sans', sans-serif"
-WIDTH = 820
-LABEL_PX = 13
-"""Chart text size: an 820-px chart is scaled to ~630 px in a 700-px window, and 13 px stays above 9 px there."""
 BUSY_FILL = "#f59f00"
 SLOW_FILL = "#7048e8"
 INK = "#212529"
@@ -49,30 +38,6 @@ STAGE_COLOURS = {
 }
 COMPOSITE_PALETTE = ["#9edae5", "#aec7e8", "#98df8a", "#c49c94", "#dbdb8d", "#ff9896", "#ffbb78", "#c7c7c7"]
 FALLBACK_COLOUR = "#adb5bd"
-
-
-class Figure:
-    """A configured Altair chart plus the rows of its named datasets.
-
-    Rows go into the spec as top-level ``datasets`` only when it is converted: handed to Altair inline
-    (``alt.Data(values=rows)``), thousands of rows cost seconds, because Altair deep-copies and
-    schema-validates every value in ``to_dict``.
-    """
-
-    def __init__(self, chart: Any, datasets: dict[str, list[dict[str, Any]]]) -> None:
-        self.chart = chart
-        self.datasets = datasets
-
-    def to_dict(self) -> dict[str, Any]:
-        spec = self.chart.to_dict()
-        spec["datasets"] = {**spec.get("datasets", {}), **self.datasets}
-        return spec
-
-
-def _named(datasets: dict[str, list[dict[str, Any]]], name: str, rows: list[dict[str, Any]]) -> alt.Data:
-    """A reference to ``rows``, registered in ``datasets`` (see ``Figure``)."""
-    datasets[name] = rows
-    return alt.Data(name=name)
 
 
 def stage_colour(stage: Any) -> str:
@@ -104,45 +69,7 @@ def stage_scale(stages: Iterable[Any]) -> alt.Scale:
     return alt.Scale(domain=dom, range=[stage_colour(s) for s in dom])
 
 
-TICK_STEPS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
-                172800, 604800)
-"""Time-axis tick steps: each a whole number of the next unit's divisions, so ticks land on round times."""
-MAX_TICKS = 8
-
-
-def time_ticks(lo_ms: float, hi_ms: float, max_ticks: int = MAX_TICKS) -> tuple[list[float], str]:
-    """Tick times (epoch ms, UTC-aligned) and their label format for an axis over [lo, hi]: the smallest
-    round step giving at most ``max_ticks`` ticks, labelled to that step's resolution (seconds under
-    a minute, dates across days). Vega's own ticks over a 3-minute span were 20 s apart under a
-    minutes format: "23:35 23:35 23:36 23:36". One label per tick, never two alike."""
-    span_s = max((hi_ms - lo_ms) / 1000, 0.0)
-    step = next((st for st in TICK_STEPS_S if span_s / st <= max_ticks), None)
-    if step is None:  # beyond weeks: whole weeks
-        step = TICK_STEPS_S[-1] * math.ceil(span_s / TICK_STEPS_S[-1] / max_ticks)
-    first = math.ceil(lo_ms / 1000 / step) * step
-    values = [float(t * 1000) for t in range(int(first), int(hi_ms / 1000) + 1, step)]
-    values = [v for v in values if lo_ms <= v <= hi_ms] or [float(lo_ms)]
-    if step >= 86400:
-        fmt = "%b %d"
-    elif span_s >= 86400 or time.gmtime(lo_ms / 1000)[:3] != time.gmtime(hi_ms / 1000)[:3]:
-        fmt = "%b %d %H:%M:%S" if step < 60 else "%b %d %H:%M"
-    else:
-        fmt = "%H:%M:%S" if step < 60 or any(v % 60_000 for v in values) else "%H:%M"
-    return values, fmt
-
-
-def _utc_x(field: str, title: str | None = "time (UTC)", fmt: str | None = None, **kw: Any) -> alt.X:
-    """A UTC time axis; with a ``domain``, ticks and format from ``time_ticks`` (no label twice)."""
-    axis: dict[str, Any] = {"labelFlush": True, "grid": False}
-    if "domain" in kw:
-        values, auto = time_ticks(*kw["domain"])
-        axis |= {"values": values, "format": fmt or auto}
-    else:
-        axis |= {"format": fmt or "%H:%M:%S", "tickCount": 10}
-    return alt.X(field, type="temporal", scale=alt.Scale(type="utc", **kw), title=title, axis=alt.Axis(**axis))
-
-
-def _busy_layer(busy_periods: list[dict[str, Any]], lo: float | None = None,
+def busy_layer(busy_periods: list[dict[str, Any]], lo: float | None = None,
                 hi: float | None = None, colour: str = BUSY_FILL) -> alt.Chart | None:
     rows = []
     for b in busy_periods:
@@ -163,18 +90,9 @@ def _busy_layer(busy_periods: list[dict[str, Any]], lo: float | None = None,
 def _with_periods(chart: Any, busy_periods: list[dict[str, Any]], lo: float, hi: float,
                   slow_periods: list[dict[str, Any]] | None = None) -> Any:
     """``chart`` over its busy periods (orange) and slow periods (violet), each clipped to [lo, hi]."""
-    shades = [x for x in (_busy_layer(busy_periods, lo, hi), _busy_layer(slow_periods or [], lo, hi, SLOW_FILL))
+    shades = [x for x in (busy_layer(busy_periods, lo, hi), busy_layer(slow_periods or [], lo, hi, SLOW_FILL))
               if x is not None]
     return alt.layer(*shades, chart) if shades else chart
-
-
-def _configure(chart: Any) -> Any:
-    return chart.configure(font=FONT, background="white", padding=8).configure_view(
-        stroke=None).configure_axis(labelColor="#495057", titleColor="#495057", domainColor="#adb5bd",
-                                    tickColor="#adb5bd", gridColor="#eef0f2", labelFontSize=LABEL_PX,
-                                    titleFontSize=LABEL_PX, titleFontWeight="normal").configure_legend(
-        labelFontSize=LABEL_PX, titleFontSize=LABEL_PX, symbolType="square", orient="top", titleOrient="left", titlePadding=10,
-        columnPadding=18)
 
 
 # ---------------------------------------------------------------------------------------- builders
@@ -232,21 +150,21 @@ def latency_chart(series: list[dict[str, Any]], busy_periods: list[dict[str, Any
         y = alt.Y("ms:Q", title=f"{metric_label(key + '_ms')} (ms)", axis=alt.Axis(tickCount=4),
                   # headroom above the highest point: the TPOT line ran along its panel's top edge
                   scale=alt.Scale(zero=True, nice=True, domainMax=max(r["ms"] for r in rows) * 1.15))
-        line = alt.Chart(_named(datasets, key, rows)).mark_line(strokeWidth=1.6, interpolate="linear").encode(
-            x=_utc_x("t", domain=[lo, hi]), y=y, detail="seg:N",
+        line = alt.Chart(named(datasets, key, rows)).mark_line(strokeWidth=1.6, interpolate="linear").encode(
+            x=utc_x("t", domain=[lo, hi]), y=y, detail="seg:N",
             color=alt.Color("stat:N", title=None, legend=alt.Legend(symbolType="stroke"), scale=stat_colour),
             strokeDash=alt.StrokeDash("stat:N", title=None,
                                       scale=alt.Scale(domain=["p50", "p95"], range=[[4, 2], [1, 0]])),
         )
         alone = [r for r in rows if sizes[r["seg"]] == 1]
         if alone:
-            dots = alt.Chart(_named(datasets, key + "_alone", alone)).mark_circle(size=14, opacity=1).encode(
-                x=_utc_x("t", domain=[lo, hi]), y=y, color=alt.Color("stat:N", scale=stat_colour, legend=None))
+            dots = alt.Chart(named(datasets, key + "_alone", alone)).mark_circle(size=14, opacity=1).encode(
+                x=utc_x("t", domain=[lo, hi]), y=y, color=alt.Color("stat:N", scale=stat_colour, legend=None))
             line = alt.layer(line, dots)
         panels.append(_with_periods(line, busy_periods, lo, hi, slow_periods).properties(width=WIDTH, height=120))
     if not panels:
         return None
-    return Figure(_configure(alt.vconcat(*panels, spacing=10).resolve_scale(x="shared")), datasets)
+    return Figure(configure(alt.vconcat(*panels, spacing=10).resolve_scale(x="shared")), datasets)
 
 
 def load_over_time_chart(series: list[dict[str, Any]], busy_periods: list[dict[str, Any]],
@@ -263,14 +181,14 @@ def load_over_time_chart(series: list[dict[str, Any]], busy_periods: list[dict[s
     times = [float(r["t"] or 0) for r in rows]  # none is None (kept above)
     lo, hi = min(times), max(times)
     datasets: dict[str, list[dict[str, Any]]] = {}
-    data = _named(datasets, "load_over_time", rows)
+    data = named(datasets, "load_over_time", rows)
     panels = []
     for field, title, colour in (("arrivals", "arrivals / s", "#495057"), ("inflight", "in flight (mean)", "#0b7285")):
         line = alt.Chart(data).mark_line(strokeWidth=1.6, interpolate="step-after", color=colour).encode(
-            x=_utc_x("t", domain=[lo, hi]), y=alt.Y(f"{field}:Q", title=title, axis=alt.Axis(tickCount=4),
+            x=utc_x("t", domain=[lo, hi]), y=alt.Y(f"{field}:Q", title=title, axis=alt.Axis(tickCount=4),
                                                     scale=alt.Scale(zero=True, nice=True)))
         panels.append(_with_periods(line, busy_periods, lo, hi, slow_periods).properties(width=WIDTH, height=100))
-    return Figure(_configure(alt.vconcat(*panels, spacing=10).resolve_scale(x="shared")), datasets)
+    return Figure(configure(alt.vconcat(*panels, spacing=10).resolve_scale(x="shared")), datasets)
 
 
 def composition_chart(composition: list[dict[str, Any]], busy_periods: list[dict[str, Any]],
@@ -295,13 +213,13 @@ def composition_chart(composition: list[dict[str, Any]], busy_periods: list[dict
             y += v
     stages = {r["stage"] for r in rows}
     datasets: dict[str, list[dict[str, Any]]] = {}
-    bars = alt.Chart(_named(datasets, "composition", rows)).mark_rect().encode(
-        x=_utc_x("t", domain=[ts[0], ts[-1] + step]), x2="t2:T",
+    bars = alt.Chart(named(datasets, "composition", rows)).mark_rect().encode(
+        x=utc_x("t", domain=[ts[0], ts[-1] + step]), x2="t2:T",
         y=alt.Y("y0:Q", title="mean ms per request"), y2="y1:Q",
         color=alt.Color("stage:N", title="stage", scale=stage_scale(stages)),
     )
     layer = _with_periods(bars, busy_periods, ts[0], ts[-1] + step, slow_periods)
-    return Figure(_configure(layer.properties(width=WIDTH, height=240)), datasets)
+    return Figure(configure(layer.properties(width=WIDTH, height=240)), datasets)
 
 
 def waterfall_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -363,7 +281,7 @@ def waterfall_chart(entry: dict[str, Any] | None) -> Any | None:
             layers.append(alt.Chart(alt.Data(values=sub)).mark_text(
                 dy=dy, fontSize=LABEL_PX, fontWeight="bold" if kind == "total" else "normal", color=INK).encode(
                 x=alt.X("label:N", sort=order), y=f"{field}:Q", text="text:N"))
-    return _configure(alt.layer(*layers).properties(width=WIDTH, height=300))
+    return configure(alt.layer(*layers).properties(width=WIDTH, height=300))
 
 
 def load_chart(series: list[dict[str, Any]]) -> Any | None:
@@ -375,12 +293,12 @@ def load_chart(series: list[dict[str, Any]]) -> Any | None:
     if not rows:
         return None
     datasets: dict[str, list[dict[str, Any]]] = {}
-    pts = alt.Chart(_named(datasets, "load", rows)).mark_circle(size=46, opacity=0.75).encode(
+    pts = alt.Chart(named(datasets, "load", rows)).mark_circle(size=46, opacity=0.75).encode(
         x=alt.X("inflight:Q", title="mean requests in flight (per bucket)"),
         y=alt.Y("ttft:Q", title="TTFT p95 (ms)"),
         color=alt.Color("state:N", title=None,
                         scale=alt.Scale(domain=["quiet", "busy"], range=[MUTED, BUSY_FILL])))
-    return Figure(_configure(pts.properties(width=WIDTH, height=240)), datasets)
+    return Figure(configure(pts.properties(width=WIDTH, height=240)), datasets)
 
 
 def cdf_chart(cdf: list[dict[str, Any]], labels: dict[str, str]) -> Any | None:
@@ -395,7 +313,7 @@ def cdf_chart(cdf: list[dict[str, Any]], labels: dict[str, str]) -> Any | None:
         if not rows:
             continue
         dom = [labels.get("baseline", "baseline"), labels.get("current", "current")]
-        line = alt.Chart(_named(datasets, metric, rows)).mark_line(strokeWidth=2, interpolate="step-after").encode(
+        line = alt.Chart(named(datasets, metric, rows)).mark_line(strokeWidth=2, interpolate="step-after").encode(
             x=alt.X("v:Q", title=f"{metric_label(metric)} (ms)", axis=alt.Axis(tickCount=5)),
             y=alt.Y("q:Q", title="share of requests" if not panels else None,
                     axis=alt.Axis(format="%", tickCount=5), scale=alt.Scale(domain=[0, 1])),
@@ -406,7 +324,7 @@ def cdf_chart(cdf: list[dict[str, Any]], labels: dict[str, str]) -> Any | None:
         panels.append(alt.layer(p95, line).properties(width=370, height=240))
     if not panels:
         return None
-    return Figure(_configure(alt.hconcat(*panels, spacing=14)), datasets)
+    return Figure(configure(alt.hconcat(*panels, spacing=14)), datasets)
 
 
 def timeline_chart(timeline: list[dict[str, Any]], window: dict[str, Any] | None) -> Any | None:
@@ -432,41 +350,11 @@ def timeline_chart(timeline: list[dict[str, Any]], window: dict[str, Any] | None
     hi = max(e for _s, e in spans)
     stages = {r["stage"] for r in rows}
     datasets: dict[str, list[dict[str, Any]]] = {}
-    bars = alt.Chart(_named(datasets, "timeline", rows)).mark_bar().encode(
-        x=_utc_x("s", fmt="%H:%M:%S", domain=[lo, hi]), x2="e:T",
+    bars = alt.Chart(named(datasets, "timeline", rows)).mark_bar().encode(
+        x=utc_x("s", fmt="%H:%M:%S", domain=[lo, hi]), x2="e:T",
         y=alt.Y("lane:O", title="requests, by arrival ↓",
                 axis=alt.Axis(labels=False, ticks=False, domain=False),
                 scale=alt.Scale(paddingInner=0.2)),
         color=alt.Color("stage:N", title="stage", scale=stage_scale(stages)),
         tooltip=[alt.Tooltip("request:N", title="request"), alt.Tooltip("stage:N")])
-    return Figure(_configure(bars.properties(width=WIDTH, height=max(160, min(720, lanes * 4)))), datasets)
-
-
-# ------------------------------------------------------------------------------------------ to SVG
-
-_ID = re.compile(r'\bid="([^"]+)"')
-# Data can only reach the SVG as escaped text (vega escapes ``<``, ``&`` and quotes), so a literal tag,
-# a literal ``on…="`` attribute or a non-fragment link can only come from the renderer itself.
-_FORBIDDEN = re.compile(r"<\s*/?\s*(script|foreignObject|iframe|object|embed|image|use|style)\b"
-                        r"|\son\w+\s*=\s*[\"']|\b(?:xlink:)?(?:href|src)\s*=\s*[\"'](?!#)", re.IGNORECASE)
-
-
-def inline_svg(svg: str, uid: str, label: str = "") -> str:
-    """Make vl-convert's SVG safe and unique inside one HTML document."""
-    svg = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)
-    for old in set(_ID.findall(svg)):
-        new = f"{uid}-{old}"
-        svg = svg.replace(f'id="{old}"', f'id="{new}"').replace(f"url(#{old})", f"url(#{new})")
-        svg = svg.replace(f'href="#{old}"', f'href="#{new}"')
-    bad = _FORBIDDEN.search(svg)
-    if bad:
-        raise ValueError(f"refusing to inline chart {uid}: it contains {bad.group(0)!r}")
-    from html import escape
-
-    return svg.replace("<svg ", f'<svg role="img" aria-label="{escape(label)}" ', 1)
-
-
-def to_svg(chart: Any, uid: str, label: str = "") -> str:
-    spec = chart.to_dict()
-    svg = vl_convert.vegalite_to_svg(spec, allowed_base_urls=[])
-    return inline_svg(svg, uid, label)
+    return Figure(configure(bars.properties(width=WIDTH, height=max(160, min(720, lanes * 4)))), datasets)

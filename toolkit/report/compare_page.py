@@ -7,9 +7,9 @@ import re
 
 import altair as alt
 
-from toolkit.report import charts as ch
-from toolkit.report.charts import LABEL_PX, WIDTH, _configure
-from toolkit.report.render_html import CSP, CSS, _kpi
+from toolkit.charts.figure import LABEL_PX, WIDTH, configure, to_svg
+from toolkit.charts.page import CSP, CSS
+from toolkit.report.render_html import _kpi
 from toolkit.report.render_md import md_escape
 from toolkit.report.status import side_status
 
@@ -59,7 +59,7 @@ def completion_chart(result: dict) -> alt.LayerChart:
     # the sides by letter: a long filter in the title would widen the chart and shrink its text;
     # the legend and the page's table carry each side's full name
     title = "Time to finish a reply, A vs B (median line, band up to p95)"
-    return _configure(alt.layer(*layers).properties(width=WIDTH, height=320, title=alt.Title(title, anchor="start",
+    return configure(alt.layer(*layers).properties(width=WIDTH, height=320, title=alt.Title(title, anchor="start",
                                                                                                fontSize=LABEL_PX)))
 
 
@@ -126,7 +126,7 @@ def render_html(result: dict) -> str:
              if result.get("crossover_output_tokens") is not None else "none", "where the medians meet"),
             ("requests", f"{a['requests']:,} / {b['requests']:,}", "A / B")))
     try:
-        figure = f"<figure>{ch.to_svg(completion_chart(result), 'cmp', 'completion time by reply length')}</figure>"
+        figure = f"<figure>{to_svg(completion_chart(result), 'cmp', 'completion time by reply length')}</figure>"
     except Exception as exc:  # a chart must never cost the reader the table
         figure = f'<p class="nochart">Chart not drawn ({e(type(exc).__name__)}).</p>'
     warn = "".join(f"<li>{e(w)}</li>" for w in result["warnings"])

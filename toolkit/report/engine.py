@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolkit.report.build import Selection
+    from toolkit.report.select import Selection
 
 AT_LIMIT_SHARE = 0.5  # "held for most of the window": more than half of the samples at the limit
 

@@ -12,7 +12,8 @@ from typing import Any
 import altair as alt
 import duckdb
 
-from toolkit.report.charts import WIDTH, Figure, _busy_layer, _configure, _named, _utc_x
+from toolkit.charts.figure import WIDTH, Figure, configure, named, utc_x
+from toolkit.report.charts import busy_layer
 from toolkit.report.render_common import num
 
 MAX_POINTS = 2000  # a day of 10 s stats lines is 8,640: thinned evenly, the shape stays
@@ -50,10 +51,10 @@ def engine_chart(rows: list[dict[str, Any]], busy_periods: list[dict[str, Any]])
     panels = []
     if reqs:
         line = (
-            alt.Chart(_named(datasets, "engine_requests", reqs))
+            alt.Chart(named(datasets, "engine_requests", reqs))
             .mark_line(strokeWidth=1.6)
             .encode(
-                x=_utc_x("t", domain=[lo, hi]),
+                x=utc_x("t", domain=[lo, hi]),
                 y=alt.Y("n:Q", title="requests", axis=alt.Axis(tickCount=4)),
                 color=alt.Color(
                     "series:N",
@@ -72,10 +73,10 @@ def engine_chart(rows: list[dict[str, Any]], busy_periods: list[dict[str, Any]])
         panels.append(_with_busy(line, busy_periods, lo, hi))
     if kv:
         line = (
-            alt.Chart(_named(datasets, "engine_kv", kv))
+            alt.Chart(named(datasets, "engine_kv", kv))
             .mark_line(strokeWidth=1.6, color="#6f42c1")
             .encode(
-                x=_utc_x("t", domain=[lo, hi]),
+                x=utc_x("t", domain=[lo, hi]),
                 y=alt.Y(
                     "pct:Q",
                     title="KV cache used (%)",
@@ -87,9 +88,9 @@ def engine_chart(rows: list[dict[str, Any]], busy_periods: list[dict[str, Any]])
         panels.append(_with_busy(line, busy_periods, lo, hi))
     if not panels:
         return None
-    return Figure(_configure(alt.vconcat(*panels, spacing=10).resolve_scale(x="shared")), datasets)
+    return Figure(configure(alt.vconcat(*panels, spacing=10).resolve_scale(x="shared")), datasets)
 
 
 def _with_busy(line: alt.Chart, busy_periods: list[dict[str, Any]], lo: float, hi: float) -> Any:
-    busy = _busy_layer(busy_periods, lo, hi)
+    busy = busy_layer(busy_periods, lo, hi)
     return (alt.layer(busy, line) if busy is not None else line).properties(width=WIDTH, height=120)

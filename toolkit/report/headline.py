@@ -1,11 +1,14 @@
 """The report's words: each attribution entry's verdict, and the one headline every output prints.
 
 ``headline_entry`` is the headline rule (applied once per report, docs/attribution.md); its
-``sentence`` is what the terminal, the Markdown title and the HTML banner print. Split out of
-``toolkit/report/build.py`` (statistics there, sentences here); build re-exports these names.
+``sentence`` is what the terminal, the Markdown title and the HTML banner print
+(``render_common.headline_sentence``). The statistics are toolkit/report/findings.py's, the
+sentences here; toolkit/report/build.py re-exports these names.
 """
 
 from __future__ import annotations
+
+from toolkit.charts.numbers import fmt_ms
 
 HINTS = {
     "queue": "capacity, admission control or batching policy (max concurrent sequences), or the burst itself",
@@ -92,9 +95,7 @@ def _cache_aside(entry: dict, driver: str) -> str:
 
 
 def _ms(x: float) -> str:
-    """The table's format (``render_common.fmt_ms``): the headline says 47.5 ms where the table does."""
-    from toolkit.report.render_common import fmt_ms
-
+    """The table's format (``fmt_ms``): the headline says 47.5 ms where the table does."""
     return fmt_ms(x)
 
 

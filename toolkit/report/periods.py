@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 
 from toolkit import queries
-from toolkit.report.chart_data import _iso
+from toolkit.report.chart_data import iso
 from toolkit.report.status import OK_SQL
 
 PERIOD_VIEWS = ("_bucket", "_bucket_load", "slow_periods")
@@ -101,8 +101,8 @@ def slow_periods(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
                 }
         out.append(
             {
-                "start": _iso(r["ts_start"]),
-                "end": _iso(r["ts_end"]),
+                "start": iso(r["ts_start"]),
+                "end": iso(r["ts_end"]),
                 "peak_concurrency": int(r["peak_in_flight"] or 0),
                 "mean_concurrency": round(float(r["mean_in_flight"] or 0.0), 2),
                 "requests": int(r["requests"]),

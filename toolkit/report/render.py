@@ -1,8 +1,10 @@
-"""Renderers of a ``Report``: one object, three views.
+"""Renderers of a ``Report``: one object, four views.
 
 ``RENDERERS[fmt](report) -> str`` for ``fmt`` in ``json`` (the contract of docs/command-line.md, what
-nightly jobs diff), ``md`` (short, for an alert, a ticket or a chat message) and ``html`` (one
-self-contained file: no scripts, nothing fetched, every value escaped). ``write_report`` writes one
+nightly jobs diff), ``md`` (short, for an alert, a ticket or a chat message), ``html`` (one
+self-contained file: no scripts, nothing fetched, every value escaped) and ``terminal`` (what
+``stagelens report`` prints, here as on a pipe: toolkit/report/render_terminal.py). Each leads with
+the same sentence, ``render_common.headline_sentence``. ``write_report`` writes one
 view to a file (``-`` for stdout) the way ``stagelens report --json F --md F --html F`` needs.
 """
 
@@ -28,10 +30,18 @@ def render_html(report: Report) -> str:
     return _render_html(report)
 
 
+def render_terminal(report: Report) -> str:
+    """The terminal summary as text (imports rich only when called)."""
+    from toolkit.report.render_terminal import render_terminal as _render_terminal
+
+    return _render_terminal(report)
+
+
 RENDERERS: dict[str, Callable[[Report], str]] = {
     "json": render_json,
     "md": render_markdown,
     "html": render_html,
+    "terminal": render_terminal,
 }
 
 
@@ -55,4 +65,4 @@ def write_report(report: Report, fmt: str, path: str | Path) -> None:
     tmp.replace(p)
 
 
-__all__ = ["RENDERERS", "render", "render_json", "render_markdown", "render_html", "write_report"]
+__all__ = ["RENDERERS", "render", "render_json", "render_markdown", "render_html", "render_terminal", "write_report"]

@@ -1,8 +1,9 @@
 """``stagelens whatif`` output: the terminal table, and a self-contained HTML page.
 
-The page's chart (p95 TTFT per arrival bucket, predicted vs observed) goes through the report's
-chart helpers (``toolkit/report/charts.py``: Altair rendered to inline SVG by vl-convert, nothing
-fetched); every text taken from the data or the command line is escaped.
+The page's chart (p95 TTFT per arrival bucket, predicted vs observed) goes through the chart floor
+the report's pages stand on too (``toolkit/charts/figure.py``: Altair rendered to inline SVG by
+vl-convert, nothing fetched), in the pages' look (``toolkit/charts/page.py``); every text taken from
+the data or the command line is escaped.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Any
 
 import altair as alt
 
-from toolkit.report.charts import WIDTH, Figure, _configure, _named, _utc_x, to_svg
-from toolkit.report.render_common import fmt_ms
+from toolkit.charts.figure import WIDTH, Figure, configure, named, to_svg, utc_x
+from toolkit.charts.numbers import fmt_ms
+from toolkit.charts.page import CSP, CSS
 
 UNRELIABLE = "UNRELIABLE"
 COLUMNS = ("TTFT p50", "TTFT p95", "queue p50", "queue p95", "e2e p50", "e2e p95", "goodput")
@@ -110,11 +112,11 @@ def ttft_chart(result: dict) -> Figure | None:
                  for p in series if p["ttft_p95_ms"] is not None and p["ttft_p95_ms"] > 0]  # > 0: a log axis
     if not rows:
         return None
-    x = (_utc_x("t", fmt="%H:%M:%S") if wall else
+    x = (utc_x("t", fmt="%H:%M:%S") if wall else
          alt.X("t:Q", title="seconds since each line's first arrival", axis=alt.Axis(labelFlush=True, tickCount=8)))
     names = list(dict.fromkeys(r["series"] for r in rows))
     datasets: dict[str, list[dict[str, Any]]] = {}
-    chart = alt.Chart(_named(datasets, "ttft", rows)).mark_line(strokeWidth=2, point=alt.OverlayMarkDef(size=18)).encode(
+    chart = alt.Chart(named(datasets, "ttft", rows)).mark_line(strokeWidth=2, point=alt.OverlayMarkDef(size=18)).encode(
         x=x,
         y=alt.Y("ms:Q", title="p95 TTFT (ms, log scale)", scale=alt.Scale(type="log"),
                 axis=alt.Axis(tickCount=6, labelOverlap="greedy")),
@@ -127,7 +129,7 @@ def ttft_chart(result: dict) -> Figure | None:
                                                     symbolStrokeColor="#343a40", orient="top")),
         detail="series:N",
     ).properties(width=WIDTH, height=280)
-    return Figure(_configure(chart), datasets)
+    return Figure(configure(chart), datasets)
 
 
 def _table(result: dict) -> str:
@@ -152,10 +154,8 @@ def _table(result: dict) -> str:
 
 
 def render_html(result: dict) -> str:
-    """The what-if page in the report's look (toolkit/report/render_html.py's CSS, header, verdict
+    """The what-if page in the report's look (toolkit/charts/page.py's CSS, the report's header, verdict
     box, sections): self-contained, nothing fetched, every text from the data escaped."""
-    from toolkit.report.render_html import CSP, CSS
-
     e = html.escape
     chart = ttft_chart(result)
     try:

@@ -187,10 +187,14 @@ def _connect(dataset: str | Path, filters: dict[str, str] | None,
 
 def _prepare(dataset: str | Path, window: tuple[datetime, datetime] | None,
              model: str | None, filters: dict[str, str] | None = None,
-             params: dict[str, object] | None = None) -> tuple[Calibration, Arrivals, pa.Table]:
+             params: dict[str, object] | None = None,
+             con: duckdb.DuckDBPyConnection | None = None) -> tuple[Calibration, Arrivals, pa.Table]:
     """The calibration, and the window's calibrated requests (as arrivals and as rows); ``params``: the
-    period rules' (``--param``), for the views that read them."""
-    con = _connect(dataset, filters, params)
+    period rules' (``--param``), for the views that read them; ``con``: the dataset's views already
+    open (the report's), read and left open, instead of a connection of its own."""
+    own = con is None
+    if con is None:
+        con = _connect(dataset, filters, params)
     try:
         check_window(con, window, str(dataset))
         cal = calibrate(load_inputs(con, window, model), model)
@@ -198,19 +202,23 @@ def _prepare(dataset: str | Path, window: tuple[datetime, datetime] | None,
         cond = f"{OBSERVED_ROWS} AND {cond}" + (" AND model = ?" if model is not None else "")
         own_tbl = _observed_rows(con, cond, [*args, *([model] if model is not None else [])])
     finally:
-        con.close()
+        if own:
+            con.close()
     return cal, _arrivals(own_tbl), own_tbl
 
 
 def replicas_for(dataset: str | Path, window: tuple[datetime, datetime], target_p95_ttft_ms: float,
-                 model: str | None = None, most_extra: int = 8, seed: int = 0) -> dict:
+                 model: str | None = None, most_extra: int = 8, seed: int = 0,
+                 con: duckdb.DuckDBPyConnection | None = None) -> dict:
     """The smallest replica count whose replay of ``window`` keeps p95 TTFT at or under the target
     (the report's quiet-time level), tried up to ``most_extra`` replicas beyond the observed ones.
+    ``con``: the dataset's unfiltered views already open (the report's connection: its load is
+    computed already), else a connection of its own.
 
     Only an answer when the as-observed replay of the window is reliable (module docstring); the
     result says which, and why not."""
     slo = objectives()
-    cal, own, own_tbl = _prepare(dataset, window, model)
+    cal, own, own_tbl = _prepare(dataset, window, model, con=con)
     observed = summarize(own_tbl, slo)
     base = summarize(requests_table(simulate(own, cal, cal.replicas, cal.max_num_seqs, seed), cal.model), slo)
     ok, off = reliable(errors(base, observed), observed)
