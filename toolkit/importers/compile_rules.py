@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from toolkit.importers.compile_clock import CUMULATIVE
-from toolkit.importers.compile_read import MappingError, _s
+from toolkit.importers.compile_sql import MappingError, sql_lit
+from toolkit.importers.mapping_model import Col
 
 if TYPE_CHECKING:
     from toolkit.importers.compile_read import _Reader
@@ -31,16 +32,9 @@ _LEN = re.compile(r"len\((.+)\)")
 _COALESCE = re.compile(r"coalesce\((.+?),\s*('[^']*'|\"[^\"]*\"|-?[0-9.eE+-]+|true|false)\s*\)")
 
 
-def lit_sql(v: Any) -> str:
-    """A condition's literal as SQL."""
-    return ("true" if v else "false") if isinstance(v, bool) else _s(v) if isinstance(v, str) else repr(v)
-
-
 def condition_sql(m: Mapping, rd: _Reader, cond: tuple[str, str, Any], time_list: Callable[[str], str],
                   dur_col: Callable[[str], str]) -> str:
     """SQL of one condition: the column read as the literal's type (a duration in µs)."""
-    from toolkit.importers.mapping_model import Col
-
     col, op, lit = cond
     if n := _LEN.fullmatch(col):  # a list's length: of times (``list = true``) or of any values
         lst = time_list(n[1]) if n[1] in m.lists else rd.use(n[1], "DOUBLE[]")
@@ -66,10 +60,10 @@ def condition_sql(m: Mapping, rd: _Reader, cond: tuple[str, str, Any], time_list
     lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
            else f"TRY_CAST({raw} AS DOUBLE)")
     if default is not None:
-        lhs = f"coalesce({lhs}, {lit_sql(default)})"
+        lhs = f"coalesce({lhs}, {sql_lit(default)})"
     if lit is None:
         return f"{lhs} {'IS NULL' if op == '=' else 'IS NOT NULL'}"
-    return f"{lhs} {op} {lit_sql(lit)}"
+    return f"{lhs} {op} {sql_lit(lit)}"
 
 
 def _reads(m: Mapping, b: str) -> set[str]:

@@ -36,7 +36,8 @@ from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import SKEW_TOLERANCE_US, ImportOptions
 from toolkit.importers.compile import bind_mapping
 from toolkit.importers.compile_clock import parse_origin
-from toolkit.importers.compile_read import MappingError, Records, parse_records
+from toolkit.importers.compile_records import Records, parse_records
+from toolkit.importers.compile_sql import MappingError
 from toolkit.importers.mapping_keys import _boundaries, _names_and_checks, _variant
 from toolkit.importers.mapping_model import DURATION_UNITS, TIME_UNITS, Condition, Csv, Mapping
 from toolkit.importers.mapping_text import _CONDITION, _OPS, _literal, _str_list, _Text, _when

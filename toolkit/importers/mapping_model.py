@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.importers.compile_clock import Origin
-from toolkit.importers.compile_read import Records
+from toolkit.importers.compile_records import Records
 
 # ---------------------------------------------------------------------------------------------
 # units

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolkit.importers.compile_read import MappingError
+from toolkit.importers.compile_sql import MappingError
 from toolkit.importers.mapping_model import Col, Condition
 
 _CONDITION = re.compile(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*")  # <column> <op> <value>
