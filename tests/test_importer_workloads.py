@@ -142,7 +142,7 @@ def test_csv_workload_traces_are_specs_with_a_fast_reader(name: str, path: str, 
     found by the header's names, and a plain file binds to the compiler's read_csv fast reader
     (tests/test_conformance.py checks that it gives the line reader's rows)."""
     from toolkit.importers import REGISTRY, azure_llm, burstgpt
-    from toolkit.importers.compile_read import _Reader
+    from toolkit.importers.compile_read import Reader
     from toolkit.importers.mapping import load
     from toolkit.importers.spec import OwnRecords
     from toolkit.inputs.sources import Source
@@ -153,7 +153,7 @@ def test_csv_workload_traces_are_specs_with_a_fast_reader(name: str, path: str, 
     assert (m.csv.header, m.csv.fields, m.csv.quotes, m.csv.trim, m.check_order) == ("loose", "used", False, True, "boundaries")
     p = S / path
     src = Source(p.name, p, p.stat().st_size, None)
-    rd = _Reader(m, "csv", src)
+    rd = Reader(m, "csv", src)
     for col in used:
         rd.use(col, "VARCHAR")
     assert rd.pos == used

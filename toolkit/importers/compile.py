@@ -20,9 +20,13 @@ here, so a format written as a spec reads exactly as a user's mapping of it woul
   reader; tests/test_fast_path.py checks that both give the same dataset.
 * Parquet is read as a document (``read_parquet`` with ``file_row_number``: the row number is the
   ``source_line``).
-* Reading each layout's source columns is ``compile_read.py`` (``_Reader``); this module converts,
-  checks and places them; ``compile_checks.py`` holds the keys beyond one kind of record and the
-  fixed check order (variants, ``[checks]``, ``[unit_of]``, spans).
+* The compiler is passes, each a module owning its CTEs of one ``Query`` (``compile_sql``), in a
+  one-way import order (a pass imports only the modules below it):
+  read (``compile_read.Reader``: each layout's source columns, CTEs up to ``x``) -> convert
+  (``compile_convert.Convert``: typed values and their checks, ``a``/``v``/``w``; on demand, so
+  checks are in use order) -> boundaries (``compile_place``: read, derived and placed, ``b``/``p``)
+  -> output (``compile_output``: the other columns, ``o``) -> checks (``compile_reasons``: the
+  reason ``CASE``, in ``compile_checks``' order); ``build_sql`` below runs them.
 * One JSON document (``format = "document"``: a benchmark client's report) is read by DuckDB once;
   ``records`` is the path to its arrays of records (``document_lines``), numbered in document
   order, and each record is then read exactly as a JSON line is (``document_extract``), so the
@@ -41,7 +45,7 @@ from toolkit.importers.compile_output import add_ctes as add_output_ctes
 from toolkit.importers.compile_output import output_columns, selected
 from toolkit.importers.compile_place import Boundaries, place_boundaries, read_boundaries
 from toolkit.importers.compile_place import add_ctes as add_place_ctes
-from toolkit.importers.compile_read import _Reader
+from toolkit.importers.compile_read import Reader
 from toolkit.importers.compile_reasons import reason_case, row_kind
 from toolkit.importers.compile_sql import Query
 from toolkit.importers.spec import Fast, FastInput, Importer, JsonColumns, JsonValues, Layout, OwnRecords
@@ -86,14 +90,14 @@ def _clock(m: Mapping, cv: Convert, bd: Boundaries, origin: bool | None) -> tupl
     return (derived_list(pairs) if pairs else "CAST([] AS VARCHAR[])"), clock
 
 
-def build_sql(m: Mapping, fmt: str, src: Source, rd: _Reader | None = None, origin: bool | None = None) -> str:
+def build_sql(m: Mapping, fmt: str, src: Source, rd: Reader | None = None, origin: bool | None = None) -> str:
     """The candidate SELECT over ``lines`` (or, with a fast ``rd``, over ingest's ``records``), as
     the passes build it: read (``rd``'s CTEs) -> convert (on demand, as the next passes use the
     source columns) -> boundaries read and placed -> output columns -> checks.
     ``origin``: whether this import has a ``--clock-origin`` (None: asked of the session when
     the SQL runs); known, a relative clock's ``derived`` and ``clock`` are compiled for it (a
     list of the 64 combinations of boundaries cost more to plan than 1 000 records to read)."""
-    rd = rd or _Reader(m, fmt, src)
+    rd = rd or Reader(m, fmt, src)
     cv = Convert(m, rd)
     bd = read_boundaries(m, cv)
     place_boundaries(m, cv, bd)
@@ -143,7 +147,7 @@ def _fast(m: Mapping, fmt: str, src: Source, origin: bool | None = None) -> Fast
     (``read_json`` converts as it does, or fails and the file is read line by line); with
     ``rare`` keys ``JsonColumns``, a column per top-level key (one present gives up too). With a line
     ``prefix`` only a file whose first line is a plain object is tried. CSV:
-    ``OwnRecords`` cuts lines only and the line reader's SQL splits them (``_Reader``). A
+    ``OwnRecords`` cuts lines only and the line reader's SQL splits them (``Reader``). A
     synthesized ``request_id`` (``<file hash>-<line>``) is the ``line_id``: the fast SQL gives
     the prefix and ingest appends the line once numbered. Not for JSON keys holding a double
     quote (DuckDB's STRUCT type would not take them)."""
@@ -151,7 +155,7 @@ def _fast(m: Mapping, fmt: str, src: Source, origin: bool | None = None) -> Fast
         # $line: the record's line, which the fast reader numbers only after the SQL; spans: the
         # importer's spans SQL reads the lines (the line reader's view)
         return None
-    rd = _Reader(m, fmt, src, fast=True)
+    rd = Reader(m, fmt, src, fast=True)
     fast_sql = build_sql(m, fmt, src, rd, origin)
     reads: FastInput
     if fmt == "jsonl":

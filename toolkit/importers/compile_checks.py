@@ -6,7 +6,7 @@
   constants and boundaries;
 * ``[checks] order``: the order of a record's check groups (the first failing check names the
   reason), for a source whose reasons were always tried in another order; within a group, the
-  bad-type checks in ``[bad_type]``'s order, then ``[units]``', the others in ``[units]``';
+  bad-type checks in ``[bad_type]``'s order, then ``[fields]``', then ``[units]``', the others in ``[units]``';
 * ``[checks] range``: a time column whose number gives no time in 1970..2200 (past int64, 1e300)
   is named ("<column> is out of range (1970..2200)"), not called "not a number";
 * ``[checks] pairs``: ordered pairs of time columns, "<later> is before <earlier>", by the
@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import TS_MAX_US
 from toolkit.importers.compile_sql import MappingError, sql_str
+from toolkit.importers.mapping_model import TO_US
 
 if TYPE_CHECKING:
     from toolkit.importers.mapping_model import Boundary, Mapping
 
-_TO_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
 # ``[unit_of]``: what a record's unit column may say, and its factor to µs (to ms for gaps)
 _DATA_US = {"s": "1e6", "sec": "1e6", "ms": "1e3", "us": "1.0", "ns": "1e-3"}
 _DATA_MS = {"s": "1e3", "sec": "1e3", "ms": "1.0", "us": "1e-3", "ns": "1e-6"}
@@ -62,7 +62,7 @@ def float_us(raw: str, unit: str) -> str:
     ns are divided (``/ 1e3``), not multiplied by 1e-3: the product of a double and 0.001 can fall
     on the other side of a half."""
     u = unit.removeprefix("epoch_")
-    op = " / 1e3" if u == "ns" else f" * {_TO_US[u]:g}"
+    op = " / 1e3" if u == "ns" else f" * {TO_US[u]:g}"
     return f"TRY_CAST(round(TRY_CAST({raw} AS DOUBLE){'' if u == 'us' else op}) AS BIGINT)"
 
 
@@ -214,12 +214,12 @@ def ordered_checks(m: Mapping, groups: dict[str, list[str]], checks: list[tuple[
 
 def by_units(m: Mapping, checks: list[str], columns: list[str], first: dict[str, str] | None = None) -> list[str]:
     """With ``[checks] order``: a group's checks in the order ``first`` (the bad-type checks:
-    ``[bad_type]``) then ``[units]`` list their columns (``columns[i]``: the column of
+    ``[bad_type]``), ``[fields]`` then ``[units]`` list their columns (``columns[i]``: the column of
     ``checks[i]``; others after, in use order): a source's own order of its fields' checks
-    (SGLang's is its ``[bad_type]``'s; docs/formats/mapping.md)."""
+    (SGLang's is its ``[fields]``'; docs/formats/mapping.md)."""
     if m.check_groups is None:
         return checks
-    pos = {c: i for i, c in enumerate(dict.fromkeys([*(first or {}), *m.units]))}
+    pos = {c: i for i, c in enumerate(dict.fromkeys([*(first or {}), *m.fields, *m.units]))}
     order = sorted(range(len(checks)), key=lambda i: pos.get(columns[i], len(pos)))
     return [checks[i] for i in order]
 

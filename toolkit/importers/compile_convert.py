@@ -27,10 +27,10 @@ from toolkit.importers.compile_checks import (
 from toolkit.importers.compile_clock import anchor_sql, cumulative_sql, origin_sql
 from toolkit.importers.compile_rules import condition_sql
 from toolkit.importers.compile_sql import MappingError, Query, reason, sql_lit, sql_str
-from toolkit.importers.mapping_model import _ISO_OFFSET, _TO_US, Condition
+from toolkit.importers.mapping_model import ISO_OFFSET, TO_US, Condition
 
 if TYPE_CHECKING:
-    from toolkit.importers.compile_read import _Reader
+    from toolkit.importers.compile_read import Reader
     from toolkit.importers.mapping_model import Mapping
 
 _ELEMENT = re.compile(r"(.+)\[(-?[1-9][0-9]*)\]")  # an element of a list of times: col[1], col[-1]
@@ -41,7 +41,7 @@ def time_us(raw: str, unit: str) -> str:
     if unit == "iso8601":
         v = f"TRY_CAST({raw} AS VARCHAR)"
         return (
-            f"CASE WHEN regexp_matches({v}, {sql_str(_ISO_OFFSET)}) THEN epoch_us(TRY_CAST({v} AS TIMESTAMPTZ)) "
+            f"CASE WHEN regexp_matches({v}, {sql_str(ISO_OFFSET)}) THEN epoch_us(TRY_CAST({v} AS TIMESTAMPTZ)) "
             f"ELSE epoch_us(TRY_CAST({v} AS TIMESTAMP)) END"
         )
     return dur_us(raw, unit.removeprefix("epoch_"))
@@ -54,7 +54,7 @@ def dur_us(raw: str, unit: str) -> str:
             f"coalesce(TRY_CAST({raw} AS BIGINT) // 1000, "
             f"TRY_CAST(round(TRY_CAST({raw} AS DOUBLE) / 1e3) AS BIGINT))"
         )
-    f = _TO_US[unit]
+    f = TO_US[unit]
     return f"TRY_CAST(round(TRY_CAST({raw} AS DOUBLE){'' if f == 1 else f' * {f:g}'}) AS BIGINT)"
 
 
@@ -73,13 +73,17 @@ def want(unit: str) -> str:
     return "VARCHAR" if unit in ("ns", "epoch_ns", "iso8601") else "DOUBLE"
 
 
-def bad_type_detail(m: Mapping, col: str, number: bool = False) -> str:
+def bad_type_detail(m: Mapping, col: str, number: bool = False, integer: bool = False) -> str:
     """A source column's bad-type detail: ``[bad_type]``'s, else what the spec declares it to be,
     under the name reason details call it (``[names]``): a time or duration column "is not a
     number" ("an integer" with ``integer = true``, "an ISO-8601 time" in ``iso8601``); another
-    column (``number``: a count, a float) "is not a number"."""
+    column (``number``: a count, a float) "is not a number", a count (``integer``: an integer
+    column of ours) "is not an integer" where the spec says its counts are (``[checks]
+    integer_counts``)."""
     if col in m.bad_type:
         return m.bad_type[col]
+    if number:
+        return f"{m.names.get(col, col)} is not {'an integer' if integer and m.integer_counts else 'a number'}"
     what = (
         "a number"
         if number
@@ -98,7 +102,7 @@ class Convert:
     ``checks``: every per-column check in use order, ``(group, WHEN ..., column)``; the place and
     output passes add theirs to the same list, which the checks pass orders (``compile_checks``)."""
 
-    def __init__(self, m: Mapping, rd: _Reader) -> None:
+    def __init__(self, m: Mapping, rd: Reader) -> None:
         self.m, self.rd = m, rd
         self.conv: list[str] = []  # CTE v
         self.cums: list[str] = []  # CTE w (a window over v)

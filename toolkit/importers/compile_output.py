@@ -22,7 +22,7 @@ from toolkit.importers.compile_checks import (
 )
 from toolkit.importers.compile_convert import bad_type_detail
 from toolkit.importers.compile_sql import Query, sql_lit, sql_str
-from toolkit.importers.mapping_model import _TO_US
+from toolkit.importers.mapping_model import TO_US
 
 if TYPE_CHECKING:
     from toolkit.importers.compile_convert import Convert
@@ -44,7 +44,7 @@ def _itl(m: Mapping, cv: Convert, srcs: list[str]) -> str:
         lst = cv.time_list(t)
         raw = f"c{rd.index[t]}"
         num = "BIGINT" if t in m.integer else "DOUBLE"
-        f = _TO_US[unit.removeprefix("epoch_")] / 1e3
+        f = TO_US[unit.removeprefix("epoch_")] / 1e3
         scale = f" / {1 / f:g}" if f < 1 else f" * {f:g}"
         least = 1 if t in m.single_empty else 2  # one time: no gaps, [] (single = "empty") or null
         return (
@@ -56,7 +56,7 @@ def _itl(m: Mapping, cv: Convert, srcs: list[str]) -> str:
     to_ms = (
         data_unit_ms(rd.use(m.unit_of[srcs[0]], "VARCHAR"), unit)
         if srcs[0] in m.unit_of
-        else f"{_TO_US[unit] / 1e3:g}"
+        else f"{TO_US[unit] / 1e3:g}"
     )
     return f"CAST(list_transform(TRY_CAST({raw} AS DOUBLE[]), lambda g: g * {to_ms}) AS FLOAT[])"
 
@@ -77,7 +77,7 @@ def column_sql(m: Mapping, cv: Convert, k: str, srcs: list[str]) -> str:
     if typ != "VARCHAR" and k not in m.unchecked:
         for s, v in zip(srcs, vals, strict=True):
             cv.checks.append(
-                ("types", cv.type_check(s, f"{v} IS NULL", bad_type_detail(m, s, number=True)), s)
+                ("types", cv.type_check(s, f"{v} IS NULL", bad_type_detail(m, s, number=True, integer=typ == "BIGINT")), s)
             )
     return f"coalesce({expr}, getvariable('{k}'))" if k in ("service", "model") else expr
 

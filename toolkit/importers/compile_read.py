@@ -1,4 +1,4 @@
-"""Reading a source's columns for the mapping compiler (``compile.py``): ``_Reader`` gives, per
+"""Reading a source's columns for the mapping compiler (``compile.py``): ``Reader`` gives, per
 layout (JSON lines, CSV, Parquet, one JSON document), the first CTEs of the candidate SELECT,
 ending in ``x(ln, row_kind, _bad, c0, c1, ...)``: each mapped source column's raw value and
 whether it was there. A JSON document's records (``format = "document"``) are found by their
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from toolkit.importers.mapping_model import Mapping
 
 
-class _Reader:
+class Reader:
     """Per source layout: how to read a source column's raw value, and whether it was present."""
 
     def __init__(self, m: Mapping, fmt: str, src: Source, fast: bool = False) -> None:
@@ -384,8 +384,8 @@ def _json_path(col: str) -> str:
     return "$." + ".".join(parts)
 
 
-def document_extract(rd: _Reader, cols: list[str]) -> str:
-    """``_Reader.extract_sql`` for a document: its records as ``lines`` (``document_lines``), each
+def document_extract(rd: Reader, cols: list[str]) -> str:
+    """``Reader.extract_sql`` for a document: its records as ``lines`` (``document_lines``), each
     typed by one ``json_transform`` with the mapped fields only, as a JSON line is. A record that
     is JSON null is unparseable; one of another type has no field the mapping names."""
     rec = rd.m.records
@@ -404,8 +404,8 @@ x AS (
     FROM r)"""
 
 
-def json_values_extract(rd: _Reader, cols: list[str]) -> str:
-    """``_Reader.extract_sql`` for ``format = "json"``: JSON values one per record, as DuckDB's
+def json_values_extract(rd: Reader, cols: list[str]) -> str:
+    """``Reader.extract_sql`` for ``format = "json"``: JSON values one per record, as DuckDB's
     ``read_json`` finds them (a top-level array's elements, JSON lines, or values one after
     another), numbered in order; a malformed JSON line is a NULL record ("not a JSON object").
     Every field is read as its JSON text (``json_type``: VARCHAR) and converted as its unit

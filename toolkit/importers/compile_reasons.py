@@ -2,7 +2,7 @@
 tried, as the one ``CASE`` whose first failing check names the record's reason (``_r``).
 
 The groups (``compile_checks.ordered_checks``): refused variants, each column's type and sign
-checks (in use order, or ``[bad_type]``'s then ``[units]``' with ``[checks] order``), the identity
+checks (in use order, or ``[bad_type]``', ``[fields]``' then ``[units]``' with ``[checks] order``), the identity
 (``request_id`` and the columns with ``missing``), the required boundaries (a list of times' own
 checks after the arrival's), time ranges, ordered pairs, and the derived boundaries' skew. Before
 them all: a line that holds no record is not checked, an unparseable one is, a document without a

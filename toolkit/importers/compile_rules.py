@@ -21,18 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.importers.compile_clock import CUMULATIVE
 from toolkit.importers.compile_sql import MappingError, sql_lit
-from toolkit.importers.mapping_model import Col
+from toolkit.importers.mapping_model import TO_US, Col
 
 if TYPE_CHECKING:
-    from toolkit.importers.compile_read import _Reader
+    from toolkit.importers.compile_read import Reader
     from toolkit.importers.mapping_model import Boundary, Mapping
 
-DURATIONS_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
 _LEN = re.compile(r"len\((.+)\)")
 _COALESCE = re.compile(r"coalesce\((.+?),\s*('[^']*'|\"[^\"]*\"|-?[0-9.eE+-]+|true|false)\s*\)")
 
 
-def condition_sql(m: Mapping, rd: _Reader, cond: tuple[str, str, Any], time_list: Callable[[str], str],
+def condition_sql(m: Mapping, rd: Reader, cond: tuple[str, str, Any], time_list: Callable[[str], str],
                   dur_col: Callable[[str], str]) -> str:
     """SQL of one condition: the column read as the literal's type (a duration in µs)."""
     col, op, lit = cond
@@ -48,12 +47,12 @@ def condition_sql(m: Mapping, rd: _Reader, cond: tuple[str, str, Any], time_list
         other = m.units.get(lit.name)
         if unit is None and other is None and op in ("=", "!=", "<>"):  # two ids (Dynamo's prefill and decode worker)
             return f"CAST({rd.use(col, 'VARCHAR')} AS VARCHAR) {op} CAST({rd.use(lit.name, 'VARCHAR')} AS VARCHAR)"
-        if unit not in DURATIONS_US or other not in DURATIONS_US:
+        if unit not in TO_US or other not in TO_US:
             raise MappingError(f"{m.path}: {col} {op} {lit.name}: two columns are compared as durations (both "
                                "with a unit s, ms, us or ns in [units]) or, with = or != and no unit, as texts")
         return f"{dur_col(col)} {op} {dur_col(lit.name)}"
-    if unit in DURATIONS_US and isinstance(lit, int | float) and not isinstance(lit, bool) and default is None:
-        return f"{dur_col(col)} {op} {lit * DURATIONS_US[unit]!r}"
+    if unit in TO_US and isinstance(lit, int | float) and not isinstance(lit, bool) and default is None:
+        return f"{dur_col(col)} {op} {lit * TO_US[unit]!r}"
     probe = lit if lit is not None else default
     typ = "BOOLEAN" if isinstance(probe, bool) else "VARCHAR" if isinstance(probe, str) else "ANY"
     raw = rd.use(col, typ)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class ZipReader(Protocol):
-    """What of the reader (``compile_read._Reader``) a zip's SQL reads: the spec, each column's
+    """What of the reader (``compile_read.Reader``) a zip's SQL reads: the spec, each column's
     DuckDB type and the anchor's µs conversion."""
 
     m: Mapping
@@ -41,7 +41,7 @@ _ELEMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[i\]")
 
 
 def zip_extract(rd: ZipReader, cols: list[str]) -> str:
-    """``_Reader.extract_sql`` for a zip: CTEs ending in ``x(ln, row_kind, _bad, _absent, c0, ...)``."""
+    """``Reader.extract_sql`` for a zip: CTEs ending in ``x(ln, row_kind, _bad, _absent, c0, ...)``."""
     rec = rd.m.records
     assert rec is not None and rec.zip is not None
     types: dict[str, str] = {}  # root key -> its DuckDB type

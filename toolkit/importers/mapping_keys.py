@@ -133,12 +133,15 @@ def _names_and_checks(t: _Text, doc: dict, m: Mapping) -> None:
         m.names[k] = v
     ck = doc.get("checks", {})
     for k in ck:
-        if k not in ("order", "range", "pairs", "skew_first"):
-            raise t.error("checks", k, "unknown key (known: order, range, pairs, skew_first; a column's missing-field "
+        if k not in ("order", "range", "pairs", "skew_first", "integer_counts"):
+            raise t.error("checks", k, "unknown key (known: order, range, pairs, skew_first, integer_counts; a column's missing-field "
                           "detail is [columns]' missing, a derived boundary's out-of-order one [boundaries]' out_of_order)")
     if not isinstance(ck.get("skew_first", False), bool):
         raise t.error("checks", "skew_first", "must be true or false")
     m.skew_first = ck.get("skew_first", False)
+    if not isinstance(ck.get("integer_counts", False), bool):
+        raise t.error("checks", "integer_counts", "must be true or false")
+    m.integer_counts = ck.get("integer_counts", False)
     for k, v in doc.get("unit_of", {}).items():
         if k not in m.units or m.units[k] not in DURATION_UNITS or not isinstance(v, str) or not v.strip():
             raise t.error("unit_of", k, "a duration column (in [units]: its unit when the record names none "
