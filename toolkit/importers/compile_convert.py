@@ -83,7 +83,9 @@ def bad_type_detail(m: Mapping, col: str, number: bool = False, integer: bool = 
     if col in m.bad_type:
         return m.bad_type[col]
     if number:
-        return f"{m.names.get(col, col)} is not {'an integer' if integer and m.integer_counts else 'a number'}"
+        return (
+            f"{m.names.get(col, col)} is not {'an integer' if integer and m.integer_counts else 'a number'}"
+        )
     what = (
         "a number"
         if number

@@ -77,7 +77,13 @@ def column_sql(m: Mapping, cv: Convert, k: str, srcs: list[str]) -> str:
     if typ != "VARCHAR" and k not in m.unchecked:
         for s, v in zip(srcs, vals, strict=True):
             cv.checks.append(
-                ("types", cv.type_check(s, f"{v} IS NULL", bad_type_detail(m, s, number=True, integer=typ == "BIGINT")), s)
+                (
+                    "types",
+                    cv.type_check(
+                        s, f"{v} IS NULL", bad_type_detail(m, s, number=True, integer=typ == "BIGINT")
+                    ),
+                    s,
+                )
             )
     return f"coalesce({expr}, getvariable('{k}'))" if k in ("service", "model") else expr
 

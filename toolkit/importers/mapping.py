@@ -41,6 +41,7 @@ from toolkit.importers.compile_sql import MappingError
 from toolkit.importers.mapping_keys import _boundaries, _names_and_checks, _variant
 from toolkit.importers.mapping_model import DURATION_UNITS, TIME_UNITS, Condition, Csv, Mapping
 from toolkit.importers.mapping_text import _CONDITION, _OPS, _literal, _str_list, _Text, _when
+from toolkit.importers.sniff import parse_sniff
 from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
 from toolkit.inputs.sources import Source
 
@@ -55,7 +56,7 @@ CANNOT = "only what the mapping declares; needs --mapping; a CSV record cannot s
 FORMATS = ("jsonl", "csv", "parquet", "document", "json")
 _ALIASES = {"µs": "us", "iso": "iso8601", "iso-8601": "iso8601", "ISO-8601": "iso8601", "ISO8601": "iso8601"}
 _SECTIONS = {"name", "source", "fields", "columns", "constants", "boundaries", "units", "values", "bad_type",
-             "docs", "names", "checks", "variants", "unit_of"}
+             "docs", "names", "checks", "variants", "unit_of", "sniff"}
 _SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order", "ns_rounding",
                 "header", "fields", "quotes", "trim", "optional",  # these five: CSV only
                 "records", "record", "absent",  # these three: format = "document" only
@@ -119,6 +120,26 @@ def _records(t: _Text, src: dict, fmt: str | None) -> Records | None:
     return rec
 
 
+def _check_sections(t: _Text, doc: dict, builtin: bool) -> None:
+    """The file's top-level keys: known, tables, and ``[docs]`` and ``[sniff]`` (what declares a
+    built-in format) only in a built-in spec."""
+    for k in doc:
+        if k not in _SECTIONS:
+            raise t.error(None, k, f"unknown key (known: {', '.join(sorted(_SECTIONS))})")
+    if "docs" in doc and not builtin:
+        raise t.error(None, "docs", "only a built-in importer's spec has [docs] (stagelens formats reads it)")
+    if "sniff" in doc:
+        if not builtin:
+            raise t.error(None, "sniff", "only a built-in importer's spec has [sniff] (a mapping is named by --mapping)")
+        try:
+            parse_sniff(doc["sniff"])
+        except ValueError as e:
+            raise t.error(None, "sniff", str(e)) from None
+    for k in _SECTIONS - {"name", "sniff"}:
+        if k in doc and not isinstance(doc[k], dict):
+            raise t.error(None, k, "must be a table, e.g. [" + k + "]")
+
+
 def load(path: str | Path, builtin: bool = False) -> Mapping:
     """Read and check a mapping file. Raises MappingError naming the line and key. ``builtin``: a
     spec shipped with stagelens (``spec_importer``), which names its own registered format."""
@@ -135,14 +156,7 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     except tomllib.TOMLDecodeError as e:
         raise MappingError(f"{path}: not valid TOML: {e}") from None
 
-    for k in doc:
-        if k not in _SECTIONS:
-            raise t.error(None, k, f"unknown key (known: {', '.join(sorted(_SECTIONS))})")
-    if "docs" in doc and not builtin:
-        raise t.error(None, "docs", "only a built-in importer's spec has [docs] (stagelens formats reads it)")
-    for k in _SECTIONS - {"name"}:
-        if k in doc and not isinstance(doc[k], dict):
-            raise t.error(None, k, "must be a table, e.g. [" + k + "]")
+    _check_sections(t, doc, builtin)
 
     from toolkit.importers import REGISTRY
 
@@ -411,10 +425,21 @@ def spec_docs(doc: dict) -> Docs:
                 cannot=d["cannot"])
 
 
-def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[bytes], bool], spec: Path) -> Importer:
-    """A built-in importer whose rows are one mapping spec shipped in ``toolkit/importers/specs/``:
-    the same compiler as ``--mapping`` (checked, line-numbered errors), bound per file; only the
-    sniff and the docs are the importer's own (``docs`` None: the spec's ``[docs]``, ``spec_docs``)."""
+def spec_importer(spec: Path, sniff: Callable[[bytes], bool] | None = None) -> Importer:
+    """A built-in importer declared by one mapping spec shipped in ``toolkit/importers/specs/``:
+    its name (``name``), vantage (``[constants] vantage``), docs (``[docs]``, ``spec_docs``), sniff
+    (``[sniff]``, toolkit/importers/sniff.py) and rows, compiled as ``--mapping`` is (checked,
+    line-numbered errors) and bound per file. ``sniff``: a Python one for a format that can only be
+    told by parsing a record (the spec then has no ``[sniff]``)."""
+    # what the file is read as is known before it is bound (a document is digested and checked
+    # whole first: toolkit/ingest/plan.py), so the unbound layout says it too, from the spec itself.
+    # Parsed here with ``tomllib`` alone (the registry is being built: ``load`` would look it up):
+    # every process that imports the registry pays it for each built-in spec
+    doc = tomllib.loads(spec.read_text(encoding="utf-8"))
+    name, vantage = doc["name"], doc["constants"]["vantage"]
+    if sniff is None:
+        sniff = parse_sniff(doc["sniff"])
+
     def bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
         m = load_cached(str(spec), builtin=True)
         assert m.name == name, f"{spec}: names {m.name!r}, registered as {name!r}"
@@ -423,14 +448,9 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
     def unbound() -> str:
         raise AssertionError(f"{name}: its SQL is compiled per file (bind)")
 
-    # what the file is read as is known before it is bound (a document is digested and checked
-    # whole first: toolkit/ingest/plan.py), so the unbound layout says it too, from the spec itself.
-    # Parsed here with ``tomllib`` alone, once for both (the registry is being built: ``load``
-    # would look it up): every process that imports the registry pays it for each built-in spec
-    doc = tomllib.loads(spec.read_text(encoding="utf-8"))
     fmt = doc.get("source", {}).get("format")
     reads: Literal["lines", "document"] = "document" if fmt in ("document", "json") else "lines"
     # and whether it has the fast reader (JSON lines, CSV: compile._fast), for the tests that list them
     fast = Fast(JsonValues({}), requests=unbound) if fmt in ("jsonl", "csv") else None
-    return Importer(name, vantage, IDENTITY, docs or spec_docs(doc), sniff,
+    return Importer(name, vantage, IDENTITY, spec_docs(doc), sniff,
                     Layout(requests=unbound, reads=reads, fast=fast), bind=bind)
