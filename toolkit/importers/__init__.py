@@ -60,6 +60,7 @@ REGISTRY: dict[str, Importer] = {imp.name: imp for imp in (
     _spec("vllm_bench"),
     _spec("mooncake"),
     _spec("azure_llm"),
+    _spec("azure_lmm"),
     _spec("burstgpt"),
     _spec("guidellm"),
     _spec("llmperf"),
