@@ -8,6 +8,7 @@ name, vantage, sniff and docs were stated in a Python module beside its TOML.
 from __future__ import annotations
 
 import ast
+import json
 import tomllib
 from pathlib import Path
 
@@ -140,3 +141,24 @@ def test_a_sniff_rule_is_checked_and_holds_as_declared(tmp_path: Path) -> None:
         MappingError, match=r"s\.toml:\d+: sniff: within: one of lines, first_line, header, head"
     ):
         load(spec, builtin=True)
+
+
+def test_sglang_negative_durations_keep_the_units_order(tmp_path: Path) -> None:
+    """The bad types follow [fields]' order, the negative durations still [units]': queue_time's
+    before e2e_latency's (a record with both is named by queue_time, as SGLang's importer did)."""
+    rec = {
+        "id": "r1",
+        "request_received_ts": 1700000000.0,
+        "forward_entry_time": 1700000000.1,
+        "queue_time": -0.05,
+        "e2e_latency": -1.0,
+        "request_finished_ts": 1700000002.0,
+        "prefill_finished_time": 1700000000.5,
+        "num_retractions": 0,
+        "prompt_tokens": 5,
+        "completion_tokens": 5,
+    }
+    f = tmp_path / "sglang-request-metrics.log"
+    f.write_text(json.dumps(rec) + "\n")
+    ds, res = imp(tmp_path, [f], fmt="sglang")
+    assert quarantine(ds) == [(1, "negative-duration", "queue_time is negative")]

@@ -212,14 +212,14 @@ def ordered_checks(m: Mapping, groups: dict[str, list[str]], checks: list[tuple[
     return [c for g in m.check_groups for c in groups[g]]
 
 
-def by_units(m: Mapping, checks: list[str], columns: list[str], first: dict[str, str] | None = None) -> list[str]:
+def by_units(m: Mapping, checks: list[str], columns: list[str], first: list[str] | None = None) -> list[str]:
     """With ``[checks] order``: a group's checks in the order ``first`` (the bad-type checks:
-    ``[bad_type]``), ``[fields]`` then ``[units]`` list their columns (``columns[i]``: the column of
-    ``checks[i]``; others after, in use order): a source's own order of its fields' checks
-    (SGLang's is its ``[fields]``'; docs/formats/mapping.md)."""
+    ``[bad_type]``'s then ``[fields]``') then ``[units]`` list their columns (``columns[i]``: the
+    column of ``checks[i]``; others after, in use order): a source's own order of its fields' checks
+    (SGLang's bad types in its ``[fields]``' order; docs/formats/mapping.md)."""
     if m.check_groups is None:
         return checks
-    pos = {c: i for i, c in enumerate(dict.fromkeys([*(first or {}), *m.fields, *m.units]))}
+    pos = {c: i for i, c in enumerate(dict.fromkeys([*(first or []), *m.units]))}
     order = sorted(range(len(checks)), key=lambda i: pos.get(columns[i], len(pos)))
     return [checks[i] for i in order]
 

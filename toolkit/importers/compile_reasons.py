@@ -84,7 +84,7 @@ def reason_case(m: Mapping, cv: Convert, bd: Boundaries) -> str:
             m,
             [c for k, c, _ in cv.checks if k == g],
             [col for k, _, col in cv.checks if k == g],
-            m.bad_type if g == "types" else None,
+            [*m.bad_type, *m.fields] if g == "types" else None,
         )
     checks = cv.checks
     if m.check_order == "units":  # each column's checks in [units] order (compile_rules.py)
