@@ -24,7 +24,7 @@ CEILINGS = {  # function -> its lines when this list was made; only ever lowered
     "toolkit/ingest/plan.py:import_traces": 117,
     "toolkit/cli/analyze.py:report_cmd": 109,
     "toolkit/importers/triton.py:requests_sql": 104,
-    "toolkit/importers/mapping_keys.py:_boundaries": 98,
+    "toolkit/importers/mapping_keys.py:parse_boundaries": 98,
     "toolkit/cli/query.py:sql_cmd": 96,
     "toolkit/report/render_html.py:render_html": 88,
     "toolkit/replay.py:_send": 83,
