@@ -10,6 +10,7 @@ the checks in use order (``Convert.checks``).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import TYPE_CHECKING
 
 from toolkit import schema
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 _TYPES = {"string": "VARCHAR", "int64": "BIGINT", "float64": "DOUBLE"}
 
 
+@cache
 def _column(k: str) -> schema.Column:
     """The requests table's column ``k``."""
     return next(c for c in schema.table("requests").columns if c.name == k)
