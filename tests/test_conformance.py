@@ -58,6 +58,7 @@ SAMPLES: dict[str, Path] = {
     "vllm-bench": S / "vllm-bench/golden_bench_result.json",
     "mooncake": S / "mooncake/golden_trace.jsonl",
     "azure-llm": S / "azure-llm/golden_AzureLLMInferenceTrace_code.csv",
+    "azure-lmm": C / "azure-lmm/AzureLMMInferenceTrace_multimodal.csv",
     "burstgpt": S / "burstgpt/golden_BurstGPT_1.csv",
     "guidellm": S / "guidellm/golden_benchmarks.json",
     "llmperf": C / "llmperf/individual_responses.json",

@@ -101,8 +101,9 @@ def test_adding_a_format_names_what_exists() -> None:
     assert paths, "the guide names no file"
     assert [p for p in paths if not (ROOT / p).exists()] == []
     assert "python3 dev.py readme" in text and '"readme"' in (ROOT / "dev.py").read_text()
-    assert list(inspect.signature(spec_importer).parameters) == ["name", "vantage", "docs", "sniff", "spec"]
-    assert "IMPORTER = spec_importer(NAME, vantage, None, sniff, SPEC)" in text
+    assert list(inspect.signature(spec_importer).parameters) == ["spec", "sniff"]
+    assert "IMPORTER = spec_importer(SPEC, sniff)" in text and '_spec("<file>")' in text
+    assert '_spec("' in (ROOT / "toolkit" / "importers" / "__init__.py").read_text()
     assert set(test_conformance.SAMPLES) == set(REGISTRY)  # the one line it says to add
     assert BOUNDARIES_BLOCK.search("<!-- boundaries:x:begin -->\n<!-- boundaries:x:end -->")  # the empty block
     assert "<!-- boundaries:<name>:begin -->" in text

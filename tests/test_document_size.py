@@ -1,5 +1,5 @@
 """A benchmark report of tens of MB imports whole: the document is typed down to its records as
-DuckDB reads it (toolkit/importers/compile_read.py document_lines). Before, each step's object was
+DuckDB reads it (toolkit/importers/compile_records.py document_lines). Before, each step's object was
 parsed again from its JSON text (and read_json was given a 256 MB object buffer), so a 13 MB
 GenAI-Perf export or a 25 MB GuideLLM report ran out of the 600 MB import pool (exit 4)."""
 

@@ -24,8 +24,6 @@ import import_graph  # noqa: E402
 KNOWN_LATE_CIRCLES = {
     # the console entry point starts the CLI lazily (fast start); the CLI reaches everything
     "_process", "collect.batch", "collect.handler", "importers", "importers._common",
-    # the spec compiler's modules still share helpers both ways (one job split by size)
-    "importers.compile",
     # type-only: streams names sources.Source in annotations
     "inputs.sources",
 }

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.importers import detect, sglang, sglang_timing
+from toolkit.importers import REGISTRY, SPECS, detect, sglang
 from toolkit.importers.mapping import MappingError, load
 
 SAMPLE = Path(__file__).resolve().parent / "cases/sglang-timing/generate_responses.jsonl"
+SPEC = SPECS / "sglang_timing.toml"
 T0 = 1_796_000_000_000_000
 
 
@@ -51,17 +52,17 @@ def test_end_falls_back_to_arrival_plus_e2e_latency(kit, tmp_path: Path) -> None
 
 def test_sniff_tells_it_from_sglang_own_logs() -> None:
     head = SAMPLE.read_bytes()
-    assert detect(head) is sglang_timing.IMPORTER
+    assert detect(head) is REGISTRY["sglang-timing"]
     assert not sglang.sniff(head)
     # SGLang's JSON request log carries meta_info under "out", with an event: still sglang's
     log = b'{"event": "request.finished", "rid": "x", "out": {"meta_info": {"decode_finished_ts": 1.0, ' \
           b'"request_received_ts": 1.0}}}\n'
-    assert sglang.sniff(log) and not sglang_timing.sniff(log)
+    assert sglang.sniff(log) and not REGISTRY["sglang-timing"].sniff(log)
 
 
 def test_the_spec_is_the_mapping_language_and_names_its_format(tmp_path: Path) -> None:
-    m = load(sglang_timing.SPEC, builtin=True)
+    m = load(SPEC, builtin=True)
     assert m.name == "sglang-timing" and set(m.boundaries) == {
         "ts_arrival", "ts_scheduled", "ts_queued", "ts_first_token", "ts_end"}
-    with pytest.raises(MappingError, match="built-in importer's name"):  # a user's mapping may not take it
-        load(sglang_timing.SPEC)
+    with pytest.raises(MappingError, match="built-in importer's"):  # a user's mapping may not be it
+        load(SPEC)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import query_table as sql
-from toolkit.importers import detect, trtllm
+from toolkit.importers import REGISTRY, detect
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest import import_traces
 
@@ -145,7 +145,8 @@ def test_bad_records_quarantined_and_counts_reconcile(tmp_path: Path) -> None:
 
 
 def test_sniffer() -> None:
-    assert detect(PERF.read_bytes()) is trtllm.IMPORTER and detect(BENCH.read_bytes()) is trtllm.IMPORTER
+    trtllm = REGISTRY["trtllm"]
+    assert detect(PERF.read_bytes()) is trtllm and detect(BENCH.read_bytes()) is trtllm
     assert not trtllm.sniff(b'{"request_received_ts": 1.0}')
 
 

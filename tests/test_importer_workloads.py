@@ -113,15 +113,14 @@ def test_mooncake_is_its_spec_with_a_fast_reader() -> None:
     """mooncake's rows come from specs/mooncake.toml (no hand-written SQL), and a plain file binds
     to the compiler's fast reader with ids synthesized from the line (tests/test_conformance.py
     checks that it gives the line reader's rows)."""
-    from toolkit.importers import REGISTRY, mooncake
+    from toolkit.importers import REGISTRY, SPECS
     from toolkit.importers.mapping import load
     from toolkit.importers.spec import JsonValues
     from toolkit.inputs.sources import Source
 
-    m = load(mooncake.SPEC, builtin=True)
+    m = load(SPECS / "mooncake.toml", builtin=True)
     assert (m.name, m.clock, m.unchecked) == ("mooncake", "relative", {"input_tokens", "output_tokens"})
     assert (m.boundaries["ts_end"].derived, m.boundaries["ts_arrival"].missing) == (True, "timestamp is missing")
-    assert not hasattr(mooncake, "requests_sql")
     p = S / "mooncake/golden_trace.jsonl"
     bound = REGISTRY["mooncake"].for_file(Source(p.name, p, p.stat().st_size, None), ImportOptions())
     assert bound.layout.fast is not None and isinstance(bound.layout.fast.reads, JsonValues)
@@ -141,19 +140,17 @@ def test_csv_workload_traces_are_specs_with_a_fast_reader(name: str, path: str, 
     """azure-llm and burstgpt are their specs (specs/*.toml: no hand-written SQL), their columns
     found by the header's names, and a plain file binds to the compiler's read_csv fast reader
     (tests/test_conformance.py checks that it gives the line reader's rows)."""
-    from toolkit.importers import REGISTRY, azure_llm, burstgpt
-    from toolkit.importers.compile_read import _Reader
+    from toolkit.importers import REGISTRY, SPECS
+    from toolkit.importers.compile_read import Reader
     from toolkit.importers.mapping import load
     from toolkit.importers.spec import OwnRecords
     from toolkit.inputs.sources import Source
 
-    mod = azure_llm if name == "azure-llm" else burstgpt
-    assert not hasattr(mod, "requests_sql") and not hasattr(mod, "_sql")
-    m = load(mod.SPEC, builtin=True)
+    m = load(SPECS / f"{name.replace('-', '_')}.toml", builtin=True)
     assert (m.csv.header, m.csv.fields, m.csv.quotes, m.csv.trim, m.check_order) == ("loose", "used", False, True, "boundaries")
     p = S / path
     src = Source(p.name, p, p.stat().st_size, None)
-    rd = _Reader(m, "csv", src)
+    rd = Reader(m, "csv", src)
     for col in used:
         rd.use(col, "VARCHAR")
     assert rd.pos == used

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from toolkit import schema
 from toolkit.importers._common import ImportOptions
-from toolkit.importers.compile_read import parse_records
+from toolkit.importers.compile_records import parse_records
 from toolkit.importers.mapping import MappingError, load
 from toolkit.ingest import import_traces
 from toolkit.store import Dataset

@@ -1,42 +1,47 @@
-"""The importer registry: one ``Importer`` value per format (``spec.py``), listed here and nowhere else."""
+"""The importer registry: one ``Importer`` value per format (``spec.py``), listed here and nowhere else.
+
+A format declared by its spec alone (name, vantage, sniff, docs and rows in ``specs/<file>.toml``)
+is listed by its spec file (``spec_importer``); one with Python of its own (a sniff that parses a
+record, SQL the spec language cannot say) by its module. The order is the order files are sniffed.
+"""
 
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 
 from toolkit.importers import (
-    aiperf,
-    azure_llm,
-    burstgpt,
     dynamo,
-    genai_perf,
-    guidellm,
     langfuse,
     litellm,
     llama_cpp,
     llmd_otlp,
-    llmperf,
     mapping,
-    mooncake,
     ollama,
     otlp,
     replay,
     sglang,
     sglang_otlp,
-    sglang_timing,
     tgi,
     triton,
-    trtllm,
-    vllm_bench,
     vllm_otlp,
 )
+from toolkit.importers.mapping import spec_importer
 from toolkit.importers.spec import Importer
+
+SPECS = Path(__file__).with_name("specs")
+
+
+def _spec(file: str) -> Importer:
+    """The format ``specs/<file>.toml`` declares."""
+    return spec_importer(SPECS / f"{file}.toml")
+
 
 REGISTRY: dict[str, Importer] = {imp.name: imp for imp in (
     llmd_otlp.IMPORTER,  # before otlp and vllm-otlp: gateway, PD proxy and vLLM spans of one call
     sglang_otlp.IMPORTER,  # before otlp: SGLang's request trees (span names decide)
     sglang.IMPORTER,
-    sglang_timing.IMPORTER,  # /generate responses with --enable-metrics timing
+    _spec("sglang_timing"),  # /generate responses with --enable-metrics timing
     ollama.IMPORTER,  # /api/generate and /api/chat responses
     dynamo.IMPORTER,  # Dynamo's request trace records (and tool events)
     llama_cpp.IMPORTER,  # llama-server responses (OpenAI-compatible or native), with their timings
@@ -48,16 +53,17 @@ REGISTRY: dict[str, Importer] = {imp.name: imp for imp in (
     langfuse.IMPORTER,
     tgi.IMPORTER,
     triton.IMPORTER,
-    trtllm.IMPORTER,
+    _spec("trtllm"),
     replay.IMPORTER,
-    aiperf.IMPORTER,
-    genai_perf.IMPORTER,
-    vllm_bench.IMPORTER,
-    mooncake.IMPORTER,
-    azure_llm.IMPORTER,
-    burstgpt.IMPORTER,
-    guidellm.IMPORTER,
-    llmperf.IMPORTER,
+    _spec("aiperf"),
+    _spec("genai_perf"),
+    _spec("vllm_bench"),
+    _spec("mooncake"),
+    _spec("azure_llm"),
+    _spec("azure_lmm"),
+    _spec("burstgpt"),
+    _spec("guidellm"),
+    _spec("llmperf"),
     mapping.IMPORTER,  # never sniffed: needs --mapping FILE
 )}
 

@@ -6,7 +6,7 @@
   constants and boundaries;
 * ``[checks] order``: the order of a record's check groups (the first failing check names the
   reason), for a source whose reasons were always tried in another order; within a group, the
-  bad-type checks in ``[bad_type]``'s order, then ``[units]``', the others in ``[units]``';
+  bad-type checks in ``[bad_type]``'s order, then ``[fields]``', then ``[units]``', the others in ``[units]``';
 * ``[checks] range``: a time column whose number gives no time in 1970..2200 (past int64, 1e300)
   is named ("<column> is out of range (1970..2200)"), not called "not a number";
 * ``[checks] pairs``: ordered pairs of time columns, "<later> is before <earlier>", by the
@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import TS_MAX_US
-from toolkit.importers.compile_read import MappingError, _s
+from toolkit.importers.compile_sql import MappingError, sql_str
+from toolkit.importers.mapping_model import TO_US
 
 if TYPE_CHECKING:
     from toolkit.importers.mapping_model import Boundary, Mapping
 
-_TO_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
 # ``[unit_of]``: what a record's unit column may say, and its factor to µs (to ms for gaps)
 _DATA_US = {"s": "1e6", "sec": "1e6", "ms": "1e3", "us": "1.0", "ns": "1e-3"}
 _DATA_MS = {"s": "1e3", "sec": "1e3", "ms": "1.0", "us": "1e-3", "ns": "1e-6"}
@@ -46,14 +46,14 @@ SPAN = re.compile(r"\(\s*(.+?)\s+-\s+(.+?)\s*\)")
 def data_unit_us(raw: str, unit_raw: str, default: str) -> str:
     """SQL: a duration in the unit its record names (``[unit_of]``; another or none: ``default``),
     as BIGINT µs."""
-    whens = " ".join(f"WHEN {_s(u)} THEN {f}" for u, f in _DATA_US.items())
+    whens = " ".join(f"WHEN {sql_str(u)} THEN {f}" for u, f in _DATA_US.items())
     return (f"TRY_CAST(round(TRY_CAST({raw} AS DOUBLE) * CASE CAST({unit_raw} AS VARCHAR) {whens} "
             f"ELSE {_DATA_US[default]} END) AS BIGINT)")
 
 
 def data_unit_ms(unit_raw: str, default: str) -> str:
     """SQL: the factor from the unit a record names (``[unit_of]``) to ms, for a list of gaps."""
-    whens = " ".join(f"WHEN {_s(u)} THEN {f}" for u, f in _DATA_MS.items())
+    whens = " ".join(f"WHEN {sql_str(u)} THEN {f}" for u, f in _DATA_MS.items())
     return f"CASE CAST({unit_raw} AS VARCHAR) {whens} ELSE {_DATA_MS[default]} END"
 
 
@@ -62,7 +62,7 @@ def float_us(raw: str, unit: str) -> str:
     ns are divided (``/ 1e3``), not multiplied by 1e-3: the product of a double and 0.001 can fall
     on the other side of a half."""
     u = unit.removeprefix("epoch_")
-    op = " / 1e3" if u == "ns" else f" * {_TO_US[u]:g}"
+    op = " / 1e3" if u == "ns" else f" * {TO_US[u]:g}"
     return f"TRY_CAST(round(TRY_CAST({raw} AS DOUBLE){'' if u == 'us' else op}) AS BIGINT)"
 
 
@@ -123,7 +123,7 @@ def merged_order(m: Mapping, kinds: list[dict[str, Boundary]]) -> list[str]:
 def constant_sql(m: Mapping, key: str, value: Any) -> str:
     """SQL: a constant, or its value for each variant that changes it."""
     def lit(v: Any) -> str:
-        return _s(v) if isinstance(v, str) else repr(v)
+        return sql_str(v) if isinstance(v, str) else repr(v)
     alts = [(i, v.constants[key]) for i, v in enumerate(m.variants, 1) if key in v.constants]
     if not alts:
         return lit(value)
@@ -146,8 +146,8 @@ def rule_value(value: str, use: Callable[[str], str]) -> str:
         return "NULL"
     parts = re.split(r"\{([^{}]+)\}", value)
     if len(parts) == 1:
-        return _s(value)
-    sql = [_s(p) if i % 2 == 0 else f"regexp_replace(CAST({use(p)} AS VARCHAR), '^(-?[0-9]+)[.]0*$', '\\1')"
+        return sql_str(value)
+    sql = [sql_str(p) if i % 2 == 0 else f"regexp_replace(CAST({use(p)} AS VARCHAR), '^(-?[0-9]+)[.]0*$', '\\1')"
            for i, p in enumerate(parts) if p or i % 2]
     return " || ".join(sql)
 
@@ -163,7 +163,7 @@ def safe_on_null(when: Any) -> bool:
 
 def refuse_checks(m: Mapping) -> list[str]:
     """A refused variant's reason."""
-    return [f"WHEN _variant = {i} THEN {{'code': {_s(v.refuse[0])}, 'detail': {_s(v.refuse[1])}}}"
+    return [f"WHEN _variant = {i} THEN {{'code': {sql_str(v.refuse[0])}, 'detail': {sql_str(v.refuse[1])}}}"
             for i, v in enumerate(m.variants, 1) if v.refuse]
 
 
@@ -182,7 +182,7 @@ def range_checks(m: Mapping, times: dict[str, tuple[str, str]], guards: dict[str
         there = f"{num} IS NOT NULL"
         if col in guards:
             there = f"({guards[col]}) AND {there}"
-        detail = _s(f"{m.names.get(col, col)} is out of range (1970..2200)")
+        detail = sql_str(f"{m.names.get(col, col)} is out of range (1970..2200)")
         out.append(f"WHEN {there} AND ({name} IS NULL OR {name} < 0 OR {name} >= {TS_MAX_US}) THEN "
                    f"{{'code': 'bad-type', 'detail': {detail}}}")
     return out
@@ -193,7 +193,7 @@ def pair_checks(m: Mapping, time_col: Callable[[str], str], guards: dict[str, st
     out = []
     for later, earlier in m.pairs:
         a, b = _taken(later, time_col(later), guards), _taken(earlier, time_col(earlier), guards)
-        detail = _s(f"{m.names.get(later, later)} is before {m.names.get(earlier, earlier)}")
+        detail = sql_str(f"{m.names.get(later, later)} is before {m.names.get(earlier, earlier)}")
         out.append(f"WHEN {a} < {b} THEN {{'code': 'out-of-order', 'detail': {detail}}}")
     return out
 
@@ -212,14 +212,14 @@ def ordered_checks(m: Mapping, groups: dict[str, list[str]], checks: list[tuple[
     return [c for g in m.check_groups for c in groups[g]]
 
 
-def by_units(m: Mapping, checks: list[str], columns: list[str], first: dict[str, str] | None = None) -> list[str]:
+def by_units(m: Mapping, checks: list[str], columns: list[str], first: list[str] | None = None) -> list[str]:
     """With ``[checks] order``: a group's checks in the order ``first`` (the bad-type checks:
-    ``[bad_type]``) then ``[units]`` list their columns (``columns[i]``: the column of
-    ``checks[i]``; others after, in use order): a source's own order of its fields' checks
-    (SGLang's is its ``[bad_type]``'s; docs/formats/mapping.md)."""
+    ``[bad_type]``'s then ``[fields]``') then ``[units]`` list their columns (``columns[i]``: the
+    column of ``checks[i]``; others after, in use order): a source's own order of its fields' checks
+    (SGLang's bad types in its ``[fields]``' order; docs/formats/mapping.md)."""
     if m.check_groups is None:
         return checks
-    pos = {c: i for i, c in enumerate(dict.fromkeys([*(first or {}), *m.units]))}
+    pos = {c: i for i, c in enumerate(dict.fromkeys([*(first or []), *m.units]))}
     order = sorted(range(len(checks)), key=lambda i: pos.get(columns[i], len(pos)))
     return [checks[i] for i in order]
 
@@ -245,5 +245,5 @@ def missing_check(m: Mapping, b: str, kinds: list[dict[str, Boundary]], held: li
         which = f" AND _variant = {vi}" if len(kinds) > 1 else ""
         if b in held[vi]:
             which += f" AND NOT {held[vi][b]}"
-        out.append(f"WHEN p_{b} IS NULL{which} THEN {{'code': 'missing-field', 'detail': {_s(detail)}}}")
+        out.append(f"WHEN p_{b} IS NULL{which} THEN {{'code': 'missing-field', 'detail': {sql_str(detail)}}}")
     return " ".join(out)

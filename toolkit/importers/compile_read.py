@@ -1,4 +1,4 @@
-"""Reading a source's columns for the mapping compiler (``compile.py``): ``_Reader`` gives, per
+"""Reading a source's columns for the mapping compiler (``compile.py``): ``Reader`` gives, per
 layout (JSON lines, CSV, Parquet, one JSON document), the first CTEs of the candidate SELECT,
 ending in ``x(ln, row_kind, _bad, c0, c1, ...)``: each mapped source column's raw value and
 whether it was there. A JSON document's records (``format = "document"``) are found by their
@@ -10,29 +10,19 @@ from __future__ import annotations
 import csv
 import json
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from toolkit.inputs.sources import DOCUMENT_MAX_BYTES, InputError, Source
+from toolkit.importers.compile_records import PSEUDO, PSEUDO_SQL, document_lines
+from toolkit.importers.compile_sql import MappingError, sql_name, sql_str
+from toolkit.importers.compile_zip import zip_extract
+from toolkit.inputs.sources import InputError, Source
 from toolkit.inputs.streams import head
 
 if TYPE_CHECKING:
-    from toolkit.importers.compile import Mapping
+    from toolkit.importers.mapping_model import Mapping
 
 
-class MappingError(InputError):
-    """The mapping file is unusable; the message names its line and key."""
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _s(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-class _Reader:
+class Reader:
     """Per source layout: how to read a source column's raw value, and whether it was present."""
 
     def __init__(self, m: Mapping, fmt: str, src: Source, fast: bool = False) -> None:
@@ -175,7 +165,7 @@ class _Reader:
         if not self.asked:
             return ""
         when = " OR ".join(dict.fromkeys(self.asked_when))
-        paths = ", ".join(_s(p) for p in self.asked)
+        paths = ", ".join(sql_str(p) for p in self.asked)
         return f", CASE WHEN _kind = 'record' AND _bad IS NULL AND ({when}) THEN json_type(line, [{paths}]) END AS _jt"
 
     def json_spec(self) -> dict:
@@ -252,7 +242,7 @@ class _Reader:
             return document_extract(self, cols)
         if self.fmt == "json":
             return json_values_extract(self, cols)
-        bad = _s(self.m.unparseable or "line is not a JSON object")
+        bad = sql_str(self.m.unparseable or "line is not a JSON object")
         if self.fmt == "jsonl" and self.fast:
             # lines(ln, j), or a column per top-level key (columns()): read_json with the types
             # of json_spec(); a line that is not an object of that shape fails the read (the line
@@ -263,7 +253,7 @@ class _Reader:
                     return _column_sql(c)
                 if top in self.m.rare:
                     return f"CAST(NULL AS {self.json_type(c)})"
-                return _q(top) + "".join(f"[{_s(k)}]" for k in rest)
+                return sql_name(top) + "".join(f"[{sql_str(k)}]" for k in rest)
             acc = ", ".join(f"{fast_access(c)} AS c{i}" for i, c in enumerate(cols))
             whole = "j IS NULL" if self.columns() is None else "false"  # a null line: columns give up
             return f"""
@@ -273,11 +263,11 @@ x AS (
         {', ' + acc if acc else ''}
     FROM lines)"""
         if self.fmt == "jsonl":
-            spec_sql = _s(json.dumps(self.json_spec()))
+            spec_sql = sql_str(json.dumps(self.json_spec()))
             access = ", ".join(f"{_column_sql(c)} AS c{i}" for i, c in enumerate(cols))
             src, kind = "lines", "WHEN trim(line) = '' THEN 'skip'"
             if self.m.prefix:  # ``[source] prefix``: cut; a prefixed line holding no object holds no record
-                st, en = (_s(x) for x in self.m.prefix)
+                st, en = (sql_str(x) for x in self.m.prefix)
                 src = f"""(SELECT ln, starts_with(line, {st}) AS prefixed,
                 CASE WHEN NOT prefixed THEN line WHEN strpos(line, {en}) = 0 THEN line
                      ELSE ltrim(substr(line, strpos(line, {en}) + {len(self.m.prefix[1])})) END AS line FROM lines)"""
@@ -298,10 +288,10 @@ x AS (
         parts = []
         for i, c in enumerate(cols):
             if c in self.parquet_cols:
-                parts.append(f"{_q(c)} AS c{i}")
+                parts.append(f"{sql_name(c)} AS c{i}")
             else:
                 first, *rest = c.split(".")
-                parts.append(f"{_q(first)}{''.join('[' + _s(k) + ']' for k in rest)} AS c{i}")
+                parts.append(f"{sql_name(first)}{''.join('[' + sql_str(k) + ']' for k in rest)} AS c{i}")
         return f"""
 x AS (
     SELECT file_row_number + 1 AS ln, NULL AS line, CAST(NULL AS VARCHAR) AS _bad, 'record' AS row_kind
@@ -313,7 +303,7 @@ x AS (
         """CSV lines split into fields (``Csv``: quotes, trimming, how many fields a line needs)."""
         d, opt = self.delim, self.m.csv
         dre = re.escape(d)
-        split_re = _s(f'("(?:[^"]|"")*"|[^{dre}"]*){dre}')
+        split_re = sql_str(f'("(?:[^"]|"")*"|[^{dre}"]*){dre}')
         def value(p: int | None) -> str:
             if p is None:  # an optional column this file's header lacks
                 return "CAST(NULL AS VARCHAR)"
@@ -321,10 +311,10 @@ x AS (
         access = ", ".join(f"{value(self.pos[c])} AS c{i}" for i, c in enumerate(cols))
         # the line reader's line 1 is the header; the fast reader's records start after it
         line, table, header = ("coalesce(line, '')", "lines", "") if self.fast else ("line", "lines", "WHEN ln = 1 THEN 'skip' ")
-        split = f"string_split(line, {_s(d)})"
+        split = f"string_split(line, {sql_str(d)})"
         if opt.quotes:
             split = f"""CASE WHEN strpos(line, '"') = 0 THEN {split}
-             ELSE list_transform(regexp_extract_all(line || {_s(d)}, {split_re}, 1),
+             ELSE list_transform(regexp_extract_all(line || {sql_str(d)}, {split_re}, 1),
                                  lambda v: CASE WHEN starts_with(v, '"') THEN replace(v[2:-2], '""', '"') ELSE v END)
         END"""
         if opt.fields == "used":
@@ -365,7 +355,7 @@ def _access(col: str, base: str = "j") -> str:
     expr = base
     segs = _segments(col)
     for n, (k, i) in enumerate(segs):
-        expr += f"[{_s(k)}]"
+        expr += f"[{sql_str(k)}]"
         if i == "*":
             rest = ".".join(k2 + (f"[{i2}]" if i2 else "") for k2, i2 in segs[n + 1:])
             return f"list_transform({expr}, lambda e: {_access(rest, 'e')})" if rest else expr
@@ -394,197 +384,35 @@ def _json_path(col: str) -> str:
     return "$." + ".".join(parts)
 
 
-# ---------------------------------------------------------------------------------------------
-# a JSON document's records (``[source] format = "document"``): benchmark clients' reports
-
-
-# The columns a document's record has besides its own fields: ``$line`` the synthesized id
-# ``<file hash>-<record number>``; ``$index`` the same with the record's 0-based index (for a tool
-# that numbers its requests from 0, as vLLM's bench client does); ``$key`` the key a record was
-# found under (``{a,b}`` in the path).
-PSEUDO = ("$line", "$index", "$key")
-INDEX_ID = "getvariable('file_hash') || '-' || (ln - 1)"
-# line_id: the reader's macro (split.with_checks)
-PSEUDO_SQL = {"$line": "line_id(ln)", "$key": "_key", "$index": INDEX_ID}
-
-
-@dataclass(frozen=True)
-class Step:
-    """One array on the way to the records: at ``path`` (object keys, from the value the step
-    before gave), or, with ``keys``, at ``path + [k]`` for each ``k`` in that order (``{a,b}``),
-    the key kept as ``$key``. The root step with no path is a top-level array."""
-
-    path: tuple[str, ...]
-    keys: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class Records:
-    """``[source] records = "benchmarks[*].requests.{successful,errored}[*]"``: each ``[*]`` is an
-    array whose elements are walked in order; records are numbered 1.. in document order (the
-    ``source_line``). ``noun``: what a record is called when it is JSON null ("request is not a
-    JSON object")."""
-
-    text: str
-    steps: tuple[Step, ...]
-    noun: str = "record"
-    # ``records = "zip(a, b)"``: record i is element i of the document's parallel root lists
-    # (``compile_zip.py``); as many records as the longest of these
-    zip: tuple[str, ...] | None = None
-
-
-_SEGMENT = re.compile(r"^(?:(?P<key>[A-Za-z_][A-Za-z0-9_-]*)|\{(?P<keys>[A-Za-z0-9_,\s-]+)\})?(?P<star>\[\*\])?$")
-
-
-def parse_records(text: str, noun: str = "record") -> Records:
-    """``Records`` from its path text; a ``ValueError`` says what is wrong (the loader names the line)."""
-    if text.strip().startswith("zip("):
-        from toolkit.importers.compile_zip import parse_zip
-
-        return Records(text, (), noun, zip=parse_zip(text))
-    steps: list[Step] = []
-    path: list[str] = []
-    keys: tuple[str, ...] | None = None
-    parts = text.strip().split(".")
-    for i, part in enumerate(parts):
-        mt = _SEGMENT.match(part.strip())
-        if not mt or not (mt["key"] or mt["keys"] or (mt["star"] and i == 0)):
-            raise ValueError(f"{part!r} is not a key, a key[*] or a {{key,key}} (e.g. \"benchmarks[*].requests[*]\")")
-        if mt["keys"]:
-            if keys is not None:
-                raise ValueError("one {key,key} per path")
-            keys = tuple(k.strip() for k in mt["keys"].split(",") if k.strip())
-        elif mt["key"]:
-            if keys is not None:
-                raise ValueError("a {key,key} is the last key before its [*]")
-            path.append(mt["key"])
-        if mt["star"]:
-            steps.append(Step(tuple(path), keys))
-            path, keys = [], None
-    if path or keys is not None or not steps:
-        raise ValueError("the path must end in [*] (the array of records)")
-    if sum(s.keys is not None for s in steps) > 1:
-        raise ValueError("one {key,key} per path")
-    return Records(text, tuple(steps), noun)
-
-
-def _struct(path: tuple[str, ...], keys: tuple[str, ...] | None, inner: str) -> str:
-    """The DuckDB type of an object holding ``inner`` at ``path`` (under each of ``keys``)."""
-    typ = inner if keys is None else "STRUCT(" + ", ".join(f'"{k}" {inner}' for k in keys) + ")"
-    for k in reversed(path):
-        typ = f'STRUCT("{k}" {typ})'
-    return typ
-
-
-def _array_types(rec: Records) -> list[str]:
-    """The type of each step's array, records last (``JSON[]``): each element holds the next
-    step's array at its path, so DuckDB types the whole walk while it reads the document."""
-    types = ["JSON[]"]
-    for step in reversed(rec.steps[1:]):
-        types.insert(0, _struct(step.path, step.keys, types[0]) + "[]")
-    return types
-
-
-def _at(value: str, keys: tuple[str, ...]) -> str:
-    return value + "".join(f"[{_s(k)}]" for k in keys)
-
-
-def document_lines(rec: Records) -> str:
-    """CTEs ending in ``lines(ln, line, _key)``: one row per record, ``line`` its JSON value.
-
-    The document is read by DuckDB once, typed down to the records (``read_json`` with
-    ``columns``: each array on the way a list of structs, the records ``JSON[]``), so each array
-    is an ``unnest`` of a struct field, its index kept with ``generate_subscripts`` for the
-    document order. A document of another shape gives no rows, never an error. Why typed: taking
-    the arrays out of the JSON text instead (``json_extract`` per step) parsed each step's object
-    again, and a 24 MB GuideLLM benchmark parsed that way outgrew the 600 MB import pool
-    (toolkit/ingest/duck.py MEMORY_LIMIT). A top-level array is read as one JSON value."""
-    first, *rest = rec.steps
-    types = _array_types(rec)
-    read = ("read_json(getvariable('source_path'), format = {fmt}, {extra}ignore_errors = true, "
-            f"maximum_object_size = {DOCUMENT_MAX_BYTES}, compression = getvariable('source_compression'), "
-            "columns = {cols})")
-    ctes = []
-    if not first.path and first.keys is None:  # a top-level array
-        ctes.append("d AS (SELECT json FROM " + read.format(fmt="'unstructured'", extra="records = 'false', ",
-                                                            cols="{'json': 'JSON'}") + ")")
-        src = "CAST(json AS JSON[])" if not rest else f"CAST(json AS {types[0]})"
-        ctes.append(f"r0 AS (SELECT unnest({src}) AS v0, generate_subscripts({src}, 1) AS i0 FROM d "
-                    "WHERE json_type(json) = 'ARRAY')")
-        order, carried = ["i0"], "i0"
-    else:
-        # records = 'true': the root's keys are columns (left to 'auto', a root read as one column
-        # ran DuckDB 2.0 out of a 600 MB pool on a 3 MB GenAI-Perf export)
-        top = first.path[0] if first.path else None
-        root = (_struct(first.path[1:], first.keys, types[0]) if top is not None else types[0])
-        cols = ({top: root} if top is not None else dict.fromkeys(first.keys or (), root))
-        ctes.append("d AS (SELECT * FROM " + read.format(
-            fmt="'auto'", extra="records = 'true', ",
-            cols="{" + ", ".join(f"{_s(k)}: {_s(t)}" for k, t in cols.items()) + "}") + ")")
-        if first.keys is None:
-            src = _at(_q(top), first.path[1:])  # type: ignore[arg-type]
-            ctes.append(f"r0 AS (SELECT unnest({src}) AS v0, generate_subscripts({src}, 1) AS i0 FROM d)")
-            order, carried = ["i0"], "i0"
-        else:
-            base = _at(_q(top), first.path[1:]) if top is not None else None
-            ctes.append("r0 AS (" + " UNION ALL ".join(
-                f"SELECT {k} AS k0, {_s(key)} AS _key, unnest({src}) AS v0, generate_subscripts({src}, 1) AS i0 FROM d"
-                for k, key in enumerate(first.keys, 1)
-                for src in [_at(base, (key,)) if base is not None else _q(key)]) + ")")
-            order, carried = ["k0", "i0"], "k0, _key, i0"
-    for n, step in enumerate(rest, 1):
-        if step.keys is None:
-            arr = _at(f"v{n - 1}", step.path)
-            ctes.append(f"r{n} AS (SELECT {carried}, unnest({arr}) AS v{n}, "
-                        f"generate_subscripts({arr}, 1) AS i{n} FROM r{n - 1})")
-        else:
-            ctes.append(f"r{n} AS (" + " UNION ALL ".join(
-                f"SELECT {carried}, {k} AS k{n}, {_s(key)} AS _key, unnest({arr}) AS v{n}, "
-                f"generate_subscripts({arr}, 1) AS i{n} FROM r{n - 1}"
-                for k, key in enumerate(step.keys, 1) for arr in [_at(f"v{n - 1}", (*step.path, key))]) + ")")
-            order.append(f"k{n}")
-            carried += f", k{n}, _key"
-        order.append(f"i{n}")
-        carried += f", i{n}"
-    last = len(rec.steps) - 1
-    key = "_key" if any(s.keys for s in rec.steps) else "CAST(NULL AS VARCHAR) AS _key"
-    # one array: its index is the record number; more: numbered over them all in document order
-    ln = "i0" if order == ["i0"] else f"row_number() OVER (ORDER BY {', '.join(order)})"
-    ctes.append(f"lines AS (SELECT {ln} AS ln, v{last} AS line, {key} FROM r{last})")
-    return ",\n".join(ctes)
-
-
-def document_extract(rd: _Reader, cols: list[str]) -> str:
-    """``_Reader.extract_sql`` for a document: its records as ``lines`` (``document_lines``), each
+def document_extract(rd: Reader, cols: list[str]) -> str:
+    """``Reader.extract_sql`` for a document: its records as ``lines`` (``document_lines``), each
     typed by one ``json_transform`` with the mapped fields only, as a JSON line is. A record that
     is JSON null is unparseable; one of another type has no field the mapping names."""
     rec = rd.m.records
     assert rec is not None
     if rec.zip is not None:
-        from toolkit.importers.compile_zip import zip_extract
-
         return zip_extract(rd, cols)
     access = ", ".join(f"{_column_sql(c)} AS c{i}" for i, c in enumerate(cols))
-    spec_sql = _s(json.dumps(rd.json_spec()))
+    spec_sql = sql_str(json.dumps(rd.json_spec()))
     return f"""{document_lines(rec)},
 r AS (SELECT ln, line, _key, try(json_transform(line, {spec_sql})) AS j FROM lines),
 x AS (
-    SELECT ln, line, CASE WHEN j IS NULL OR json_type(line) <> 'OBJECT' THEN {_s(rec.noun + ' is not a JSON object')}
+    SELECT ln, line, CASE WHEN j IS NULL OR json_type(line) <> 'OBJECT' THEN {sql_str(rec.noun + ' is not a JSON object')}
                      END AS _bad,
         'record' AS row_kind
         {', ' + access if access else ''}
     FROM r)"""
 
 
-def json_values_extract(rd: _Reader, cols: list[str]) -> str:
-    """``_Reader.extract_sql`` for ``format = "json"``: JSON values one per record, as DuckDB's
+def json_values_extract(rd: Reader, cols: list[str]) -> str:
+    """``Reader.extract_sql`` for ``format = "json"``: JSON values one per record, as DuckDB's
     ``read_json`` finds them (a top-level array's elements, JSON lines, or values one after
     another), numbered in order; a malformed JSON line is a NULL record ("not a JSON object").
     Every field is read as its JSON text (``json_type``: VARCHAR) and converted as its unit
     says, so a value of another type is the field's own bad-type. The number is a window over
     the small typed struct, never over the JSON text (a window buffers its whole input)."""
     access = ", ".join(f"{_column_sql(c)} AS c{i}" for i, c in enumerate(cols))
-    spec_sql = _s(json.dumps(rd.json_spec()))
+    spec_sql = sql_str(json.dumps(rd.json_spec()))
     noun = rd.m.records.noun if rd.m.records else "record"
     return f"""
 r AS (SELECT row_number() OVER () AS ln, j, obj FROM (
@@ -593,7 +421,7 @@ r AS (SELECT row_number() OVER () AS ln, j, obj FROM (
                    compression = getvariable('source_compression'), columns = {{'json': 'JSON'}}))),
 x AS (
     SELECT ln, CAST(NULL AS VARCHAR) AS line,
-        CASE WHEN j IS NULL OR NOT coalesce(obj, false) THEN {_s(noun + ' is not a JSON object')} END AS _bad,
+        CASE WHEN j IS NULL OR NOT coalesce(obj, false) THEN {sql_str(noun + ' is not a JSON object')} END AS _bad,
         'record' AS row_kind
         {', ' + access if access else ''}
     FROM r)"""

@@ -20,27 +20,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from toolkit.importers.compile_clock import CUMULATIVE
-from toolkit.importers.compile_read import MappingError, _s
+from toolkit.importers.compile_sql import MappingError, sql_lit
+from toolkit.importers.mapping_model import TO_US, Col
 
 if TYPE_CHECKING:
-    from toolkit.importers.compile_read import _Reader
+    from toolkit.importers.compile_read import Reader
     from toolkit.importers.mapping_model import Boundary, Mapping
 
-DURATIONS_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
 _LEN = re.compile(r"len\((.+)\)")
 _COALESCE = re.compile(r"coalesce\((.+?),\s*('[^']*'|\"[^\"]*\"|-?[0-9.eE+-]+|true|false)\s*\)")
 
 
-def lit_sql(v: Any) -> str:
-    """A condition's literal as SQL."""
-    return ("true" if v else "false") if isinstance(v, bool) else _s(v) if isinstance(v, str) else repr(v)
-
-
-def condition_sql(m: Mapping, rd: _Reader, cond: tuple[str, str, Any], time_list: Callable[[str], str],
+def condition_sql(m: Mapping, rd: Reader, cond: tuple[str, str, Any], time_list: Callable[[str], str],
                   dur_col: Callable[[str], str]) -> str:
     """SQL of one condition: the column read as the literal's type (a duration in µs)."""
-    from toolkit.importers.mapping_model import Col
-
     col, op, lit = cond
     if n := _LEN.fullmatch(col):  # a list's length: of times (``list = true``) or of any values
         lst = time_list(n[1]) if n[1] in m.lists else rd.use(n[1], "DOUBLE[]")
@@ -54,22 +47,22 @@ def condition_sql(m: Mapping, rd: _Reader, cond: tuple[str, str, Any], time_list
         other = m.units.get(lit.name)
         if unit is None and other is None and op in ("=", "!=", "<>"):  # two ids (Dynamo's prefill and decode worker)
             return f"CAST({rd.use(col, 'VARCHAR')} AS VARCHAR) {op} CAST({rd.use(lit.name, 'VARCHAR')} AS VARCHAR)"
-        if unit not in DURATIONS_US or other not in DURATIONS_US:
+        if unit not in TO_US or other not in TO_US:
             raise MappingError(f"{m.path}: {col} {op} {lit.name}: two columns are compared as durations (both "
                                "with a unit s, ms, us or ns in [units]) or, with = or != and no unit, as texts")
         return f"{dur_col(col)} {op} {dur_col(lit.name)}"
-    if unit in DURATIONS_US and isinstance(lit, int | float) and not isinstance(lit, bool) and default is None:
-        return f"{dur_col(col)} {op} {lit * DURATIONS_US[unit]!r}"
+    if unit in TO_US and isinstance(lit, int | float) and not isinstance(lit, bool) and default is None:
+        return f"{dur_col(col)} {op} {lit * TO_US[unit]!r}"
     probe = lit if lit is not None else default
     typ = "BOOLEAN" if isinstance(probe, bool) else "VARCHAR" if isinstance(probe, str) else "ANY"
     raw = rd.use(col, typ)
     lhs = (f"TRY_CAST({raw} AS BOOLEAN)" if typ == "BOOLEAN" else f"CAST({raw} AS VARCHAR)" if typ == "VARCHAR"
            else f"TRY_CAST({raw} AS DOUBLE)")
     if default is not None:
-        lhs = f"coalesce({lhs}, {lit_sql(default)})"
+        lhs = f"coalesce({lhs}, {sql_lit(default)})"
     if lit is None:
         return f"{lhs} {'IS NULL' if op == '=' else 'IS NOT NULL'}"
-    return f"{lhs} {op} {lit_sql(lit)}"
+    return f"{lhs} {op} {sql_lit(lit)}"
 
 
 def _reads(m: Mapping, b: str) -> set[str]:

@@ -17,29 +17,31 @@ detail, before any other check (a file written before the tool saved it).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from toolkit.importers.compile_clock import anchor_sql
-from toolkit.importers.compile_read import INDEX_ID, _q, _s
+from toolkit.importers.compile_records import INDEX_ID
+from toolkit.importers.compile_sql import MappingError, sql_name, sql_str
 from toolkit.inputs.sources import DOCUMENT_MAX_BYTES
 
 if TYPE_CHECKING:
-    from toolkit.importers.compile_read import _Reader
+    from toolkit.importers.mapping_model import Mapping
 
-_ZIP = re.compile(r"\s*zip\(\s*([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)\s*\)\s*")
+
+class ZipReader(Protocol):
+    """What of the reader (``compile_read.Reader``) a zip's SQL reads: the spec, each column's
+    DuckDB type and the anchor's µs conversion."""
+
+    m: Mapping
+    anchor: str | None
+
+    def json_type(self, col: str) -> str: ...
+
 _ELEMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[i\]")
 
 
-def parse_zip(text: str) -> tuple[str, ...]:
-    """The lists of ``zip(a, b, ...)``; a ``ValueError`` says what is wrong (the loader names the line)."""
-    mt = _ZIP.fullmatch(text)
-    if not mt:
-        raise ValueError("zip(...) names the document's root lists: \"zip(start_times, latencies)\"")
-    return tuple(k.strip() for k in mt[1].split(","))
-
-
-def zip_extract(rd: _Reader, cols: list[str]) -> str:
-    """``_Reader.extract_sql`` for a zip: CTEs ending in ``x(ln, row_kind, _bad, _absent, c0, ...)``."""
+def zip_extract(rd: ZipReader, cols: list[str]) -> str:
+    """``Reader.extract_sql`` for a zip: CTEs ending in ``x(ln, row_kind, _bad, _absent, c0, ...)``."""
     rec = rd.m.records
     assert rec is not None and rec.zip is not None
     types: dict[str, str] = {}  # root key -> its DuckDB type
@@ -51,32 +53,26 @@ def zip_extract(rd: _Reader, cols: list[str]) -> str:
         el = _ELEMENT.fullmatch(c)
         key = el[1] if el else c
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            from toolkit.importers.compile_read import MappingError
-
             raise MappingError(f"{rd.m.path}: {c!r}: a zip's record reads a root list's element (name[i]) or a "
                                "root field (name)")
         typ = rd.json_type(c) + ("[]" if el else "")
         if types.setdefault(key, typ) != typ:
-            from toolkit.importers.compile_read import MappingError
-
             raise MappingError(f"{rd.m.path}: {key!r} is read both as a list (name[i]) and as a field")
-        access.append(f"{_q(key)}{'[ln]' if el else ''} AS c{i}")
+        access.append(f"{sql_name(key)}{'[ln]' if el else ''} AS c{i}")
     for k in (*rec.zip, *rd.m.absent):
         types.setdefault(k, "JSON[]")  # counted or tested for absence only
-    count = ", ".join(f"len({_q(k)})" for k in rec.zip)
-    absent = " ".join(f"WHEN {_q(k)} IS NULL THEN {_s(d)}" for k, d in rd.m.absent.items())
-    columns = "{" + ", ".join(f"{_s(k)}: {_s(t)}" for k, t in types.items()) + "}"
+    count = ", ".join(f"len({sql_name(k)})" for k in rec.zip)
+    absent = " ".join(f"WHEN {sql_name(k)} IS NULL THEN {sql_str(d)}" for k, d in rd.m.absent.items())
+    columns = "{" + ", ".join(f"{sql_str(k)}: {sql_str(t)}" for k, t in types.items()) + "}"
     anchor = ""
     if rd.anchor is not None:  # the date anchor from the lists, once per document (compile_clock.py)
         o = rd.m.origin
         assert o is not None and o.at is not None
         at = o.at if not _ELEMENT.fullmatch(o.at) else None
         if at is None or any(not _ELEMENT.fullmatch(c) for c in o.last):
-            from toolkit.importers.compile_read import MappingError
-
             raise MappingError(f"{rd.m.path}: [source] origin: at is a root field, last root lists' elements (name[i])")
-        lists = [f"{_q(_ELEMENT.fullmatch(c)[1])}[i]" for c in o.last]  # type: ignore[index]
-        anchor = ", " + anchor_sql(_q(at), o.format, lists, rd.anchor, over="_cnt")  # a lateral alias
+        lists = [f"{sql_name(_ELEMENT.fullmatch(c)[1])}[i]" for c in o.last]  # type: ignore[index]
+        anchor = ", " + anchor_sql(sql_name(at), o.format, lists, rd.anchor, over="_cnt")  # a lateral alias
     return f"""
 d AS (SELECT * FROM read_json(getvariable('source_path'), format = 'auto', ignore_errors = true,
                               maximum_object_size = {DOCUMENT_MAX_BYTES}, compression = getvariable('source_compression'),

@@ -113,7 +113,7 @@ def _with_spans(imp: Importer) -> Importer:
     return replace(imp, layout=replace(imp.layout, spans=spans_sql, fast=None))
 
 
-_SPEC_IMPORTER = spec_importer(NAME, "server", None, sniff, SPEC)
+_SPEC_IMPORTER = spec_importer(SPEC, sniff)
 _spec_bind = _SPEC_IMPORTER.bind
 assert _spec_bind is not None
 

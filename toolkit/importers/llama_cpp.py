@@ -46,8 +46,8 @@ def sniff(head: bytes) -> bool:
     return any(_response(line.strip()) is not None for line in head.splitlines()[:50])
 
 
-_WALL = spec_importer(NAME, "server", None, sniff, SPEC)
-_NATIVE = spec_importer(NAME, "server", None, sniff, NATIVE_SPEC)
+_WALL = spec_importer(SPEC, sniff)
+_NATIVE = spec_importer(NATIVE_SPEC, sniff)
 
 
 def _bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:

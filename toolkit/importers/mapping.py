@@ -36,10 +36,12 @@ from toolkit.importers._common import BOUNDARIES as ORDER
 from toolkit.importers._common import SKEW_TOLERANCE_US, ImportOptions
 from toolkit.importers.compile import bind_mapping
 from toolkit.importers.compile_clock import parse_origin
-from toolkit.importers.compile_read import MappingError, Records, parse_records
-from toolkit.importers.mapping_keys import _boundaries, _names_and_checks, _variant
+from toolkit.importers.compile_records import Records, parse_records
+from toolkit.importers.compile_sql import MappingError
+from toolkit.importers.mapping_keys import parse_boundaries, parse_names_and_checks, parse_variant
 from toolkit.importers.mapping_model import DURATION_UNITS, TIME_UNITS, Condition, Csv, Mapping
-from toolkit.importers.mapping_text import _CONDITION, _OPS, _literal, _str_list, _Text, _when
+from toolkit.importers.mapping_text import CONDITION, OPS, Text, parse_literal, parse_when, str_list
+from toolkit.importers.sniff import parse_sniff
 from toolkit.importers.spec import Docs, Fast, Importer, JsonValues, Layout
 from toolkit.inputs.sources import Source
 
@@ -54,7 +56,7 @@ CANNOT = "only what the mapping declares; needs --mapping; a CSV record cannot s
 FORMATS = ("jsonl", "csv", "parquet", "document", "json")
 _ALIASES = {"µs": "us", "iso": "iso8601", "iso-8601": "iso8601", "ISO-8601": "iso8601", "ISO8601": "iso8601"}
 _SECTIONS = {"name", "source", "fields", "columns", "constants", "boundaries", "units", "values", "bad_type",
-             "docs", "names", "checks", "variants", "unit_of"}
+             "docs", "names", "checks", "variants", "unit_of", "sniff"}
 _SOURCE_KEYS = ("format", "clock", "delimiter", "skew_tolerance_ms", "check_order", "ns_rounding",
                 "header", "fields", "quotes", "trim", "optional",  # these five: CSV only
                 "records", "record", "absent",  # these three: format = "document" only
@@ -73,7 +75,7 @@ def requests_sql() -> str:
 # loading and checking the mapping file
 
 
-def _unit(t: _Text, col: str, raw: object) -> str:
+def _unit(t: Text, col: str, raw: object) -> str:
     if not isinstance(raw, str):
         raise t.error("units", col, "a unit is a string, e.g. \"ms\"")
     u = _ALIASES.get(raw, raw)
@@ -82,7 +84,7 @@ def _unit(t: _Text, col: str, raw: object) -> str:
     return u
 
 
-def _rules(t: _Text, sec: str, v: dict) -> tuple[list[tuple[Condition, str]], str | None]:
+def _rules(t: Text, sec: str, v: dict) -> tuple[list[tuple[Condition, str]], str | None]:
     """``rules = [{ when = "...", value = "..." }, ...]`` (the first that holds) and ``default``."""
     if "from" in v or "map" in v:
         raise t.error(sec, "rules", "give either from/map or rules, not both")
@@ -90,10 +92,10 @@ def _rules(t: _Text, sec: str, v: dict) -> tuple[list[tuple[Condition, str]], st
     if not isinstance(rules, list) or not rules or not all(
             isinstance(r, dict) and set(r) == {"when", "value"} and isinstance(r["value"], str) for r in rules):
         raise t.error(sec, "rules", "a list of { when = \"<column> <op> <value>\", value = \"...\" }")
-    return [(_when(t, sec, "rules", r["when"]), r["value"]) for r in rules], _default(t, sec, v)
+    return [(parse_when(t, sec, "rules", r["when"]), r["value"]) for r in rules], _default(t, sec, v)
 
 
-def _records(t: _Text, src: dict, fmt: str | None) -> Records | None:
+def _records(t: Text, src: dict, fmt: str | None) -> Records | None:
     """``records`` (and ``record``) of a ``format = "document"`` source."""
     if fmt != "document":
         for k in ("records", "record"):
@@ -118,6 +120,26 @@ def _records(t: _Text, src: dict, fmt: str | None) -> Records | None:
     return rec
 
 
+def _check_sections(t: Text, doc: dict, builtin: bool) -> None:
+    """The file's top-level keys: known, tables, and ``[docs]`` and ``[sniff]`` (what declares a
+    built-in format) only in a built-in spec."""
+    for k in doc:
+        if k not in _SECTIONS:
+            raise t.error(None, k, f"unknown key (known: {', '.join(sorted(_SECTIONS))})")
+    if "docs" in doc and not builtin:
+        raise t.error(None, "docs", "only a built-in importer's spec has [docs] (stagelens formats reads it)")
+    if "sniff" in doc:
+        if not builtin:
+            raise t.error(None, "sniff", "only a built-in importer's spec has [sniff] (a mapping is named by --mapping)")
+        try:
+            parse_sniff(doc["sniff"])
+        except ValueError as e:
+            raise t.error(None, "sniff", str(e)) from None
+    for k in _SECTIONS - {"name", "sniff"}:
+        if k in doc and not isinstance(doc[k], dict):
+            raise t.error(None, k, "must be a table, e.g. [" + k + "]")
+
+
 def load(path: str | Path, builtin: bool = False) -> Mapping:
     """Read and check a mapping file. Raises MappingError naming the line and key. ``builtin``: a
     spec shipped with stagelens (``spec_importer``), which names its own registered format."""
@@ -128,20 +150,13 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         raise MappingError(f"{path}: cannot read the mapping file ({e.strerror or e})") from None
     except UnicodeDecodeError:
         raise MappingError(f"{path}: the mapping file is not UTF-8 text") from None
-    t = _Text(str(path), text)
+    t = Text(str(path), text)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise MappingError(f"{path}: not valid TOML: {e}") from None
 
-    for k in doc:
-        if k not in _SECTIONS:
-            raise t.error(None, k, f"unknown key (known: {', '.join(sorted(_SECTIONS))})")
-    if "docs" in doc and not builtin:
-        raise t.error(None, "docs", "only a built-in importer's spec has [docs] (stagelens formats reads it)")
-    for k in _SECTIONS - {"name"}:
-        if k in doc and not isinstance(doc[k], dict):
-            raise t.error(None, k, "must be a table, e.g. [" + k + "]")
+    _check_sections(t, doc, builtin)
 
     from toolkit.importers import REGISTRY
 
@@ -206,7 +221,7 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
                     raise t.error("columns", k, f"unknown key {kk!r} (known: from, check); a required one's: missing; "
                                   "a conditional one's: when")
             if "when" in v:
-                m.column_when[k] = _when(t, "columns", k, v["when"])
+                m.column_when[k] = parse_when(t, "columns", k, v["when"])
             if not isinstance(v.get("check", True), bool):
                 raise t.error("columns", k, "check must be true or false")
             if not v.get("check", True):
@@ -214,7 +229,7 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
             if "missing" in v:  # required: a null is missing-field with this detail
                 m.required[k] = _text(t, "columns", k, v["missing"], "missing")
             v = v.get("from")
-        m.columns[k] = _str_list(t, "columns", k, v, "a source column")
+        m.columns[k] = str_list(t, "columns", k, v, "a source column")
     for k, v in doc.get("constants", {}).items():
         our_column("constants", k)
         c = cols[k]
@@ -275,16 +290,16 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
         if m.ns_nearest and m.units[k] in ("ns", "epoch_ns") and k not in m.integer:
             m.floats.add(k)
 
-    m.boundaries = _boundaries(t, "boundaries", doc.get("boundaries", {}), m)
-    _names_and_checks(t, doc, m)
-    m.variants = [_variant(t, k, v, m) for k, v in doc.get("variants", {}).items()]
+    m.boundaries = parse_boundaries(t, "boundaries", doc.get("boundaries", {}), m)
+    parse_names_and_checks(t, doc, m)
+    m.variants = [parse_variant(t, k, v, m) for k, v in doc.get("variants", {}).items()]
     itl = m.columns.get("itl_ms", [None])[0]  # a list of gaps (a duration unit) or of times (their gaps)
     if itl is not None and itl not in m.lists and m.units.get(itl) not in DURATION_UNITS:
         raise t.error("units", m.columns["itl_ms"][0], "itl_ms needs the unit of its gaps: s, ms, us or ns")
     return m
 
 
-def _csv(t: _Text, src: dict, fmt: str | None) -> Csv:
+def _csv(t: Text, src: dict, fmt: str | None) -> Csv:
     """The ``[source]`` keys that say how a CSV line becomes fields (``compile.Csv``)."""
     given = [k for k in ("header", "fields", "quotes", "trim", "optional") if k in src]
     if given and fmt != "csv":
@@ -303,13 +318,13 @@ def _csv(t: _Text, src: dict, fmt: str | None) -> Csv:
                quotes=src.get("quotes", c.quotes), trim=src.get("trim", c.trim), optional=frozenset(opt))
 
 
-def _text(t: _Text, sec: str, key: str, v: object, what: str) -> str:
+def _text(t: Text, sec: str, key: str, v: object, what: str) -> str:
     if not isinstance(v, str) or not v.strip():
         raise t.error(sec, key, f"{what} must be a text: the detail of the reason")
     return v
 
 
-def _lines(t: _Text, src: dict, fmt: str | None, m: Mapping) -> None:
+def _lines(t: Text, src: dict, fmt: str | None, m: Mapping) -> None:
     """The ``[source]`` keys of JSON lines that hold more than records (a server's log):
     ``prefix = { start = "[", end = "]" }`` (a line starting with ``start`` is read after the first
     ``end``), ``skip = "<column> <op> <value>"`` (records it holds for are skipped, not read),
@@ -327,11 +342,11 @@ def _lines(t: _Text, src: dict, fmt: str | None, m: Mapping) -> None:
             raise t.error("source", "prefix", 'a line prefix: { start = "[", end = "]" } (texts, no quote)')
         m.prefix = (p["start"], p["end"])
     if "skip" in src:
-        m.skip = _when(t, "source", "skip", src["skip"])
+        m.skip = parse_when(t, "source", "skip", src["skip"])
     if "spans" in src:
         if not m.builtin:  # a mapping file has no spans SQL to read them: they would vanish
             raise t.error("source", "spans", "a built-in spec's key (its importer reads the spans)")
-        m.spans = _when(t, "source", "spans", src["spans"])
+        m.spans = parse_when(t, "source", "spans", src["spans"])
     if "unparseable" in src:
         m.unparseable = _text(t, "source", "unparseable", src["unparseable"], "unparseable")
     rare = src.get("rare", [])
@@ -340,26 +355,26 @@ def _lines(t: _Text, src: dict, fmt: str | None, m: Mapping) -> None:
     m.rare = list(rare)
 
 
-def _fields(t: _Text, raw: dict) -> dict[str, list[str]]:
+def _fields(t: Text, raw: dict) -> dict[str, list[str]]:
     """``[fields] name = ["a.b", "b"]``: a source column read from the first of its paths that is
     not null (one field in two layouts), named everywhere else by ``name``."""
     out = {}
     for k, v in raw.items():
-        paths = _str_list(t, "fields", k, v, "the paths it is read from")
+        paths = str_list(t, "fields", k, v, "the paths it is read from")
         if any(p in raw for p in paths if p != k):
             raise t.error("fields", k, "a path is a source column, not another field")
         out[k] = paths
     return out
 
 
-def _default(t: _Text, sec: str, v: dict) -> str | None:
+def _default(t: Text, sec: str, v: dict) -> str | None:
     dflt = v.get("default")
     if dflt is not None and not isinstance(dflt, str):
         raise t.error(sec, "default", "must be a string")
     return dflt
 
 
-def _cases(t: _Text, sec: str, raw: object, m: Mapping) -> list[tuple[str, str, Any, str]]:
+def _cases(t: Text, sec: str, raw: object, m: Mapping) -> list[tuple[str, str, Any, str]]:
     """``cases = { <value> = "<our column> <op> <literal>", ... }``: the first that holds gives the
     value. The column is one the mapping reads into ``requests`` (``[columns]`` or ``[constants]``),
     so a condition sees the typed value the row keeps (BurstGPT: ``output_tokens = 0`` is a failure)."""
@@ -367,13 +382,13 @@ def _cases(t: _Text, sec: str, raw: object, m: Mapping) -> list[tuple[str, str, 
         raise t.error(sec, "cases", 'a table of value = "<column> <op> <value>", e.g. { error = "output_tokens = 0" }')
     out = []
     for val, cond in raw.items():
-        mt = _CONDITION.fullmatch(cond) if isinstance(cond, str) else None
+        mt = CONDITION.fullmatch(cond) if isinstance(cond, str) else None
         if not mt:
             raise t.error(sec, val, "a case reads \"<column> <op> <value>\", op one of = != < <= > >=")
         col = mt.group(1)
         if col not in m.columns and col not in m.constants:
             raise t.error(sec, val, f"{col!r} is not a column this mapping sets ([columns] or [constants])")
-        out.append((col, _OPS[mt.group(2)], _literal(t, sec, val, mt.group(3)), val))
+        out.append((col, OPS[mt.group(2)], parse_literal(t, sec, val, mt.group(3)), val))
     return out
 
 
@@ -410,10 +425,21 @@ def spec_docs(doc: dict) -> Docs:
                 cannot=d["cannot"])
 
 
-def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[bytes], bool], spec: Path) -> Importer:
-    """A built-in importer whose rows are one mapping spec shipped in ``toolkit/importers/specs/``:
-    the same compiler as ``--mapping`` (checked, line-numbered errors), bound per file; only the
-    sniff and the docs are the importer's own (``docs`` None: the spec's ``[docs]``, ``spec_docs``)."""
+def spec_importer(spec: Path, sniff: Callable[[bytes], bool] | None = None) -> Importer:
+    """A built-in importer declared by one mapping spec shipped in ``toolkit/importers/specs/``:
+    its name (``name``), vantage (``[constants] vantage``), docs (``[docs]``, ``spec_docs``), sniff
+    (``[sniff]``, toolkit/importers/sniff.py) and rows, compiled as ``--mapping`` is (checked,
+    line-numbered errors) and bound per file. ``sniff``: a Python one for a format that can only be
+    told by parsing a record (the spec then has no ``[sniff]``)."""
+    # what the file is read as is known before it is bound (a document is digested and checked
+    # whole first: toolkit/ingest/plan.py), so the unbound layout says it too, from the spec itself.
+    # Parsed here with ``tomllib`` alone (the registry is being built: ``load`` would look it up):
+    # every process that imports the registry pays it for each built-in spec
+    doc = tomllib.loads(spec.read_text(encoding="utf-8"))
+    name, vantage = doc["name"], doc["constants"]["vantage"]
+    if sniff is None:
+        sniff = parse_sniff(doc["sniff"])
+
     def bind(imp: Importer, src: Source, options: ImportOptions) -> Importer:
         m = load_cached(str(spec), builtin=True)
         assert m.name == name, f"{spec}: names {m.name!r}, registered as {name!r}"
@@ -422,14 +448,9 @@ def spec_importer(name: str, vantage: str, docs: Docs | None, sniff: Callable[[b
     def unbound() -> str:
         raise AssertionError(f"{name}: its SQL is compiled per file (bind)")
 
-    # what the file is read as is known before it is bound (a document is digested and checked
-    # whole first: toolkit/ingest/plan.py), so the unbound layout says it too, from the spec itself.
-    # Parsed here with ``tomllib`` alone, once for both (the registry is being built: ``load``
-    # would look it up): every process that imports the registry pays it for each built-in spec
-    doc = tomllib.loads(spec.read_text(encoding="utf-8"))
     fmt = doc.get("source", {}).get("format")
     reads: Literal["lines", "document"] = "document" if fmt in ("document", "json") else "lines"
     # and whether it has the fast reader (JSON lines, CSV: compile._fast), for the tests that list them
     fast = Fast(JsonValues({}), requests=unbound) if fmt in ("jsonl", "csv") else None
-    return Importer(name, vantage, IDENTITY, docs or spec_docs(doc), sniff,
+    return Importer(name, vantage, IDENTITY, spec_docs(doc), sniff,
                     Layout(requests=unbound, reads=reads, fast=fast), bind=bind)

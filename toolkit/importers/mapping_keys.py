@@ -19,12 +19,12 @@ from toolkit.importers.mapping_model import (
     Mapping,
     Variant,
 )
-from toolkit.importers.mapping_text import _str_list, _Text, _when
+from toolkit.importers.mapping_text import Text, parse_when, str_list
 
 DATA_UNITS = ("s", "sec", "ms", "us", "ns")  # what a unit column may say (else the [units] unit)
 
 
-def _boundaries(t: _Text, sec: str, raw_b: dict, m: Mapping) -> dict[str, Boundary]:
+def parse_boundaries(t: Text, sec: str, raw_b: dict, m: Mapping) -> dict[str, Boundary]:
     """``[boundaries]`` (or a variant's): each boundary's ways, checked against ``[units]``, in
     dependency order (cycles refused)."""
     for k in raw_b:
@@ -57,10 +57,10 @@ def _boundaries(t: _Text, sec: str, raw_b: dict, m: Mapping) -> dict[str, Bounda
             if missing is not None and (not isinstance(missing, str) or not missing.strip()):
                 raise t.error(sec, k, "missing must be a text: the detail of the missing-field reason")
             if "when" in v:
-                when = _when(t, sec, k, v["when"])
+                when = parse_when(t, sec, k, v["when"])
             v = v["value"]
         alts = []
-        for text in _str_list(t, sec, k, v, "a column or \"<boundary or column> + <duration column>\""):
+        for text in str_list(t, sec, k, v, "a column or \"<boundary or column> + <duration column>\""):
             parts = re.split(r"\s+([+-])\s+(?![^(]*\))", text)  # not inside a (span)
             base = parts[0].strip()
             terms = [(parts[i], parts[i + 1].strip()) for i in range(1, len(parts), 2)]
@@ -124,7 +124,7 @@ def _boundaries(t: _Text, sec: str, raw_b: dict, m: Mapping) -> dict[str, Bounda
     return {k: parsed[k] for k in done}
 
 
-def _names_and_checks(t: _Text, doc: dict, m: Mapping) -> None:
+def parse_names_and_checks(t: Text, doc: dict, m: Mapping) -> None:
     """``[names]`` (what reason details call a source column) and ``[checks]`` (the order of a
     record's checks, time columns' range, ordered pairs of time columns)."""
     for k, v in doc.get("names", {}).items():
@@ -133,12 +133,15 @@ def _names_and_checks(t: _Text, doc: dict, m: Mapping) -> None:
         m.names[k] = v
     ck = doc.get("checks", {})
     for k in ck:
-        if k not in ("order", "range", "pairs", "skew_first"):
-            raise t.error("checks", k, "unknown key (known: order, range, pairs, skew_first; a column's missing-field "
+        if k not in ("order", "range", "pairs", "skew_first", "integer_counts"):
+            raise t.error("checks", k, "unknown key (known: order, range, pairs, skew_first, integer_counts; a column's missing-field "
                           "detail is [columns]' missing, a derived boundary's out-of-order one [boundaries]' out_of_order)")
     if not isinstance(ck.get("skew_first", False), bool):
         raise t.error("checks", "skew_first", "must be true or false")
     m.skew_first = ck.get("skew_first", False)
+    if not isinstance(ck.get("integer_counts", False), bool):
+        raise t.error("checks", "integer_counts", "must be true or false")
+    m.integer_counts = ck.get("integer_counts", False)
     for k, v in doc.get("unit_of", {}).items():
         if k not in m.units or m.units[k] not in DURATION_UNITS or not isinstance(v, str) or not v.strip():
             raise t.error("unit_of", k, "a duration column (in [units]: its unit when the record names none "
@@ -157,7 +160,7 @@ def _names_and_checks(t: _Text, doc: dict, m: Mapping) -> None:
         m.pairs.append((pair[0], pair[1]))
 
 
-def _variant(t: _Text, name: str, v: object, m: Mapping) -> Variant:
+def parse_variant(t: Text, name: str, v: object, m: Mapping) -> Variant:
     """``[variants.<name>]``: records of another kind in the same source, picked by ``when`` (the
     first variant whose condition holds), with their own ``[constants]`` and ``[boundaries]``
     (replacing the base ones whole), or ``refuse``d with a reason."""
@@ -182,7 +185,7 @@ def _variant(t: _Text, name: str, v: object, m: Mapping) -> Variant:
             raise t.error(f"{sec}.constants", k, "a variant changes a [constants] value (of the same type)")
         if k == "vantage" and c not in ("client", "gateway", "server"):
             raise t.error(f"{sec}.constants", k, "must be client, gateway or server")
-    bounds = _boundaries(t, f"{sec}.boundaries", v["boundaries"], m) if "boundaries" in v else None
+    bounds = parse_boundaries(t, f"{sec}.boundaries", v["boundaries"], m) if "boundaries" in v else None
     columns: dict[str, list[str]] = {}
     for k, c in v.get("columns", {}).items():
         if k not in m.columns:
@@ -194,6 +197,6 @@ def _variant(t: _Text, name: str, v: object, m: Mapping) -> Variant:
             if c.get("single") == "empty":
                 m.single_empty.add(c["from"])
             c = c.get("from")
-        columns[k] = _str_list(t, f"{sec}.columns", k, c, "a source column")
-    return Variant(name, _when(t, sec, "when", v["when"]), (refuse["code"], refuse["detail"]) if refuse else None,
+        columns[k] = str_list(t, f"{sec}.columns", k, c, "a source column")
+    return Variant(name, parse_when(t, sec, "when", v["when"]), (refuse["code"], refuse["detail"]) if refuse else None,
                    dict(consts), bounds, columns)

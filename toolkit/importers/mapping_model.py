@@ -8,15 +8,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.importers.compile_clock import Origin
-from toolkit.importers.compile_read import Records
+from toolkit.importers.compile_records import Records
 
 # ---------------------------------------------------------------------------------------------
 # units
 
 TIME_UNITS = ("epoch_s", "epoch_ms", "epoch_us", "epoch_ns", "iso8601")
 DURATION_UNITS = ("s", "ms", "us", "ns")
-_TO_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}  # multiplier to microseconds
-_ISO_OFFSET = r"\d:\d\d(:\d\d(\.\d+)?)?\s*([Zz]|[+-]\d\d(:?\d\d)?)$"
+TO_US = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}  # multiplier to microseconds
+ISO_OFFSET = r"\d:\d\d(:\d\d(\.\d+)?)?\s*([Zz]|[+-]\d\d(:?\d\d)?)$"
 
 
 # a condition: (column, SQL operator or "present" / "matches", literal: a value, None for null,
@@ -172,6 +172,10 @@ class Mapping:
     # ``[checks] skew_first``: a derived boundary past the read one after it is placed at it (and
     # its skew checked) even when the read boundaries around it are out of order
     skew_first: bool = False
+    # ``[checks] integer_counts``: the source of an integer column of ours (a token count) that holds
+    # no integer is "<col> is not an integer" (default: "is not a number", as a count read from any
+    # number always said)
+    integer_counts: bool = False
     # ``[unit_of]``: a duration column -> the column holding its unit per record (AIPerf's {value, unit})
     unit_of: dict[str, str] = field(default_factory=dict)
     single_empty: set[str] = field(default_factory=set)  # lists of times whose one time has gaps []

@@ -6,18 +6,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolkit.importers.compile_read import MappingError
+from toolkit.importers.compile_sql import MappingError
 from toolkit.importers.mapping_model import Col, Condition
 
-_CONDITION = re.compile(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*")  # <column> <op> <value>
-_OPS = {"=": "=", "==": "=", "!=": "<>", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+CONDITION = re.compile(r"\s*(.+?)\s*(==|!=|<>|<=|>=|=|<|>)\s*(.+?)\s*")  # <column> <op> <value>
+OPS = {"=": "=", "==": "=", "!=": "<>", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _PRESENT = re.compile(r"\s*(.+?)\s+is\s+present\s*")  # <column> is present
 _MATCHES = re.compile(r"\s*(.+?)\s+matches\s+('.*')\s*")  # <column> matches '<regular expression>'
 # ``a and b`` / ``a or b`` outside quoted text
 _JOIN = re.compile(r"\s+(and|or)\s+(?=(?:[^']*'[^']*')*[^']*$)")
 
 
-class _Text:
+class Text:
     """The mapping file's text, to find the line of a section or key for error messages."""
 
     def __init__(self, path: str, text: str) -> None:
@@ -59,7 +59,7 @@ class _Text:
         return MappingError(f"{self.path}:{self.line(section, key)}: {where}: {message}")
 
 
-def _literal(t: _Text, section: str, key: str, text: str) -> Any:
+def parse_literal(t: Text, section: str, key: str, text: str) -> Any:
     s = text.strip()
     if s.lower() in ("true", "false"):
         return s.lower() == "true"
@@ -75,7 +75,7 @@ def _literal(t: _Text, section: str, key: str, text: str) -> Any:
         raise t.error(section, key, f"condition value {s!r} is not a number, a quoted string, true or false") from None
 
 
-def _when(t: _Text, section: str, key: str, w: object) -> Condition:
+def parse_when(t: Text, section: str, key: str, w: object) -> Condition:
     """A condition ``"<column> <op> <value>"`` as (column, SQL operator, literal); ``"<column> is
     present"`` as (column, "present", None); several joined by ``and`` (or ``or``, not both) as
     ("and" | "or", [conditions]); ``= null`` / ``!= null``: absent or null / there; a bare name on
@@ -86,22 +86,22 @@ def _when(t: _Text, section: str, key: str, w: object) -> Condition:
         joins = set(parts[1::2])
         if len(joins) > 1:
             raise t.error(section, key, "join conditions with and or with or, not both")
-        return joins.pop(), [_when(t, section, key, c) for c in parts[::2]]
+        return joins.pop(), [parse_when(t, section, key, c) for c in parts[::2]]
     if isinstance(w, str) and (pr := _PRESENT.fullmatch(w)):
         return pr.group(1), "present", None
     if isinstance(w, str) and (rx := _MATCHES.fullmatch(w)):
-        return rx.group(1), "matches", _literal(t, section, key, rx.group(2))
-    mt = _CONDITION.fullmatch(w) if isinstance(w, str) else None
+        return rx.group(1), "matches", parse_literal(t, section, key, rx.group(2))
+    mt = CONDITION.fullmatch(w) if isinstance(w, str) else None
     if not mt:
         raise t.error(section, key, "when must read \"<column> <op> <value>\", op one of = != < <= > >= "
                       "(or \"<column> is present\", \"<column> matches '<regex>'\"; joined by and / or)")
-    lit = _literal(t, section, key, mt.group(3))
-    if lit is None and _OPS[mt.group(2)] not in ("=", "<>"):
+    lit = parse_literal(t, section, key, mt.group(3))
+    if lit is None and OPS[mt.group(2)] not in ("=", "<>"):
         raise t.error(section, key, "null is tested with = or != only")
-    return mt.group(1), _OPS[mt.group(2)], lit
+    return mt.group(1), OPS[mt.group(2)], lit
 
 
-def _str_list(t: _Text, section: str, key: str, v: object, what: str) -> list[str]:
+def str_list(t: Text, section: str, key: str, v: object, what: str) -> list[str]:
     items = v if isinstance(v, list) else [v]
     strings = [x for x in items if isinstance(x, str) and x.strip()]
     if not items or len(strings) != len(items):

@@ -38,4 +38,4 @@ def sniff(head: bytes) -> bool:
     return any(final_response(line.strip()) for line in head.splitlines()[:20])
 
 
-IMPORTER = spec_importer(NAME, "server", None, sniff, SPEC)
+IMPORTER = spec_importer(SPEC, sniff)

@@ -15,13 +15,16 @@ The spec says both with general keys of the spec language (docs/formats/mapping.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 from toolkit.importers.mapping import spec_importer
-from toolkit.importers.sglang_timing import timing_response
+from toolkit.importers.sniff import parse_sniff
 
 NAME = "sglang"
 SPEC = Path(__file__).with_name("specs") / "sglang.toml"
+# a native /generate response line (the sglang-timing spec's [sniff]), which is not this format's
+_TIMING = parse_sniff(tomllib.loads((SPEC.parent / "sglang_timing.toml").read_text(encoding="utf-8"))["sniff"]).rules[0]
 
 
 def sniff(head: bytes) -> bool:
@@ -32,10 +35,10 @@ def sniff(head: bytes) -> bool:
         s = line.strip()
         if s.startswith(b"[") and b'"event": "request.' in s:
             return True
-        if s.startswith(b"{") and not timing_response(s) and (b'"request_received_ts"' in s
+        if s.startswith(b"{") and not _TIMING.passes(s) and (b'"request_received_ts"' in s
                                    or (b'"request_parameters"' in s and b'"prompt_tokens"' in s)):
             return True
     return False
 
 
-IMPORTER = spec_importer(NAME, "server", None, sniff, SPEC)
+IMPORTER = spec_importer(SPEC, sniff)

@@ -1,4 +1,5 @@
-"""Shared by the arrival-only workload-trace importers (``mooncake``, ``azure-llm``, ``burstgpt``).
+"""Shared by the arrival-only workload-trace importers (``mooncake``, ``azure-llm``, ``azure-lmm``,
+``burstgpt``).
 
 Public workload traces (docs/formats/workload-traces.md) record when each
 request arrived and its token counts, not how long it took (BurstGPT's ``Elapsed time`` is the
@@ -11,7 +12,7 @@ The schema makes ``ts_end`` required and has no column that says "workload trace
 * carry ``ts_end = ts_arrival`` with ``'ts_end'`` in ``derived`` when the trace has no latency
   (BurstGPT with ``Elapsed time``: ``ts_end = arrival + elapsed``, derived), every other
   boundary null, ``status`` null when the trace does not say;
-* are recognised by ``source_format`` (``mooncake``, ``azure-llm``, ``burstgpt``): latency
+* are recognised by ``source_format`` (``mooncake``, ``azure-llm``, ``azure-lmm``, ``burstgpt``): latency
   queries must exclude them (their e2e of 0 is not a measurement), load queries may use arrivals.
 """
 
