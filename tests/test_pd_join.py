@@ -80,7 +80,9 @@ def test_split_sglang_sample_counts_each_request_once(sg, kit) -> None:
     per request: two PD requests and the one-worker request."""
     raw = kit.rows(sg["split"], "requests")
     assert len(raw) == 5 and len(kit.rows(sg["one"], "requests")) == 3
-    halves = sorted(repr((r["prefill_replica"], r["replica"])) for r in raw if r["request_id"].endswith("c0ffee"))
+    halves = sorted(
+        repr((r["prefill_replica"], r["replica"])) for r in raw if r["request_id"].endswith("c0ffee")
+    )
     assert halves == 2 * ["('prefill-0', None)"] + 2 * ["(None, 'decode-0')"]
     con = _con(sg["split"])
     got = con.sql("SELECT count(*), count(*) FILTER (WHERE counted), count(DISTINCT request_id) FROM stages")
@@ -106,8 +108,15 @@ def test_joined_request_has_the_planted_chain(sg) -> None:
         t = r.times()
         ttft, pttft, kv, dq, e2e, values, pair = row
         assert (ttft, pttft, kv, dq, e2e) == pytest.approx(
-            ((t["f"] - t["a"]) / 1e3, (t["p"] - t["a"]) / 1e3, (t["k"] - t["p"]) / 1e3,
-             (t["f"] - t["k"]) / 1e3, (t["e"] - t["a"]) / 1e3), abs=1e-9)
+            (
+                (t["f"] - t["a"]) / 1e3,
+                (t["p"] - t["a"]) / 1e3,
+                (t["k"] - t["p"]) / 1e3,
+                (t["f"] - t["k"]) / 1e3,
+                (t["e"] - t["a"]) / 1e3,
+            ),
+            abs=1e-9,
+        )
         assert sum(values) == pytest.approx(e2e, abs=1e-6) and len(values) == 7
         assert pair == "prefill-0 -> decode-0"
 
@@ -126,7 +135,9 @@ def test_report_counts_the_split_import_once_and_its_p95_is_sqls(sg) -> None:
     planted["ttft_ms"].append(7.4)  # the one-worker request (sglang_unified: prefill end + 0.2 ms)
     planted["e2e_ms"].append(13.7)
     for metric, values in planted.items():
-        sql = con.sql(f"SELECT count(*), quantile_cont({metric}, 0.95) FROM per_request WHERE counted").fetchall()
+        sql = con.sql(
+            f"SELECT count(*), quantile_cont({metric}, 0.95) FROM per_request WHERE counted"
+        ).fetchall()
         want = float(np.percentile(values, 95))
         for side in ("current", "baseline"):
             s = r.summary[side][metric]
@@ -160,14 +171,28 @@ def _row(rid: str, a: float, **kw: object) -> dict:
 
 
 def _prefill(rid: str, a: float, **kw: object) -> dict:
-    base = {"ts_queued": a + 1, "ts_scheduled": a + 3, "ts_prefill_done": a + 10, "ts_kv_ready": a + 12,
-            "ts_end": a + 13, "prefill_replica": "P0", "cached_input_tokens": 64}
+    base = {
+        "ts_queued": a + 1,
+        "ts_scheduled": a + 3,
+        "ts_prefill_done": a + 10,
+        "ts_kv_ready": a + 12,
+        "ts_end": a + 13,
+        "prefill_replica": "P0",
+        "cached_input_tokens": 64,
+    }
     return _row(rid, a, **{**base, **kw})
 
 
 def _decode(rid: str, a: float, **kw: object) -> dict:
-    base = {"ts_kv_ready": a + 12.5, "ts_first_token": a + 14, "ts_last_token": a + 20, "ts_end": a + 21,
-            "replica": "D0", "input_tokens": 100, "output_tokens": 7}
+    base = {
+        "ts_kv_ready": a + 12.5,
+        "ts_first_token": a + 14,
+        "ts_last_token": a + 20,
+        "ts_end": a + 21,
+        "replica": "D0",
+        "input_tokens": 100,
+        "output_tokens": 7,
+    }
     return _row(rid, a, **{**base, **kw})
 
 
@@ -177,13 +202,17 @@ def test_join_rules_on_planted_rows(tmp_path: Path) -> None:
     (both workers named) is never joined; a prefill-side error makes the request an error; trace ids
     that differ never join."""
     rows = [
-        _prefill("r1", 0), _decode("r1", 0.2),
-        _prefill("r1", 600_000), _decode("r1", 600_000.3),
+        _prefill("r1", 0),
+        _decode("r1", 0.2),
+        _prefill("r1", 600_000),
+        _decode("r1", 600_000.3),
         _prefill("lonely", 1_000),
         _decode("whole", 2_000, prefill_replica="P1", ts_prefill_done=2_010),
         _prefill("whole", 2_000, ts_end=2_013),
-        _prefill("err", 3_000, status="error"), _decode("err", 3_000.1),
-        _prefill("t", 4_000), _decode("t", 4_000.1, trace_id="other"),
+        _prefill("err", 3_000, status="error"),
+        _decode("err", 3_000.1),
+        _prefill("t", 4_000),
+        _decode("t", 4_000.1, trace_id="other"),
     ]
     con = queries.connect(make_dataset(tmp_path, rows), sql="stages")
     got = con.sql(
@@ -226,14 +255,18 @@ def _sg_worker_lines(r: SgPd) -> tuple[str, str]:
 
 @settings(max_examples=5, deadline=None)
 @given(
-    durations=st.lists(st.tuples(st.integers(100, 30_000), st.integers(50, 50_000), st.integers(1, 6)),
-                       min_size=2, max_size=5),
+    durations=st.lists(
+        st.tuples(st.integers(100, 30_000), st.integers(50, 50_000), st.integers(1, 6)),
+        min_size=2,
+        max_size=5,
+    ),
     seed=st.integers(0, 2**16),
     files=st.integers(1, 3),
     batch_rows=st.sampled_from([1, 2, 250_000]),
 )
-def test_any_split_counts_once_and_sums_to_e2e(durations, seed: int, files: int, batch_rows: int, kit,
-                                                 tmp_path_factory) -> None:
+def test_any_split_counts_once_and_sums_to_e2e(
+    durations, seed: int, files: int, batch_rows: int, kit, tmp_path_factory
+) -> None:
     """Requests with drawn prefill, KV and decode times; every worker line put in one of ``files``
     files in a random order, read ``batch_rows`` lines a batch: each request counts once, its
     boundaries are the planted ones, and its stages sum exactly to e2e."""
@@ -258,4 +291,3 @@ def test_any_split_counts_once_and_sums_to_e2e(durations, seed: int, files: int,
         t = r.times()
         assert row[2:4] == pytest.approx(((t["f"] - t["a"]) / 1e3, (t["e"] - t["a"]) / 1e3), abs=1e-9)
         assert sum(row[4]) == pytest.approx(row[3], abs=1e-6) and len(row[4]) == 7
-
