@@ -224,10 +224,11 @@ def schema_reference(fmt: str, file: str, mapping: str = "") -> tuple[list[str],
     return schema_select(file, imp.name, f"CREATE TEMP VIEW lines AS {fast_lines_sql(fast.reads)}", fast.requests())
 
 
-def schema_select(file: str, fmt: str, lines_view: str, cand: str) -> tuple[list[str], str]:
+def schema_select(file: str, fmt: str, lines_view: str, cand: str, source: str = "") -> tuple[list[str], str]:
     """The schema reference's set-up (the import's variables, the ``line_id`` macro and
     ``lines_view``, the statement creating the view ``lines`` the candidate SQL reads) and its
-    SELECT of every column of the requests table from the candidate SQL ``cand``."""
+    SELECT of every column of the requests table from the candidate SQL ``cand`` (from
+    ``source``, a table holding its rows, if given)."""
     import duckdb
 
     from toolkit import schema
@@ -256,7 +257,7 @@ def schema_select(file: str, fmt: str, lines_view: str, cand: str) -> tuple[list
             cols.append(f"make_timestamp({c.name}) AS {c.name}")
         else:
             cols.append(f"CAST({c.name} AS {c.duckdb_type}) AS {c.name}")
-    return setup, f"SELECT {', '.join(cols)} FROM ({cand}) WHERE row_kind = 'record'"
+    return setup, f"SELECT {', '.join(cols)} FROM {source or f'({cand})'} WHERE row_kind = 'record'"
 
 
 def reference_sql(fmt: str, file: str) -> str:
