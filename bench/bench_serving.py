@@ -221,7 +221,7 @@ def generate(fmt: str, path: Path, n: int) -> int:
 
 
 # The batched schema reference: the set-up, then per batch of lines (a file of its own, cut before
-# the run as the line reader cuts its batches) its table ``lines``, the candidates into ``_cand``
+# the run as the line reader cuts its batches) its view ``lines``, the candidates into ``_cand``
 # (as the import keeps them: one COPY over the candidate SQL took DuckDB 4x the CPU on dynamo's)
 # and the COPY of that batch's records.
 BATCH_CHILD_TAIL = """
@@ -239,7 +239,7 @@ def _lines_view(file: str, first: int = 1) -> str:
     """The view ``lines`` as the line reader gives it (``ln``, ``line``), of a whole file whose
     first line is line ``first``."""
     return (
-        f"CREATE OR REPLACE TEMP TABLE lines AS SELECT row_number() OVER () + {first - 1} AS ln, line "
+        f"CREATE OR REPLACE TEMP VIEW lines AS SELECT row_number() OVER () + {first - 1} AS ln, line "
         f"FROM read_csv('{file}', columns = {{'line': 'VARCHAR'}}, header = false, delim = '\\x01', quote = '', "
         "escape = '', auto_detect = false, max_line_size = 1000000000)"
     )
@@ -268,7 +268,7 @@ def schema_reference(fmt: str, file: str, batched: bool = False) -> tuple[list[s
 def cut_batches(fmt: str, path: Path, work: Path) -> list[list[str]] | None:
     """For an importer read by the line reader: the file cut into the batches that reader makes (up
     to 250,000 lines or the importer's batch bytes, cut where toolkit/inputs/streams.py cuts), one file each under
-    ``work``, and the statements of each (its table ``lines``, its candidates ``_cand``); None for
+    ``work``, and the statements of each (its view ``lines``, its candidates ``_cand``); None for
     an importer with a fast reader."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
