@@ -262,7 +262,9 @@ def schema_reference(fmt: str, file: str, batched: bool = False) -> tuple[list[s
         assert imp.layout.requests is not None
         view, cand = _lines_view(file), imp.layout.requests()
     setup, select = _jsonl().schema_select(file, imp.name, view, cand, "_cand" if batched else "")
-    return (setup[:-1], select) if batched else (setup, select)
+    # batched: the import holds a batch's lines in Arrow, outside DuckDB's 600 MB pool; here DuckDB
+    # reads them into the pool (64 MiB of OTLP text and its parse did not fit), so the pool is larger
+    return ([*setup[:-1], "SET memory_limit = '1200MB'"], select) if batched else (setup, select)
 
 
 def cut_batches(fmt: str, path: Path, work: Path) -> list[list[str]] | None:
