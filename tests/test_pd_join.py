@@ -123,7 +123,8 @@ def test_joined_request_has_the_planted_chain(sg) -> None:
 
 def test_report_counts_the_split_import_once_and_its_p95_is_sqls(sg) -> None:
     """The report over the split import (baseline: the single-file import) counts 3 requests a side,
-    and its p95 TTFT/e2e are SQL's over per_request and numpy's over the planted times."""
+    and its p95 TTFT/e2e are SQL's over per_request and numpy's over the planted times. About 2 s:
+    one report build over two datasets."""
     r = build_report(sg["split"], baseline_dataset=sg["one"])
     assert (r.meta["current"]["requests"], r.meta["baseline"]["requests"]) == (3, 3)
     con = _con(sg["split"])
@@ -269,7 +270,8 @@ def test_any_split_counts_once_and_sums_to_e2e(
 ) -> None:
     """Requests with drawn prefill, KV and decode times; every worker line put in one of ``files``
     files in a random order, read ``batch_rows`` lines a batch: each request counts once, its
-    boundaries are the planted ones, and its stages sum exactly to e2e."""
+    boundaries are the planted ones, and its stages sum exactly to e2e. About 3 s: five examples,
+    an import each (the split into files and batches is what is drawn)."""
     reqs = [SgPd(i + 1, i * 70_000, forward=f, kv=kv, steps=s) for i, (f, kv, s) in enumerate(durations)]
     rng = random.Random(seed)
     out: list[list[str]] = [[] for _ in range(files)]
