@@ -71,7 +71,8 @@ print(json.dumps({**{k: res[k] for k in ("read", "imported", "quarantined", "dup
                   "tree": toolkit.__file__.rsplit("/toolkit/", 1)[0]}))
 """
 # The reference child: duckdb only (its start-up is what DuckDB's own costs), the import's settings.
-REFERENCE_CHILD = """
+# REFERENCE_SETUP is its start (bench_serving.py's batched child continues it differently).
+REFERENCE_SETUP = """
 import json, os, sys
 import duckdb
 sql, out = open(sys.argv[1]).read(), sys.argv[2]
@@ -82,6 +83,8 @@ con.execute("SET memory_limit = '600MB'")
 con.execute("SET preserve_insertion_order = false")
 for stmt in (json.loads(open(sys.argv[3]).read()) if len(sys.argv) > 3 else []):  # the schema reference's set-up
     con.execute(stmt)
+"""
+REFERENCE_CHILD = REFERENCE_SETUP + """
 (rows,) = con.execute(f"COPY ({sql}) TO '{out}' (FORMAT parquet, COMPRESSION snappy)").fetchone()
 hwm = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:"))
 print(json.dumps({"imported": rows, "hwm_kb": hwm}))
@@ -208,9 +211,6 @@ def schema_reference(fmt: str, file: str, mapping: str = "") -> tuple[list[str],
     the requests table from the importer's candidate SQL, as the import writes them (timestamps
     from BIGINT microseconds, the source format and file on every row). None where the import
     writes spans too or synthesizes its ids (its output is then more than this SELECT)."""
-    import duckdb
-
-    from toolkit import schema
     from toolkit.importers import get_importer
     from toolkit.importers._common import ImportOptions
     from toolkit.ingest.readers.fast import fast_lines_sql
@@ -221,14 +221,26 @@ def schema_reference(fmt: str, file: str, mapping: str = "") -> tuple[list[str],
     fast = imp.layout.fast
     if fast is None or imp.layout.tables != ["requests"] or fast.line_id or fast.nested_spans:
         return None
+    return schema_select(file, imp.name, f"CREATE TEMP VIEW lines AS {fast_lines_sql(fast.reads)}", fast.requests())
+
+
+def schema_select(file: str, fmt: str, lines_view: str, cand: str, source: str = "") -> tuple[list[str], str]:
+    """The schema reference's set-up (the import's variables, the ``line_id`` macro and
+    ``lines_view``, the statement creating the view ``lines`` the candidate SQL reads) and its
+    SELECT of every column of the requests table from the candidate SQL ``cand`` (from
+    ``source``, a table holding its rows, if given)."""
+    import duckdb
+
+    from toolkit import schema
+    from toolkit.inputs.sources import expand
+
     q = "'{}'".format
-    setup = [f"SET VARIABLE source_path = {q(file)}", f"SET VARIABLE source_format = {q(imp.name)}",
-             f"SET VARIABLE source_file = {q(src.name)}", "SET VARIABLE file_hash = ''",
+    setup = [f"SET VARIABLE source_path = {q(file)}", f"SET VARIABLE source_format = {q(fmt)}",
+             f"SET VARIABLE source_file = {q(expand([file])[0].name)}", "SET VARIABLE file_hash = ''",
              *(f"SET VARIABLE {v} = NULL" for v in ("service", "model", "clock_origin_us")),
              "SET VARIABLE imported_at = now()::TIMESTAMP",
              "CREATE TEMP MACRO line_id(ln) AS getvariable('file_hash') || '-'",
-             f"CREATE TEMP VIEW lines AS {fast_lines_sql(fast.reads)}"]
-    cand = fast.requests()
+             lines_view]
     con = duckdb.connect()
     for stmt in setup:
         con.execute(stmt)
@@ -245,7 +257,7 @@ def schema_reference(fmt: str, file: str, mapping: str = "") -> tuple[list[str],
             cols.append(f"make_timestamp({c.name}) AS {c.name}")
         else:
             cols.append(f"CAST({c.name} AS {c.duckdb_type}) AS {c.name}")
-    return setup, f"SELECT {', '.join(cols)} FROM ({cand}) WHERE row_kind = 'record'"
+    return setup, f"SELECT {', '.join(cols)} FROM {source or f'({cand})'} WHERE row_kind = 'record'"
 
 
 def reference_sql(fmt: str, file: str) -> str:
@@ -367,6 +379,11 @@ def print_table(rows: list[dict]) -> None:
                      + ("" if all(r[m]["rows_ok"] for m in trees) else " (ROWS DIFFER)"),
                      *((_range(r["schema"]["cpu_s"]), f"{statistics.median(r['after']['schema_ratio']):.2f}x")
                        if "schema" in r else ("-", "-"))])
+    print_grid(head, body)
+
+
+def print_grid(head: list[str], body: list[list[str]]) -> None:
+    """A plain-text table: the columns padded to their widest cell, a rule under the head."""
     widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
     for x in [head, ["-" * w for w in widths], *body]:
         print("  ".join(str(c).ljust(w) for c, w in zip(x, widths, strict=True)).rstrip())
@@ -388,10 +405,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown format(s) {', '.join(unknown)}; known: {', '.join(FORMATS)}")
     print(f"bench_jsonl: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
     rows = [bench_format(fmt, n, args.repeat, args.before, args.keep_data) for fmt in formats]
-    print_table(rows)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=2))
+    return finish(rows, print_table, args.json)
+
+
+def finish(rows: list[dict], table: Callable[[list[dict]], None], out: Path | None) -> int:
+    """Print the figures with ``table`` and, with ``out``, write them there as JSON."""
+    table(rows)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rows, indent=2))
     return 0
 
 

@@ -2,9 +2,9 @@
 -- kind: view
 -- description: Helper: each request's boundaries as epoch microseconds, its stage segments, and whether it is the record its call is counted by.
 -- percentiles: none
--- requires: requests, _links
+-- requires: requests, _links, _pd_links
 -- columns:
---   *: as requests; every column of requests, unchanged
+--   *: as requests; every column of requests, one row per requests row but the prefill worker's record of a disaggregated request that _pd_links joins to its decode worker's record (a part of that request); unchanged, except on the decode worker's record of a disaggregated request joined to its prefill worker's (_pd_links): ts_arrival (the earlier of the two), ts_routed, ts_queued, ts_scheduled, ts_prefill_done, prefill_replica and cached_input_tokens from the prefill side, ts_kv_ready and input_tokens where the decode side has none, status an error if either side's is
 --   a_us, q_us, s_us, f_us, l_us, e_us: us; ts_arrival .. ts_end as epoch microseconds (null where the boundary is missing)
 --   r_us, p_us, k_us: us; ts_routed, ts_prefill_done, ts_kv_ready as epoch microseconds (null where the source has no router or no KV hand-off, or did not record it)
 --   segments: list of {stage, t0, t1} (us); one entry per interval between consecutive known boundaries, named by the stages it covers joined with '+'
@@ -32,7 +32,39 @@
 -- Both uses share the one join: `keyed` holds each linked row key once, with whether it is an
 -- upper record and the count its upper record gives it; a lower row computes its key only when
 -- it lacks a count and some upper record has one (so server records alone still compute none).
-WITH r AS (
+WITH pd_any AS (
+    SELECT count(*) > 0 AS linked FROM _pd_links
+),
+-- a decode worker's record joined to its prefill worker's takes the prefill side's boundaries
+-- (_pd_links), and the prefill worker's record is a part of it (left out, as the importer skips it
+-- when both records are in one batch); the row key is computed only when some pair exists, and
+-- only on rows that name one worker
+j AS (
+    SELECT
+        q.* EXCLUDE (ts_arrival, ts_routed, ts_queued, ts_scheduled, ts_prefill_done, ts_kv_ready,
+                     prefill_replica, input_tokens, cached_input_tokens, status),
+        CASE WHEN pl.decode_key IS NULL THEN q.ts_arrival ELSE least(q.ts_arrival, pl.ts_arrival) END AS ts_arrival,
+        CASE WHEN pl.decode_key IS NULL THEN q.ts_routed ELSE coalesce(q.ts_routed, pl.ts_routed) END AS ts_routed,
+        CASE WHEN pl.decode_key IS NULL THEN q.ts_queued ELSE pl.ts_queued END AS ts_queued,
+        CASE WHEN pl.decode_key IS NULL THEN q.ts_scheduled ELSE pl.ts_scheduled END AS ts_scheduled,
+        CASE WHEN pl.decode_key IS NULL THEN q.ts_prefill_done ELSE pl.ts_prefill_done END AS ts_prefill_done,
+        coalesce(q.ts_kv_ready, pl.ts_kv_ready) AS ts_kv_ready,
+        coalesce(pl.prefill_replica, q.prefill_replica) AS prefill_replica,
+        coalesce(q.input_tokens, pl.input_tokens) AS input_tokens,
+        CASE WHEN pl.decode_key IS NULL THEN q.cached_input_tokens
+             ELSE coalesce(pl.cached_input_tokens, q.cached_input_tokens) END AS cached_input_tokens,
+        CASE WHEN q.status = 'ok' AND pl.status <> 'ok' THEN pl.status ELSE q.status END AS status
+    FROM requests AS q
+    CROSS JOIN pd_any
+    LEFT JOIN _pd_links AS pl
+      ON CASE WHEN pd_any.linked AND q.prefill_replica IS NULL
+              THEN hash(q.source_format, q.source_file, q.source_line, q.span_id, q.request_id) END = pl.decode_key
+    LEFT JOIN (SELECT prefill_key FROM _pd_links) AS pp
+      ON CASE WHEN pd_any.linked AND q.replica IS NULL AND q.prefill_replica IS NOT NULL
+              THEN hash(q.source_format, q.source_file, q.source_line, q.span_id, q.request_id) END = pp.prefill_key
+    WHERE pp.prefill_key IS NULL  -- the prefill worker's record is a part of its joined request
+),
+r AS (
     SELECT
         *,
         epoch_us(ts_arrival) AS a_us,
@@ -44,7 +76,7 @@ WITH r AS (
         epoch_us(ts_first_token) AS f_us,
         epoch_us(ts_last_token) AS l_us,
         epoch_us(ts_end) AS e_us
-    FROM requests
+    FROM j
 ),
 -- the upper records of links (rows joined to a record nearer the model, which are not counted),
 -- and the lower records whose upper record has a cached-token count, with that count

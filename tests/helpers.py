@@ -178,3 +178,36 @@ def bench_module(name: str) -> Iterator[ModuleType]:
         yield module
     finally:
         sys.path.remove(str(BENCH))
+
+
+def rows_differ(con: Any, left: str, right: str, cols: str) -> int:
+    """Rows of ``left`` not in ``right`` plus rows of ``right`` not in ``left`` (as multisets) over
+    the columns ``cols``: 0 when two relations hold the same rows, duplicates counted."""
+    return con.execute(f"""
+        SELECT count(*) FROM (
+            (SELECT {cols} FROM {left} EXCEPT ALL SELECT {cols} FROM {right})
+            UNION ALL
+            (SELECT {cols} FROM {right} EXCEPT ALL SELECT {cols} FROM {left}))""").fetchone()[0]
+
+
+def schema_reference_diff(setup: list[str], sql: str, tmp: Path) -> tuple[int, int]:
+    """A benchmark's schema reference (its set-up statements and SELECT) written to Parquet beside
+    the dataset ``tmp``/ds that the import wrote: checks it has the requests table's columns and
+    the import's types, and returns (rows differing from the import's, rows it wrote). Lines are
+    not compared: the import numbers them in Python."""
+    import duckdb
+
+    con = duckdb.connect()
+    for stmt in setup:
+        con.execute(stmt)
+    out = tmp / "schema.parquet"
+    con.execute(f"COPY ({sql}) TO '{out}' (FORMAT parquet)")
+    names = schema.table("requests").names
+    stored = f"read_parquet('{tmp}/ds/requests/**/*.parquet', hive_partitioning = false)"
+    written = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{out}')").fetchall()
+    assert [c[0] for c in written] == names
+    imported = con.execute(f"DESCRIBE SELECT * FROM {stored}").fetchall()
+    assert [c[:2] for c in written] == [c[:2] for c in imported]  # the same types
+    cols = ", ".join(n for n in names if n != "source_line")
+    return (rows_differ(con, f"read_parquet('{out}')", stored, cols),
+            con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0])

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from helpers import bench_module
+from helpers import bench_module, schema_reference_diff
 
-from toolkit import schema
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest import import_traces
 
@@ -121,23 +120,4 @@ def test_schema_reference_writes_what_the_import_writes(bench, tmp_path: Path, f
     if ref is None:
         return
     import_traces([str(path)], tmp_path / "ds", fmt=fmt, options=ImportOptions(mapping=mapping or None))
-    setup, sql = ref
-    out = tmp_path / "schema.parquet"
-    con = duckdb.connect()
-    for stmt in setup:
-        con.execute(stmt)
-    con.execute(f"COPY ({sql}) TO '{out}' (FORMAT parquet)")
-    names = schema.table("requests").names
-    stored = f"read_parquet('{tmp_path}/ds/requests/**/*.parquet', hive_partitioning = false)"
-    written = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{out}')").fetchall()
-    assert [c[0] for c in written] == names
-    imported = con.execute(f"DESCRIBE SELECT * FROM {stored}").fetchall()
-    assert [c[:2] for c in written] == [c[:2] for c in imported]  # the same types
-    cols = ", ".join(n for n in names if n != "source_line")  # the import numbers lines, the reference does not
-    diff = con.execute(f"""
-        SELECT count(*) FROM (
-            (SELECT {cols} FROM read_parquet('{out}') EXCEPT ALL SELECT {cols} FROM {stored})
-            UNION ALL
-            (SELECT {cols} FROM {stored} EXCEPT ALL SELECT {cols} FROM read_parquet('{out}')))""").fetchone()[0]
-    assert diff == 0
-    assert con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0] == N
+    assert schema_reference_diff(*ref, tmp_path) == (0, N)

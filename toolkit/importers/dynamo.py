@@ -70,7 +70,9 @@ def spans_sql() -> str:
     )
     return f"""
 WITH p AS (
-    SELECT ln, TRY_CAST(line AS JSON) AS j FROM lines
+    -- only lines that can hold a tool record are parsed: its event_type names it (tool_end,
+    -- tool_error) in the text; the request_end lines, nearly all of a file, are not parsed twice
+    SELECT ln, TRY_CAST(line AS JSON) AS j FROM lines WHERE contains(line, 'tool_')
 ), e AS (
     SELECT ln, CASE WHEN json_type(j, '$.event') = 'OBJECT' THEN json_extract(j, '$.event') ELSE j END AS ev
     FROM p WHERE json_type(j) = 'OBJECT'

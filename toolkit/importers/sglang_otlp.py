@@ -56,7 +56,8 @@ BOUNDARIES = {
 }
 CANNOT = (
     "no router span (ts_routed stays empty); no KV transfer size or speed in the spans; a request whose "
-    "prefill and decode spans are in different files gives a record per worker"
+    "prefill and decode spans are in different files gives a record per worker, which the views join "
+    "into one request (_pd_links)"
 )
 
 # the slices read, as (alias, span name)
