@@ -47,7 +47,7 @@ def test_a_small_query_sets_up_only_the_views_it_reads(tmp_path) -> None:  # typ
     assert queries.connect(ds, sql="SELECT 1").sql(views).fetchall() == [("engine_state",), ("quarantine",),
                                                                          ("requests",), ("spans",)]
     some = {v for (v,) in queries.connect(ds, sql="SELECT * FROM busy_periods").sql(views).fetchall()}
-    assert some == {"engine_state", "quarantine", "requests", "spans", "_links", "_bounds", "_load_calls",
+    assert some == {"engine_state", "quarantine", "requests", "spans", "_links", "_pd_links", "_bounds", "_load_calls",
                     "_bucket_load", "load", "busy_periods"}
     assert len(queries.connect(ds).sql(views).fetchall()) == 4 + sum(q.is_view for q in queries.list_queries())
 

@@ -184,4 +184,4 @@ def test_views_are_made_on_demand(samples: Path, spark_session: object) -> None:
     want = queries.run_sql(samples, "SELECT count(*) AS n, count(DISTINCT request_id) AS r FROM stages").to_pylist()
     assert con.execute("SELECT count(*) AS n, count(DISTINCT request_id) AS r FROM stages").fetchall() == \
         [tuple(want[0].values())]
-    assert v.made == {"stages", "_bounds", "_links"} and not v.spark.catalog.tableExists("metrics")
+    assert v.made == {"stages", "_bounds", "_links", "_pd_links"} and not v.spark.catalog.tableExists("metrics")

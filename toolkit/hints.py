@@ -14,6 +14,10 @@ from __future__ import annotations
 import inspect
 import json
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from toolkit.importers.spec import Importer
 
 SAMPLE_LINES = 10  # JSON lines a suggested format's dry run reads: enough to tell, about 0.3 s an importer
 _VLLM_TEXT = re.compile(rb"^(?:\(\w+ pid=\d+\) )?(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[",
@@ -80,11 +84,21 @@ def _nearest(line: bytes) -> list[str]:
     keys = [k for k in record if isinstance(k, str) and len(k) > 2]
     scored: list[tuple[int, int, str]] = []
     for name, imp in REGISTRY.items():
-        try:
-            text = inspect.getsource(inspect.getmodule(imp.sniff))  # type: ignore[arg-type]
-        except (OSError, TypeError):
-            continue
+        text = _source_text(imp)
         hits = sum(1 for k in keys if f"'{k}'" in text or f'"{k}"' in text or f".{k}" in text)
         if hits > 1:
             scored.append((-hits, len(scored), name))  # most hits first; ties in registry order
     return [name for _h, _i, name in sorted(scored)]
+
+
+def _source_text(imp: Importer) -> str:
+    """What names an importer's fields: its spec (toolkit/importers/specs/) and the module of a sniff
+    written in Python; a sniff declared in the spec is the rule language's (sniff.py), which names none."""
+    texts = [imp.spec.read_text(encoding="utf-8")] if imp.spec is not None else []
+    module = inspect.getmodule(imp.sniff)
+    if module is not None and module.__name__ != "toolkit.importers.sniff":
+        try:
+            texts.append(inspect.getsource(module))
+        except (OSError, TypeError):
+            pass
+    return "\n".join(texts)

@@ -453,4 +453,4 @@ def spec_importer(spec: Path, sniff: Callable[[bytes], bool] | None = None) -> I
     # and whether it has the fast reader (JSON lines, CSV: compile._fast), for the tests that list them
     fast = Fast(JsonValues({}), requests=unbound) if fmt in ("jsonl", "csv") else None
     return Importer(name, vantage, IDENTITY, spec_docs(doc), sniff,
-                    Layout(requests=unbound, reads=reads, fast=fast), bind=bind)
+                    Layout(requests=unbound, reads=reads, fast=fast), bind=bind, spec=spec)

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Literal
 from toolkit.importers._common import SPAN_IDENTITY
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from toolkit.importers._common import ImportOptions
     from toolkit.inputs.sources import Source
 
@@ -153,6 +155,8 @@ class Importer:
     layout: Layout
     span_identity: str = SPAN_IDENTITY
     bind: Callable[[Importer, Source, ImportOptions], Importer] | None = field(default=None, compare=False)
+    spec: Path | None = field(default=None, compare=False)
+    """The TOML spec that declares the format, for one declared by a spec (toolkit/importers/specs/)."""
 
     def for_file(self, src: Source, options: ImportOptions) -> Importer:
         """The importer bound to ``src`` (itself when nothing depends on the file)."""
