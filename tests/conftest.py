@@ -212,8 +212,12 @@ SPARK_TEST_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
     # a test JVM lives a few minutes and runs ~100 small jobs: the C2 compiler's work never pays back
-    # there; C1 only cut the samples' view set-up from 64 to 49 CPU s (bench figures keep the default JIT)
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    # there; C1 only cut the samples' view set-up from 64 to 49 CPU s (bench figures keep the default JIT).
+    # The serial collector: a 1 GB heap of small jobs needs no parallel GC threads on 2 cores
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    # whole-stage code generation compiles every stage's Java source (Janino) before running it over a
+    # few thousand rows: interpreted, the samples' views took ~15 % less CPU (codegen of expressions stays)
+    "spark.sql.codegen.wholeStage": "false",
 }
 """Settings of the test suite's Spark session; none changes a result (tests/test_spark_engine.py checks
 every view against DuckDB under them)."""
