@@ -220,8 +220,10 @@ SPARK_TEST_CONF = {
     "spark.default.parallelism": "2",
     # a test JVM lives a few minutes and runs ~100 small jobs: the C2 compiler's work never pays back
     # there; C1 only cut the samples' view set-up from 64 to 49 CPU s (bench figures keep the default JIT).
-    # The serial collector: a 1 GB heap of small jobs needs no parallel GC threads on 2 cores
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    # The serial collector: a 1 GB heap of small jobs needs no parallel GC threads on 2 cores. C1 alone
+    # gets a 48 MB code cache, not tiered compilation's 240 MB: interpreted stages (below) filled it, the
+    # JIT stopped ("CodeCache is full") and the JVM then failed every job (a MethodHandle linkage error)
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m",
     # whole-stage code generation compiles every stage's Java source (Janino) before running it over a
     # few thousand rows: interpreted, the samples' views took ~15 % less CPU (codegen of expressions stays)
     "spark.sql.codegen.wholeStage": "false",
