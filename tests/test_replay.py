@@ -157,17 +157,54 @@ def req_index(rid: str) -> int:
     return int(rid.rsplit("-", 1)[1])
 
 
+class WakeLateness(threading.Thread):
+    """How late this machine wakes a sleeping thread of this process while the replay runs (the worst
+    over 10 ms sleeps, in ms): the replay's event loop can be no more punctual than that, so the pacing
+    test's tolerances are the schedule's plus this, and hold on a loaded machine as on a quiet one."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.worst_ms = 0.0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            t = time.perf_counter()
+            time.sleep(0.01)
+            self.worst_ms = max(self.worst_ms, (time.perf_counter() - t - 0.01) * 1e3)
+
+    def __enter__(self) -> WakeLateness:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.join()
+
+
 def test_pacing_follows_the_schedule_open_loop(server, tmp_path, kit):
+    """Each request leaves at its scheduled time, never early, without waiting for earlier responses.
+    Lateness is bounded by 150 ms plus how late the machine woke a sleeper meanwhile (``WakeLateness``):
+    on a loaded machine every wake-up is late, and a fixed bound failed there with the replay correct."""
     offsets = [0, 100, 150, 600, 650, 700, 1200, 1500, 1550, 2000]
     server.token_delay = 0.1  # each response takes ~0.5 s: arrivals must not wait for them
-    summary = replay(mooncake(tmp_path / "t.jsonl", offsets), server.url, tmp_path / "ds")
+    with WakeLateness() as machine:
+        summary = replay(mooncake(tmp_path / "t.jsonl", offsets), server.url, tmp_path / "ds")
+    slack = 150 + 2 * machine.worst_ms
     assert summary["sent"] == 10 and summary["by_status"] == {"ok": 10}
+    recs = sorted((json.loads(x) for x in Path(summary["records"]).read_text().splitlines()), key=lambda r: r["index"])
+    assert [round(r["scheduled_s"] * 1e3) for r in recs] == offsets
+    # sent at schedule + lag: never early (sleeping to an absolute time), late by no more than the machine
+    assert all(-1 <= r["lag_ms"] < slack for r in recs), ([r["lag_ms"] for r in recs], machine.worst_ms)
+    assert summary["lag_ms"]["max"] == max(r["lag_ms"] for r in recs)
+    assert summary["lag_ms"]["p50"] < 100 + 2 * machine.worst_ms
+    # the server saw them spaced as sent (a loopback hop apart), none before its time
     log = sorted(server.stream_log(), key=lambda e: req_index(e["rid"]))
-    t0 = log[0]["t"]
-    for e, want in zip(log, offsets, strict=True):
-        assert abs((e["t"] - t0) * 1e3 - want) < 150, (e["t"] - t0, want)
+    t0, s0 = log[0]["t"], recs[0]["t_send_us"]
+    for e, r, want in zip(log, recs, offsets, strict=True):
+        assert abs((e["t"] - t0) * 1e3 - (r["t_send_us"] - s0) / 1e3) < slack, (e["t"] - t0, r, machine.worst_ms)
+        assert (e["t"] - t0) * 1e3 > want - slack, (e["t"] - t0, want)
     assert server.max_in_flight >= 3  # open loop: overlapping requests
-    assert summary["lag_ms"]["p50"] < 100 and summary["late_over_100ms"] <= 2
     rows = kit.rows(tmp_path / "ds", "requests")
     assert len(rows) == 10 and {r["vantage"] for r in rows} == {"client"}
     assert {r["source_format"] for r in rows} == {"stagelens-replay"}

@@ -10,7 +10,7 @@ from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from toolkit.engines import connection
@@ -48,6 +48,7 @@ def test_bind_positional_skips_strings() -> None:
     assert out == "SELECT 1 FROM t WHERE a = '$ttft_slo_ms' AND b = '?' AND c = '$y'"
 
 
+@settings(deadline=None)  # a first sqlglot parse on a loaded machine took 380 ms: Hypothesis's 200 ms deadline failed it
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40))
 @example(" = ")  # text holding the operator itself (an earlier form of this test counted " = ")
 @example("' OR 1=1 --")
