@@ -440,7 +440,7 @@ def test_mapping_csv_defaults_differ(tmp_path: Path) -> None:
     (('error = "output_tokens = 0"', 'error = "output_tokens"'), ':15: [values.status] error: a case reads'),
     (("cases = {", 'from = "Out"\ncases = {'), ":16: [values.status] cases: give either from (and map) or cases"),
     (('Out = "Out is not an integer"', "Out = 1"), ":17: [bad_type] Out: the detail of the bad-type reason"),
-    (("[source]", 'docs = { description = "x" }\n[source]'), ":1: docs: only a built-in importer's spec has [docs]"),
+    (("[source]", 'docs = "x"\n[source]'), ":1: docs: must be a table, e.g. [docs]"),
 ])
 def test_mapping_csv_key_errors(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
     assert expected in _err(tmp_path, CSV_KEYS.replace(*change))

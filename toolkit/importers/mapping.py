@@ -120,17 +120,15 @@ def _records(t: Text, src: dict, fmt: str | None) -> Records | None:
     return rec
 
 
-def _check_sections(t: Text, doc: dict, builtin: bool) -> None:
-    """The file's top-level keys: known, tables, and ``[docs]`` and ``[sniff]`` (what declares a
-    built-in format) only in a built-in spec."""
+def _check_sections(t: Text, doc: dict) -> None:
+    """The file's top-level keys: known, tables, and a ``[sniff]`` that parses. A user's mapping and a
+    built-in spec are one language: ``[docs]`` and ``[sniff]`` declare a built-in format (what
+    ``stagelens formats`` says, how a file is recognised); in a user's mapping, named by --mapping,
+    they are checked and kept unread, so a copy of a built-in spec under a new name imports as it does."""
     for k in doc:
         if k not in _SECTIONS:
             raise t.error(None, k, f"unknown key (known: {', '.join(sorted(_SECTIONS))})")
-    if "docs" in doc and not builtin:
-        raise t.error(None, "docs", "only a built-in importer's spec has [docs] (stagelens formats reads it)")
     if "sniff" in doc:
-        if not builtin:
-            raise t.error(None, "sniff", "only a built-in importer's spec has [sniff] (a mapping is named by --mapping)")
         try:
             parse_sniff(doc["sniff"])
         except ValueError as e:
@@ -156,7 +154,7 @@ def load(path: str | Path, builtin: bool = False) -> Mapping:
     except tomllib.TOMLDecodeError as e:
         raise MappingError(f"{path}: not valid TOML: {e}") from None
 
-    _check_sections(t, doc, builtin)
+    _check_sections(t, doc)
 
     from toolkit.importers import REGISTRY
 
