@@ -209,3 +209,29 @@ def test_shapley3_sums_exactly_and_reduces_to_shapley2(
     m2, c2, r2 = shapley3(t0, s0, r0, t1, s0, r1)
     assert c2 == 0
     assert (m2, r2) == pytest.approx(shapley2(t0, s0 * r0, t1, s0 * r1), rel=1e-9, abs=1e-9)
+
+
+def test_a_bootstrap_replicate_without_tokens_is_dropped_quietly() -> None:
+    """A replicate whose resampled rows hold no tokens on both sides (time per token inf on both:
+    its split is inf - inf and 0 x inf) is left out of the interval, without a numpy warning (Hypothesis drew one in
+    test_report_numbers.py): the warning said nothing wrong, yet every report printed it."""
+    import warnings
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from toolkit.report.attribution import _interval
+    from toolkit.report.effects import token_effects
+
+    b = SimpleNamespace(tokens={"decode": (10.0, 2.0, True)}, computed={})
+    c = SimpleNamespace(tokens={"decode": (10.0, 3.0, True)}, computed={})
+    reps = 400
+    t = np.full((reps, 1), 10.0)
+    t[0, 0] = 0.0  # in one replicate both sides drew only replies without decode tokens, yet time
+    bb = {"T": t, "TS": np.full((reps, 1), 20.0)}
+    cb = {"T": t.copy(), "TS": np.full((reps, 1), 30.0)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        e = token_effects(b, c, bb, cb, ["decode"], _interval)["decode"]
+    assert (e["mix"], e["rate"]) == (0.0, 10.0)
+    assert e["rate_interval"] == [10.0, 10.0]

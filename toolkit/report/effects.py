@@ -90,7 +90,8 @@ def token_effects(b, c, bb: dict, cb: dict, eff: list[str], interval: Interval) 
             }
         else:
             mix, rate = shapley2(t0, r0, t1, r1)
-            mix_b, rate_b = shapley2(bt, br, ct, cr)
+            with np.errstate(invalid="ignore"):  # a replicate without tokens: inf x 0, dropped by the interval
+                mix_b, rate_b = shapley2(bt, br, ct, cr)
             e |= {
                 "mix": round(mix, 3),
                 "rate": round(rate, 3),
