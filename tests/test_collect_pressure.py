@@ -139,7 +139,12 @@ def test_200_clients_over_the_connection_limit_get_200_or_503_with_retry_after_n
     statuses = Counter(s for s, _, _ in answers)
     assert set(statuses) <= {200, 503} and statuses[503] > 0, statuses  # the limit was reached: 503s were sent
     assert all(ra == str(lim.retry_after_s) for s, ra, _ in answers if s == 503)
-    assert max(took for s, _, took in answers if s == 503) < 2.0  # pushed back at once, not queued
+    # pushed back at once, not queued behind the 32 served connections (a slot frees only as its
+    # client ends, after a 0.1 s pause, and 200 clients share 32): the typical 503 comes back in
+    # tens of ms (28 ms at a load average of 5), and none waits long (the bound on the slowest is
+    # loose: at a load average of 18 one took over 2 s to be scheduled)
+    rejected = sorted(took for s, _, took in answers if s == 503)
+    assert rejected[len(rejected) // 2] < 0.5 and rejected[-1] < 10.0, rejected[len(rejected) // 2:]
     assert acked == set(range(400))
     got = stored_ids(out)
     assert set(got) == set().union(*(span_ids(kit, k, 2) for k in acked)) and max(got.values()) == 1
