@@ -2,7 +2,7 @@
 -- kind: view
 -- description: Helper: which client or gateway record and which gateway or server record are the same call, and by which key.
 -- percentiles: none
--- requires: requests
+-- requires: requests, _pd_links
 -- params:
 --   $join_tolerance_ms DOUBLE = 2000  the lower record must arrive within the upper record's [send - tolerance, end + tolerance]: absorbs clock offsets between hosts, and keeps reused ids from joining calls far apart in time
 -- columns:
@@ -52,6 +52,9 @@ up_tt AS (
 low AS (
     SELECT * FROM r
     WHERE vantage IN ('gateway', 'server')
+      -- a prefill worker's record joined to its request's decode-side record (_pd_links) is a part
+      -- of that record, not a vantage of the call: an upper record links to the joined record
+      AND row_key NOT IN (SELECT prefill_key FROM _pd_links)
       AND (trace_id IN (SELECT trace_id FROM up)
            OR rid IN (SELECT rid FROM up)
            OR hash(input_tokens, output_tokens, CAST(floor(a_us / 1e6) AS BIGINT)) IN (SELECT tt FROM up_tt))
