@@ -25,7 +25,11 @@ queue and prefill (its first token is ``ts_prefill_done``) and the decode worker
 token, each mapped as ``vllm-otlp`` maps a span (shared SQL, ``_otlp.py``). vLLM records no
 instant at which the decode worker holds the KV: ``ts_kv_ready`` stays empty, and
 ``kv_transfer+decode_queue`` is one composite. The call's record is its ``gateway.request`` span;
-the workers' spans are parts of it (skipped), so the call counts once. A
+the workers' spans are parts of it (skipped), so the call counts once. When the proxy sent a
+prefill leg whose worker's span is not in the batch (the prefill pod exports to another file), the
+call's record names the decode worker and the proxy's prefill target and leaves the prefill side's
+boundaries (routed, queued, scheduled, prefill done) empty: ``queries/04_pd_links.sql`` joins it by
+trace to the prefill worker's own record, which gives them. A
 vLLM span of no call (no ``gateway.request`` in its trace) is a row of its own, as ``vllm-otlp``
 gives it. Worker times are placed within the gateway's interval when the hosts' clocks differ by
 at most 50 ms (``clock_skew_ms``); beyond that the call is out of order.
@@ -51,17 +55,20 @@ DESCRIPTION = (
 FILE_HINT = "*.jsonl written by an OpenTelemetry Collector file exporter receiving llm-d's and vLLM's spans"
 BOUNDARIES = {
     "ts_arrival": "gateway.request span start (the EPP receives the request's headers)",
-    "ts_routed": "the first worker's llm_request start (after EPP scoring and picking, the PD proxy hop)",
-    "ts_queued": "the prefill (or only) worker's queued, as vllm-otlp (derived)",
-    "ts_scheduled": "the prefill (or only) worker's scheduled, as vllm-otlp (derived)",
-    "ts_prefill_done": "PD: the prefill worker's first token, as vllm-otlp (derived)",
+    "ts_routed": "the first worker's llm_request start (after EPP scoring and picking, the PD proxy hop); empty "
+    "when the prefill worker's span is in another file (the views take it from that file's record)",
+    "ts_queued": "the prefill (or only) worker's queued, as vllm-otlp (derived); PD with the prefill worker apart: empty",
+    "ts_scheduled": "the prefill (or only) worker's scheduled, as vllm-otlp (derived); PD with the prefill worker "
+    "apart: empty",
+    "ts_prefill_done": "PD: the prefill worker's first token, as vllm-otlp (derived); empty with the prefill worker apart",
     "ts_first_token": "the decode (or only) worker's first token, as vllm-otlp (derived)",
     "ts_last_token": "the decode (or only) worker's last token, as vllm-otlp (derived)",
     "ts_end": "gateway.request span end (the response has passed the gateway)",
 }
 CANNOT = (
     "no instant at which the decode worker holds the KV (kv_transfer+decode_queue is one composite); the EPP's "
-    "scoring is inside route, not a boundary; calls whose gateway and vLLM spans are in different files are not joined"
+    "scoring is inside route, not a boundary; of a call's spans split across files, only the prefill pod's vLLM "
+    "spans apart from the rest are joined back (by trace, in the views)"
 )
 
 _PREFILL = ("prefill", "llm_d.pd_proxy.prefill")
