@@ -65,11 +65,14 @@ def ld(tmp_path_factory: pytest.TempPathFactory, kit) -> dict[str, Path]:
     one = _write(tmp / "all.jsonl", lines)
     pod = _write(tmp / "prefill-pod.jsonl", [x for x in lines if PREFILL_POD in x])
     gw = _write(tmp / "gateway.jsonl", [x for x in lines if PREFILL_POD not in x])
-    out = {k: tmp / k for k in ("one", "split", "split_rev", "gw_only")}
+    epp = _write(tmp / "epp.jsonl", [x for x in lines if "gateway.request" in x or '"envoy"' in x])
+    pods = _write(tmp / "pods.jsonl", [x for x in lines if "gateway.request" not in x and '"envoy"' not in x])
+    out = {k: tmp / k for k in ("one", "split", "split_rev", "gw_only", "gw_apart")}
     kit.run([one], out["one"])
     kit.run([gw, pod], out["split"])
     kit.run([pod, gw], out["split_rev"])
     kit.run([gw], out["gw_only"])
+    kit.run([epp, pods], out["gw_apart"])
     return out
 
 
@@ -143,6 +146,32 @@ def test_gateway_record_alone_invents_no_boundary(ld) -> None:
             "pd-decode-0",
             True,
         )
+    ]
+
+
+def test_gateway_apart_from_the_pods_counts_each_call_once(ld) -> None:
+    """The gateway's (envoy's and the EPP's) spans in one file, the PD proxy's and both workers' in
+    another: the proxy's file says which vLLM span is the prefill leg, so its record is a prefill
+    worker's alone and joins its decode leg by the proxy's request id. Each call counts once, through
+    the workers' joined record (arrival at the prefill worker, so TTFT without the route), and
+    calls puts the route in the gateway's time on the way in. Before, both workers' records counted (33.0 and 7.3 ms)."""
+    con = queries.connect(ld["gw_apart"], sql="stages calls")
+    got = con.sql(
+        "SELECT request_id, vantage, ttft_ms, stage_names, prefill_replica, replica FROM stages "
+        "WHERE counted ORDER BY ts_arrival"
+    ).fetchall()
+    pd = ["preprocess", "queue", "prefill", "kv_transfer+decode_queue", "decode", "postprocess"]
+    t = [c.times() for c in CALLS]
+    assert got == [
+        ("uuid-1", "server", (t[0]["f"] - t[0]["r"]) / 1e3, pd, "pd-prefill-0", "pd-decode-0"),
+        ("uuid-2", "server", (t[1]["f"] - t[1]["r"]) / 1e3, pd, "pd-prefill-0", "pd-decode-0"),
+        ("req-0003", "server", (t[2]["f"] - t[2]["r"]) / 1e3, pd[:3] + pd[4:], None, "pd-decode-0"),
+    ]
+    linked = con.sql(
+        "SELECT gateway_request_id, gateway_in_ms, server_ttft_ms FROM calls ORDER BY ts_arrival"
+    ).fetchall()
+    assert linked == [
+        (f"req-{i + 1:04d}", (c["r"] - c["a"]) / 1e3, (c["f"] - c["r"]) / 1e3) for i, c in enumerate(t)
     ]
 
 

@@ -67,8 +67,8 @@ BOUNDARIES = {
 }
 CANNOT = (
     "no instant at which the decode worker holds the KV (kv_transfer+decode_queue is one composite); the EPP's "
-    "scoring is inside route, not a boundary; of a call's spans split across files, only the prefill pod's vLLM "
-    "spans apart from the rest are joined back (by trace, in the views)"
+    "scoring is inside route, not a boundary; a decode pod's vLLM spans apart from its PD proxy's are not joined back "
+    "(a prefill pod's, or the gateway's, in a file of their own are, in the views)"
 )
 
 _PREFILL = ("prefill", "llm_d.pd_proxy.prefill")
@@ -267,6 +267,15 @@ def requests_sql() -> str:
     vllm-otlp maps it; one EPP span of each group whose ``gateway.request`` is missing is a
     quarantined record."""
     cols, solo = _columns(), llm_request_columns("v_")
+    # a PD proxy's prefill leg of no call (the gateway's spans are in another file) is a prefill
+    # worker's record alone (its worker named as prefill_replica, no replica): queries/04_pd_links.sql
+    # joins it to its decode leg by the proxy's request id, which both legs carry
+    worker = solo["replica"]
+    solo = {
+        **solo,
+        "replica": f"CASE WHEN lr.role = 'prefill' THEN NULL ELSE {worker} END",
+        "prefill_replica": f"CASE WHEN lr.role = 'prefill' THEN {worker} END",
+    }
     orphan, orphan_why = tree.orphan_record("gateway.request span")
     kind, line_why = tree.line_verdict()
     names = [n for n in cols if n != "_r"]
@@ -283,6 +292,8 @@ cand AS (
     SELECT tid, sid, {", ".join(f"{cols[n]} AS {n}" for n in names)}, {cols["_r"]} AS _r FROM fit
 ), solo AS (
     SELECT x.ln, x.tid, x.sid, {solo_cols}, {solo["_r"]} AS _r FROM {last} AS x
+    LEFT JOIN (SELECT tid, w_sid, any_value(role) AS role FROM w GROUP BY tid, w_sid) AS lr
+      ON lr.tid = x.tid AND lr.w_sid = x.sid
     WHERE NOT x.line_row AND x.{_W}
 ), marked AS (
     SELECT ln, first_of_line, line_row, is_root, tid, sid, name, blank, unparsed, no_rs, {orphan} AS orphan,
