@@ -22,6 +22,9 @@
 -- closest arrival), so two calls that reuse one id (vLLM does not check X-Request-Id) never
 -- join crosswise. row_key identifies a requests row: a 64-bit hash of format, file, line, span and
 -- request id (two of 2 M rows collide with probability ~1e-7; integer keys keep the joins fast).
+-- A disaggregated request recorded apart (_pd_links) is one record here, its decode side's (or the
+-- gateway's that holds it): the prefill worker's record is never a lower record, so a client or
+-- gateway links to the record that has the first token (not to the closest arrival, the prefill's).
 WITH r AS (
     SELECT
         hash(source_format, source_file, source_line, span_id, request_id) AS row_key,

@@ -47,6 +47,8 @@
 -- TTFT regression the server did not see lands on uplink, gateway or delivery, not on the model.
 -- Every record stays in `requests` with its own vantage; a call counts once here (and in turns,
 -- load and attribution through `counted`, which keeps only the finest record of a joined call).
+-- A disaggregated request recorded apart (_pd_links) is one call: its decode-side record with the
+-- prefill side's arrival, queued and scheduled, as stages has it.
 WITH r0 AS (
     SELECT
         hash(source_format, source_file, source_line, span_id, request_id) AS row_key,
