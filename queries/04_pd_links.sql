@@ -4,7 +4,7 @@
 -- percentiles: none
 -- requires: requests
 -- params:
---   $join_tolerance_ms DOUBLE = 2000  the decode worker's record must arrive within the prefill worker's [arrival - tolerance, end + tolerance] (by trace: the prefill worker's record within the gateway's [arrival - tolerance, end + tolerance]): absorbs clock offsets between the hosts, and keeps a reused request id from joining requests far apart in time
+--   $join_tolerance_ms DOUBLE = 2000  the decode worker's record must arrive within the prefill worker's [arrival - tolerance, end + tolerance] (by trace: the prefill worker's record within the gateway's [arrival - tolerance, first token], its prefill done by first token + tolerance): absorbs clock offsets between the hosts, and keeps a reused request id from joining requests far apart in time
 -- columns:
 --   prefill_key: key; row key (as _links') of the prefill worker's record: not counted, its request counts through the decode worker's record
 --   decode_key: key; row key of the decode worker's record (or of the gateway's record that holds it): the joined request's record
@@ -37,8 +37,8 @@
 -- prefill worker's span and the gateway's record share no id): a gateway's record that names two
 -- different workers but has none of the prefill side's boundaries (no prefill done, no KV ready:
 -- its prefill worker's span was not in its batch) takes the server record of its trace that names
--- another worker, arrives within the gateway's window and is done with the prompt before the
--- gateway's first token. Either way candidates resolve as mutual best matches (closest arrival,
+-- another worker, arrives after the gateway's arrival (less the tolerance) and before its first
+-- token (a later call of the trace arrives after it), and is done with the prompt by then. Either way candidates resolve as mutual best matches (closest arrival,
 -- then row key), so two requests that reuse one id, or two calls of one trace, never join
 -- crosswise. Cost: each path's decode side (lone decode records; gateway records naming two
 -- workers without prefill done) is a filtered scan, empty where no importer wrote a lone prefill
@@ -110,7 +110,8 @@ ranked_t AS (
     FROM tp JOIN g ON g.trace_id = tp.trace_id
     WHERE tp.replica <> g.replica
       AND tp.a_us >= g.a_us - $join_tolerance_ms * 1e3
-      AND tp.a_us <= g.e_us + $join_tolerance_ms * 1e3
+      -- the prefill leg starts before the call's first token (a later call of the trace does not)
+      AND tp.a_us <= g.f_us
       AND tp.p_us <= g.f_us + $join_tolerance_ms * 1e3
 )
 SELECT prefill_key, decode_key, 'request-id' AS join_key, ts_arrival, ts_routed, ts_queued, ts_scheduled,

@@ -230,7 +230,8 @@ def _worker(rid: str, a: float, trace: str, **kw: object) -> dict:
 def test_trace_path_rules_on_planted_rows(tmp_path: Path) -> None:
     """Two PD calls in one trace (an agent turn) each take their own prefill record (closest arrival,
     mutual best); a gateway record naming one worker (no PD: a plain gateway -> server pair) is
-    never joined, nor a server record on the gateway's own decode worker, nor one in another trace."""
+    never joined, nor a server record on the gateway's own decode worker, nor one in another trace,
+    nor one that arrives after the gateway's first token (a later call of the trace)."""
     rows = [
         _gateway("req-1", 0, "T"),
         _worker("uuid-1", 4.35, "T"),
@@ -242,6 +243,7 @@ def test_trace_path_rules_on_planted_rows(tmp_path: Path) -> None:
         _worker("same-worker", 2_004, "V", replica="D0"),
         _gateway("lost", 3_000, "W"),
         _worker("elsewhere", 3_004, "X"),
+        _worker("next", 3_050, "W", replica="P1"),  # after lost's first token: a later call's
     ]
     con = queries.connect(make_dataset(tmp_path, rows), sql="stages _links")
     got = con.sql(
@@ -254,11 +256,11 @@ def test_trace_path_rules_on_planted_rows(tmp_path: Path) -> None:
         ("req-2", True, 45.0, 4.35, "P0", joined),
         ("plain", False, 45.0, None, "D0", []),  # linked to its server record, which counts
         ("self", False, 45.0, None, "10.0.3.7:8000", []),
-        ("lost", True, 45.0, None, "10.0.3.7:8000", []),
+        ("lost", False, 45.0, None, "10.0.3.7:8000", []),  # a vantage of next's (as _links has it)
     ]
     servers = con.sql("SELECT request_id FROM stages WHERE vantage = 'server' ORDER BY 1").fetchall()
-    assert servers == [("elsewhere",), ("same-worker",), ("srv",)]
-    assert con.sql("SELECT count(*) FROM _links WHERE join_key = 'trace'").fetchall() == [(2,)]
+    assert servers == [("elsewhere",), ("next",), ("same-worker",), ("srv",)]
+    assert con.sql("SELECT count(*) FROM _links WHERE join_key = 'trace'").fetchall() == [(3,)]
 
 
 def _client(rid: str, a: float, f: float, e: float, trace: str) -> dict:
