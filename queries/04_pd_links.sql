@@ -51,7 +51,7 @@ WITH p AS (
         input_tokens, cached_input_tokens, status,
         -- the boundaries the joined record takes from here that this record computed
         list_filter(['ts_routed', 'ts_queued', 'ts_scheduled', 'ts_prefill_done', 'ts_kv_ready'],
-                    lambda n: list_contains(derived, n) OR (n = 'ts_prefill_done' AND ts_prefill_done IS NULL
+                    lambda n: list_contains(derived, n) OR (n = 'ts_prefill_done' AND requests.ts_prefill_done IS NULL
                                                               AND list_contains(derived, 'ts_first_token'))) AS derived,
         epoch_us(ts_arrival) AS a_us, epoch_us(coalesce(ts_end, ts_arrival)) AS e_us
     FROM requests
@@ -94,8 +94,8 @@ tp AS (
         list_filter(['ts_routed', 'ts_queued', 'ts_scheduled', 'ts_prefill_done', 'ts_kv_ready'],
                     lambda n: (n = 'ts_routed' AND list_contains(derived, 'ts_arrival'))
                               OR (n IN ('ts_queued', 'ts_scheduled', 'ts_kv_ready') AND list_contains(derived, n))
-                              OR (n = 'ts_prefill_done' AND list_contains(derived, CASE WHEN ts_prefill_done IS NULL
-                                  THEN 'ts_first_token' ELSE 'ts_prefill_done' END))) AS derived,
+                              OR (n = 'ts_prefill_done' AND list_contains(derived, CASE WHEN requests.ts_prefill_done
+                                  IS NULL THEN 'ts_first_token' ELSE 'ts_prefill_done' END))) AS derived,
         epoch_us(ts_arrival) AS a_us, epoch_us(coalesce(ts_prefill_done, ts_first_token, ts_end)) AS p_us
     FROM requests
     WHERE vantage = 'server' AND replica IS NOT NULL AND coalesce(prefill_replica, replica) = replica
