@@ -2,7 +2,7 @@
 -- kind: view
 -- description: Helper: which client or gateway record and which gateway or server record are the same call, and by which key.
 -- percentiles: none
--- requires: requests
+-- requires: requests, _pd_links
 -- params:
 --   $join_tolerance_ms DOUBLE = 2000  the lower record must arrive within the upper record's [send - tolerance, end + tolerance]: absorbs clock offsets between hosts, and keeps reused ids from joining calls far apart in time
 -- columns:
@@ -22,6 +22,9 @@
 -- closest arrival), so two calls that reuse one id (vLLM does not check X-Request-Id) never
 -- join crosswise. row_key identifies a requests row: a 64-bit hash of format, file, line, span and
 -- request id (two of 2 M rows collide with probability ~1e-7; integer keys keep the joins fast).
+-- A disaggregated request recorded apart (_pd_links) is one record here, its decode side's (or the
+-- gateway's that holds it): the prefill worker's record is never a lower record, so a client or
+-- gateway links to the record that has the first token (not to the closest arrival, the prefill's).
 WITH r AS (
     SELECT
         hash(source_format, source_file, source_line, span_id, request_id) AS row_key,
@@ -52,6 +55,9 @@ up_tt AS (
 low AS (
     SELECT * FROM r
     WHERE vantage IN ('gateway', 'server')
+      -- a prefill worker's record joined to its request's decode-side record (_pd_links) is a part
+      -- of that record, not a vantage of the call: an upper record links to the joined record
+      AND row_key NOT IN (SELECT prefill_key FROM _pd_links)
       AND (trace_id IN (SELECT trace_id FROM up)
            OR rid IN (SELECT rid FROM up)
            OR hash(input_tokens, output_tokens, CAST(floor(a_us / 1e6) AS BIGINT)) IN (SELECT tt FROM up_tt))

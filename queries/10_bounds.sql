@@ -42,7 +42,7 @@ WITH pd_any AS (
 j AS (
     SELECT
         q.* EXCLUDE (ts_arrival, ts_routed, ts_queued, ts_scheduled, ts_prefill_done, ts_kv_ready,
-                     prefill_replica, input_tokens, cached_input_tokens, status),
+                     prefill_replica, input_tokens, cached_input_tokens, status, derived),
         CASE WHEN pl.decode_key IS NULL THEN q.ts_arrival ELSE least(q.ts_arrival, pl.ts_arrival) END AS ts_arrival,
         CASE WHEN pl.decode_key IS NULL THEN q.ts_routed ELSE coalesce(q.ts_routed, pl.ts_routed) END AS ts_routed,
         CASE WHEN pl.decode_key IS NULL THEN q.ts_queued ELSE pl.ts_queued END AS ts_queued,
@@ -53,14 +53,21 @@ j AS (
         coalesce(q.input_tokens, pl.input_tokens) AS input_tokens,
         CASE WHEN pl.decode_key IS NULL THEN q.cached_input_tokens
              ELSE coalesce(pl.cached_input_tokens, q.cached_input_tokens) END AS cached_input_tokens,
-        CASE WHEN q.status = 'ok' AND pl.status <> 'ok' THEN pl.status ELSE q.status END AS status
+        CASE WHEN q.status = 'ok' AND pl.status <> 'ok' THEN pl.status ELSE q.status END AS status,
+        -- each boundary derived as its side says, in the chain's order
+        CASE WHEN pl.decode_key IS NULL THEN q.derived ELSE list_filter(
+            ['ts_arrival', 'ts_routed', 'ts_queued', 'ts_scheduled', 'ts_prefill_done', 'ts_kv_ready',
+             'ts_first_token', 'ts_last_token', 'ts_end'],
+            lambda n: CASE WHEN n IN ('ts_queued', 'ts_scheduled', 'ts_prefill_done')
+                                OR (n = 'ts_routed' AND q.ts_routed IS NULL) OR (n = 'ts_kv_ready' AND q.ts_kv_ready IS NULL)
+                           THEN list_contains(pl.derived, n) ELSE list_contains(q.derived, n) END) END AS derived
     FROM requests AS q
     CROSS JOIN pd_any
     LEFT JOIN _pd_links AS pl
-      ON CASE WHEN pd_any.linked AND q.prefill_replica IS NULL
+      ON CASE WHEN pd_any.linked AND q.replica IS NOT NULL AND q.prefill_replica IS DISTINCT FROM q.replica
               THEN hash(q.source_format, q.source_file, q.source_line, q.span_id, q.request_id) END = pl.decode_key
     LEFT JOIN (SELECT prefill_key FROM _pd_links) AS pp
-      ON CASE WHEN pd_any.linked AND q.replica IS NULL AND q.prefill_replica IS NOT NULL
+      ON CASE WHEN pd_any.linked AND (q.replica IS NULL OR q.vantage = 'server')
               THEN hash(q.source_format, q.source_file, q.source_line, q.span_id, q.request_id) END = pp.prefill_key
     WHERE pp.prefill_key IS NULL  -- the prefill worker's record is a part of its joined request
 ),

@@ -2,7 +2,7 @@
 -- kind: view
 -- description: One row per call, joining its client, gateway and server records: the stages only a join can see (uplink, gateway, delivery) and stream health.
 -- percentiles: none
--- requires: requests, _links
+-- requires: requests, _links, _pd_links
 -- params:
 --   $collapse_ratio DOUBLE = 0.2  a client stream is collapsed when its first-to-last chunk window is under this share of the server's decode window
 --   $collapse_min_ms DOUBLE = 50  ... and the server's decode window is at least this long (shorter ones cannot collapse visibly)
@@ -47,13 +47,29 @@
 -- TTFT regression the server did not see lands on uplink, gateway or delivery, not on the model.
 -- Every record stays in `requests` with its own vantage; a call counts once here (and in turns,
 -- load and attribution through `counted`, which keeps only the finest record of a joined call).
-WITH r AS (
+-- A disaggregated request recorded apart (_pd_links) is one call: its decode-side record with the
+-- prefill side's arrival, queued and scheduled, as stages has it.
+WITH r0 AS (
     SELECT
         hash(source_format, source_file, source_line, span_id, request_id) AS row_key,
         vantage, trace_id, request_id, ts_arrival, itl_ms, model, service, replica, tenant, source_format, status,
         epoch_us(ts_arrival) AS a, epoch_us(ts_queued) AS q, epoch_us(ts_scheduled) AS s,
         epoch_us(ts_first_token) AS f, epoch_us(ts_last_token) AS l, epoch_us(ts_end) AS e
     FROM requests
+),
+-- a disaggregated request recorded apart (_pd_links) is its decode-side record with the prefill
+-- side's arrival, queued and scheduled (as _bounds gives it); its prefill worker's record is a part
+-- of it, neither a vantage nor a call
+r AS (
+    SELECT
+        r0.* EXCLUDE (a, q, s, status),
+        CASE WHEN pl.decode_key IS NULL THEN r0.a ELSE least(r0.a, epoch_us(pl.ts_arrival)) END AS a,
+        CASE WHEN pl.decode_key IS NULL THEN r0.q ELSE epoch_us(pl.ts_queued) END AS q,
+        CASE WHEN pl.decode_key IS NULL THEN r0.s ELSE epoch_us(pl.ts_scheduled) END AS s,
+        CASE WHEN r0.status = 'ok' AND pl.status <> 'ok' THEN pl.status ELSE r0.status END AS status
+    FROM r0
+    LEFT JOIN _pd_links AS pl ON pl.decode_key = r0.row_key
+    WHERE r0.row_key NOT IN (SELECT prefill_key FROM _pd_links)
 ),
 -- one reference to _links: a CTE read several times is computed once
 lk AS (SELECT upper_key, lower_key, upper_vantage, lower_vantage, join_key FROM _links),

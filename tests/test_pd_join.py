@@ -1,5 +1,5 @@
 """A disaggregated request recorded by its prefill worker and its decode worker apart (two files, or
-two import batches) counts once, with the whole chain: ``queries/07_pd_links.sql`` joins the two
+two import batches) counts once, with the whole chain: ``queries/04_pd_links.sql`` joins the two
 records and ``queries/10_bounds.sql`` gives the decode worker's record the prefill side's boundaries
 (docs/stages.md, "Routed and disaggregated requests").
 

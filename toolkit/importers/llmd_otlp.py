@@ -25,7 +25,11 @@ queue and prefill (its first token is ``ts_prefill_done``) and the decode worker
 token, each mapped as ``vllm-otlp`` maps a span (shared SQL, ``_otlp.py``). vLLM records no
 instant at which the decode worker holds the KV: ``ts_kv_ready`` stays empty, and
 ``kv_transfer+decode_queue`` is one composite. The call's record is its ``gateway.request`` span;
-the workers' spans are parts of it (skipped), so the call counts once. A
+the workers' spans are parts of it (skipped), so the call counts once. When the proxy sent a
+prefill leg whose worker's span is not in the batch (the prefill pod exports to another file), the
+call's record names the decode worker and the proxy's prefill target and leaves the prefill side's
+boundaries (routed, queued, scheduled, prefill done) empty: ``queries/04_pd_links.sql`` joins it by
+trace to the prefill worker's own record, which gives them. A
 vLLM span of no call (no ``gateway.request`` in its trace) is a row of its own, as ``vllm-otlp``
 gives it. Worker times are placed within the gateway's interval when the hosts' clocks differ by
 at most 50 ms (``clock_skew_ms``); beyond that the call is out of order.
@@ -51,17 +55,20 @@ DESCRIPTION = (
 FILE_HINT = "*.jsonl written by an OpenTelemetry Collector file exporter receiving llm-d's and vLLM's spans"
 BOUNDARIES = {
     "ts_arrival": "gateway.request span start (the EPP receives the request's headers)",
-    "ts_routed": "the first worker's llm_request start (after EPP scoring and picking, the PD proxy hop)",
-    "ts_queued": "the prefill (or only) worker's queued, as vllm-otlp (derived)",
-    "ts_scheduled": "the prefill (or only) worker's scheduled, as vllm-otlp (derived)",
-    "ts_prefill_done": "PD: the prefill worker's first token, as vllm-otlp (derived)",
+    "ts_routed": "the first worker's llm_request start (after EPP scoring and picking, the PD proxy hop); empty "
+    "when the prefill worker's span is in another file (the views take it from that file's record)",
+    "ts_queued": "the prefill (or only) worker's queued, as vllm-otlp (derived); PD with the prefill worker apart: empty",
+    "ts_scheduled": "the prefill (or only) worker's scheduled, as vllm-otlp (derived); PD with the prefill worker "
+    "apart: empty",
+    "ts_prefill_done": "PD: the prefill worker's first token, as vllm-otlp (derived); empty with the prefill worker apart",
     "ts_first_token": "the decode (or only) worker's first token, as vllm-otlp (derived)",
     "ts_last_token": "the decode (or only) worker's last token, as vllm-otlp (derived)",
     "ts_end": "gateway.request span end (the response has passed the gateway)",
 }
 CANNOT = (
     "no instant at which the decode worker holds the KV (kv_transfer+decode_queue is one composite); the EPP's "
-    "scoring is inside route, not a boundary; calls whose gateway and vLLM spans are in different files are not joined"
+    "scoring is inside route, not a boundary; a decode pod's vLLM spans apart from its PD proxy's are not joined back "
+    "(a prefill pod's, or the gateway's, in a file of their own are, in the views)"
 )
 
 _PREFILL = ("prefill", "llm_d.pd_proxy.prefill")
@@ -112,13 +119,24 @@ def _workers(last: str) -> str:
     WHERE NOT x.line_row AND x.{_W}
 ), gw AS (
     SELECT tid, sid AS g_sid, t0 AS g0 FROM s WHERE is_root
+), g1st AS (
+    SELECT tid, arg_min(g_sid, g0) AS g_sid FROM gw GROUP BY tid
 ), wg AS (
     -- the call that started last before the worker (a host whose clock is behind may put it up to
     -- the tolerance before); else the trace's first call, so that a worker far off in time is
     -- judged (out of order) with its call rather than counted as a request of its own
     SELECT w.*, coalesce(a.g_sid, f.g_sid) AS g_sid
     FROM w ASOF LEFT JOIN gw AS a ON w.tid = a.tid AND w.w_a + {SKEW_TOLERANCE_US} >= a.g0
-    LEFT JOIN (SELECT tid, arg_min(g_sid, g0) AS g_sid FROM gw GROUP BY tid) AS f ON f.tid = w.tid
+    LEFT JOIN g1st AS f ON f.tid = w.tid
+), legs AS (
+    -- the PD proxy's prefill legs, by call (as the workers): a call whose leg's worker span is not
+    -- in the batch (the prefill pod exports apart) is a decode record awaiting its prefill record
+    SELECT l.tid, coalesce(a.g_sid, f.g_sid) AS g_sid, count(*) AS n_leg, any_value(l.target) AS leg_target
+    FROM (SELECT tid, any_value(t0) AS t0, any_value({target}) AS target FROM s
+          WHERE NOT line_row AND sid IS NOT NULL AND name IN ({_names(_PREFILL)}) GROUP BY tid, sid) AS l
+    ASOF LEFT JOIN gw AS a ON l.tid = a.tid AND l.t0 + {SKEW_TOLERANCE_US} >= a.g0
+    LEFT JOIN g1st AS f ON f.tid = l.tid
+    GROUP BY l.tid, coalesce(a.g_sid, f.g_sid)
 )"""
 
 
@@ -166,9 +184,11 @@ def _calls() -> str:
 ), call AS (
     SELECT g.tid, g.sid, g.pid, g.t0 AS g0, g.t1 AS g1, g.r_service,
         g.sp['status']['code'] IN ('2', 'STATUS_CODE_ERROR') AS g_failed, ep.e_rid, ep.e_model, wc.* EXCLUDE (tid, g_sid),
-        least(p_ts_first_token, d_ts_first_token) AS w_min_f, greatest(d_ts_last_token, d_ts_first_token) AS w_max
+        least(p_ts_first_token, d_ts_first_token) AS w_min_f, greatest(d_ts_last_token, d_ts_first_token) AS w_max,
+        coalesce(wc.n_p = 0 AND wc.d_sid IS NOT NULL AND lg.n_leg > 0, false) AS apart, lg.leg_target
     FROM s AS g LEFT JOIN wc ON wc.tid = g.tid AND wc.g_sid = g.sid
     LEFT JOIN ep ON ep.tid = g.tid AND ep.root_sid = g.sid
+    LEFT JOIN legs AS lg ON lg.tid = g.tid AND lg.g_sid = g.sid
     WHERE g.is_root
     QUALIFY row_number() OVER (PARTITION BY g.tid, g.sid ORDER BY g.ln) = 1  -- a span exported twice: one call
 ), fit AS (
@@ -208,12 +228,14 @@ def _columns() -> dict[str, str]:
         "service": "coalesce(r_service, getvariable('service'))",
         "replica": "d_replica",
         # the prefill worker's own instance, else the host:port the proxy sent it to; one worker: both
-        "prefill_replica": f"CASE WHEN {pd} THEN coalesce(p_replica, p_target) ELSE d_replica END",
+        # apart (the prefill worker's span is in another file): the proxy's target, so the record
+        # names its two workers and awaits the prefill side's boundaries (queries/04_pd_links.sql)
+        "prefill_replica": f"CASE WHEN {pd} THEN coalesce(p_replica, p_target) WHEN apart THEN leg_target ELSE d_replica END",
         "model": "coalesce(d_model, e_model, getvariable('model'))",
         "ts_arrival": "g0",
-        "ts_routed": sh("w_first"),
-        "ts_queued": sh(f"CASE WHEN {pd} THEN p_ts_queued ELSE d_ts_queued END"),
-        "ts_scheduled": sh(f"CASE WHEN {pd} THEN p_ts_scheduled ELSE d_ts_scheduled END"),
+        "ts_routed": sh("CASE WHEN NOT apart THEN w_first END"),
+        "ts_queued": sh(f"CASE WHEN {pd} THEN p_ts_queued WHEN NOT apart THEN d_ts_queued END"),
+        "ts_scheduled": sh(f"CASE WHEN {pd} THEN p_ts_scheduled WHEN NOT apart THEN d_ts_scheduled END"),
         "ts_prefill_done": sh(f"CASE WHEN {pd} THEN p_ts_first_token END"),
         "ts_first_token": sh("d_ts_first_token"),
         "ts_last_token": sh("d_ts_last_token"),
@@ -224,9 +246,12 @@ def _columns() -> dict[str, str]:
         "clock_skew_ms": "CASE WHEN shift <> 0 THEN abs(shift) / 1e3 END",
         "derived": derived_list(
             [
-                ("ts_routed", "shift <> 0 AND w_first IS NOT NULL"),
-                ("ts_queued", f"CASE WHEN {pd} THEN p_dq ELSE d_dq END"),
-                ("ts_scheduled", f"CASE WHEN {pd} THEN p_ts_scheduled ELSE d_ts_scheduled END IS NOT NULL"),
+                ("ts_routed", "shift <> 0 AND w_first IS NOT NULL AND NOT apart"),
+                ("ts_queued", f"CASE WHEN {pd} THEN p_dq WHEN NOT apart THEN d_dq END"),
+                (
+                    "ts_scheduled",
+                    f"CASE WHEN {pd} THEN p_ts_scheduled WHEN NOT apart THEN d_ts_scheduled END IS NOT NULL",
+                ),
                 ("ts_prefill_done", f"{pd} AND p_ts_first_token IS NOT NULL"),
                 ("ts_first_token", "d_ts_first_token IS NOT NULL"),
                 ("ts_last_token", "d_ts_last_token IS NOT NULL"),
@@ -242,6 +267,15 @@ def requests_sql() -> str:
     vllm-otlp maps it; one EPP span of each group whose ``gateway.request`` is missing is a
     quarantined record."""
     cols, solo = _columns(), llm_request_columns("v_")
+    # a PD proxy's prefill leg of no call (the gateway's spans are in another file) is a prefill
+    # worker's record alone (its worker named as prefill_replica, no replica): queries/04_pd_links.sql
+    # joins it to its decode leg by the proxy's request id, which both legs carry
+    worker = solo["replica"]
+    solo = {
+        **solo,
+        "replica": f"CASE WHEN lr.role = 'prefill' THEN NULL ELSE {worker} END",
+        "prefill_replica": f"CASE WHEN lr.role = 'prefill' THEN {worker} END",
+    }
     orphan, orphan_why = tree.orphan_record("gateway.request span")
     kind, line_why = tree.line_verdict()
     names = [n for n in cols if n != "_r"]
@@ -258,6 +292,8 @@ cand AS (
     SELECT tid, sid, {", ".join(f"{cols[n]} AS {n}" for n in names)}, {cols["_r"]} AS _r FROM fit
 ), solo AS (
     SELECT x.ln, x.tid, x.sid, {solo_cols}, {solo["_r"]} AS _r FROM {last} AS x
+    LEFT JOIN (SELECT tid, w_sid, any_value(role) AS role FROM w GROUP BY tid, w_sid) AS lr
+      ON lr.tid = x.tid AND lr.w_sid = x.sid
     WHERE NOT x.line_row AND x.{_W}
 ), marked AS (
     SELECT ln, first_of_line, line_row, is_root, tid, sid, name, blank, unparsed, no_rs, {orphan} AS orphan,
