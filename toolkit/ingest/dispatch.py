@@ -61,6 +61,8 @@ def try_fast(job: FileJob[Importer]) -> bool:
         except duck.DATA_ERRORS as e:  # a malformed line, a wrong type: the exact reader will say which
             tally, why = None, type(e).__name__
         if tally is not None:  # its counts are in job.res
+            if tally.span_lines and job.imp.layout.fast is not None and job.imp.layout.fast.spans_by_lines:
+                lines.import_lines(job, tables=["spans"])  # the spans SQL reads the lines (Fast.spans_by_lines)
             return True
         job.rollback(point)
         raise_if_interrupted()  # a Ctrl-C DuckDB reported as a failed read: no fallback

@@ -35,17 +35,18 @@ def batches(job: FileJob[Importer]) -> Iterator[int]:
         con.unregister("lines")
 
 
-def import_lines(job: FileJob[Importer]) -> bool:
+def import_lines(job: FileJob[Importer], tables: list[str] | None = None) -> bool:
     """The line reader: batches of exactly numbered lines through the importer's SQL (any input,
     compressed or with --keep-raw; and every file the fast reader gave up on). It never gives a
-    file up (``Reader``)."""
+    file up (``Reader``). ``tables``: only these (the spans of a file whose requests the fast
+    reader read, ``Fast.spans_by_lines``), counted on top of what ``job.res`` holds."""
     con, imp, res = job.run.con, job.imp, job.res
-    reasons: Counter = Counter()
+    reasons: Counter = Counter(res.by_reason if tables else ())
     last_ln = 0
     compiled: dict[str, str] = {}
     unheld: set[int] = set()  # lines DuckDB's pool could not parse (quarantined once, whatever the table)
     for last_ln in batches(job):
-        for table in imp.layout.tables:
+        for table in tables or imp.layout.tables:
             if table not in compiled:
                 compiled[table] = with_checks(con, imp, imp.layout.sql(table), table)[0]
             candidates(con, compiled[table], unheld)
