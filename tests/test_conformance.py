@@ -224,7 +224,6 @@ def _session(imp: Importer, name: str, path: Path | None = None) -> duckdb.DuckD
     return con
 
 
-@pytest.mark.parametrize("name", NAMES)
 def _fast_readable_only(con: duckdb.DuckDBPyConnection, lines: list[str], tmp_path: Path) -> None:
     """A sample whose awkward lines the fast reader gives up on (a malformed line, a value of
     another type: the line reader reads such a file) is read as its lines the fast reader reads."""
@@ -246,6 +245,7 @@ def _fast_readable_only(con: duckdb.DuckDBPyConnection, lines: list[str], tmp_pa
     (tmp_path / "readable.jsonl").write_text("".join(x + "\n" for x in keep if x.strip()))
 
 
+@pytest.mark.parametrize("name", NAMES)
 def test_importer_sql_knows_no_reader_internals(tmp_path: Path, name: str) -> None:
     """An importer reads one view, ``lines``, and passes its ``ln`` through: it neither names
     another view, nor numbers, nor marks rows for a reader's counting. Run on its sample with

@@ -26,9 +26,9 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
         calls["fast"].append("rolled back" if r is None else "fast")
         return r
 
-    def spy_lines(job, tables=None):  # type: ignore[no-untyped-def]
-        calls["lines"].append(tables)
-        return real_lines(job, tables)
+    def spy_lines(job, tables=None, only=None):  # type: ignore[no-untyped-def]
+        calls["lines"].append(tables if only is None else (tables, only.tolist()))
+        return real_lines(job, tables, only)
 
     monkeypatch.setattr(fast_reader, "import_fast", spy_fast)
     monkeypatch.setattr(line_reader, "import_lines", spy_lines)
@@ -161,7 +161,8 @@ def test_dynamo_tool_spans_read_by_lines_after_the_fast_requests(kit, tmp_path, 
     f.write_text("".join(json.dumps(r) + "\n" for r in recs))
     fast, slow = both_readers(kit, [f], tmp_path, "dynamo", monkeypatch)
     assert fast == slow
-    assert calls["fast"] == ["fast"] and calls["lines"] == [["spans"], None]
+    # the tool records' lines alone (tool_start, line 11, is skipped), then the line reader's own import
+    assert calls["fast"] == ["fast"] and calls["lines"] == [(["spans"], [21, 2501, 2502, 2503]), None]
     s, t = fast
     assert (s["imported"], s["quarantined"], s["duplicates"], s["skipped"]) == (3002, 1, 1, 1)
     assert [(r["source_line"], r["span_id"], r["status"]) for r in t["spans"]] == [

@@ -100,7 +100,9 @@ class Tally:
     duplicates: int = 0
     skipped: int = 0
     reasons: Counter = field(default_factory=Counter)  # quarantined records by reason code
-    span_lines: int = 0  # requests candidates whose record is a span (row_kind 'spans': Fast.spans_by_lines)
+    # the lines of requests candidates whose record is a span (row_kind 'spans'), for a spans SQL
+    # that reads the lines (Fast.spans_by_lines: the line reader reads those lines alone)
+    span_lines: list[np.ndarray] = field(default_factory=list)
 
     def settle(self, res: FileResult) -> None:
         res.read, res.imported, res.duplicates, res.skipped = self.read, self.imported, self.duplicates, self.skipped
@@ -143,14 +145,18 @@ def split_batch(job: FileJob[Importer], tally: Tally, stream: Stream, batch: pa.
         lines = last + np.cumsum(batch.column("source_line").to_numpy(), dtype=np.int64)  # see import_fast
         batch = batch.set_column(batch.schema.get_field_index("source_line"), "source_line", from_numpy(lines))
     if stream.line_id:
-        batch = complete_line_ids(batch, lines, *stream.line_id)
+        batch = complete_line_ids(batch, lines, stream.line_id)
     if stream.nested:
         stream.nested.split(job, tally, batch.column(NESTED), lines)
         batch = batch.drop_columns([NESTED])
     read = pc.sum(pc.equal(batch.column("_kind"), "record")).as_py() or 0
     # a 'spans' row (its record is a span, in NESTED or read by the spans SQL) is neither: the spans count
     skipped = pc.sum(pc.equal(batch.column("_kind"), "skip")).as_py() or 0
-    tally.read, tally.skipped, tally.span_lines = tally.read + read, tally.skipped + skipped, tally.span_lines + n - read - skipped
+    tally.read, tally.skipped = tally.read + read, tally.skipped + skipped
+    fast = job.imp.layout.fast
+    if read + skipped < n and fast is not None and fast.spans_by_lines:
+        spans = pc.equal(batch.column("_kind"), "spans").to_numpy(zero_copy_only=False)
+        tally.span_lines.append(lines[spans])
     code = batch.column("_code")
     if code.null_count < n:
         bad = batch.filter(pc.is_valid(code))
@@ -176,14 +182,15 @@ def split_batch(job: FileJob[Importer], tally: Tally, stream: Stream, batch: pa.
     return max(last, int(lines.max())) if numbered else int(lines[-1])
 
 
-def complete_line_ids(batch: pa.Table, lines: np.ndarray, column: str, cur: duckdb.DuckDBPyConnection,
-                       fmt: str, prefix: str) -> pa.Table:
+def complete_line_ids(batch: pa.Table, lines: np.ndarray, line_id: tuple[str, duckdb.DuckDBPyConnection, str, str]
+                      ) -> pa.Table:
     """``FAST_LINE_ID`` (an id synthesized as ``<prefix><line>``, e.g. ``<file hash>-<line>``): the
     fast SQL gives the prefix; append each row's line number, and hash the identity as ``identity_hash``
     does in SQL (on a cursor: the main connection is streaming) where the row has one. Only the rows
     whose id is the prefix are completed: an id read from the record, of which the line is only the
     fallback (llama-cpp's ``request_id = ["id", "$line"]``), is kept, and a batch of such ids is
-    returned as it came."""
+    returned as it came. ``line_id``: ``Stream.line_id``."""
+    column, cur, fmt, prefix = line_id
     col = batch.column(column)
     by_line = pc.fill_null(pc.equal(col, prefix), False)
     synthesized = pc.sum(by_line).as_py() or 0
