@@ -8,8 +8,12 @@ be the same row for row (tests/helpers.py, ``both_readers``)."""
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import both_readers
 from toolkit.ingest.readers import fast as fast_reader
@@ -180,3 +184,54 @@ def test_dynamo_without_tool_records_reads_no_line(kit, tmp_path, monkeypatch):
     fast, slow = both_readers(kit, [f], tmp_path, "dynamo", monkeypatch)
     assert fast == slow and fast[0]["imported"] == 500 and not fast[1]["spans"]
     assert calls["fast"] == ["fast"] and calls["lines"] == [None]
+
+
+LLAMA_VALUES = st.one_of(
+    st.none(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([1e300, 2.5, "12", "x", True, [], {}]),
+)
+DYNAMO_KINDS = st.sampled_from(["request_end", "request_end", "tool_start", "tool_end", "tool_error", None])
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", None]),
+            st.sampled_from(["created", "prompt_ms", "predicted_ms", "cache_n", "predicted_n"]),
+            LLAMA_VALUES,
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.lists(st.tuples(DYNAMO_KINDS, st.booleans(), LLAMA_VALUES), min_size=1, max_size=8),
+)
+def test_any_llama_cpp_or_dynamo_file_imports_the_same_both_ways(kit, monkeypatch, llama, dynamo):
+    """Ids present or not, values of any JSON type, tool records of every kind, bare or in the
+    envelope: both readers give the same dataset (the fast reader reads it or gives it up). Six
+    examples, each file imported four times: 4-6 s; the awkward cases are planted above."""
+    responses = []
+    for i, (rid, key, value) in enumerate(llama):
+        rec = _llama(i, with_id=rid is not None)
+        if rid is not None:
+            rec["id"] = rid
+        (rec if key == "created" else rec["timings"])[key] = value
+        responses.append(rec)
+    records = []
+    for i, (kind, envelope, value) in enumerate(dynamo):
+        if kind in ("request_end", None):
+            rec = _dynamo_request(i % 3, envelope)
+            (rec["event"] if envelope else rec)["request"]["ttft_ms"] = value
+            if kind is None:
+                (rec["event"] if envelope else rec).pop("event_type")
+        else:
+            rec = _dynamo_tool(kind, f"call-{i % 2}", envelope, started_at_unix_ms=value, duration_ms=5.0)
+        records.append(rec)
+    with tempfile.TemporaryDirectory() as d:
+        for fmt, recs in (("llama-cpp", responses), ("dynamo", records)):
+            f = Path(d) / f"{fmt}.jsonl"
+            f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+            fast, slow = both_readers(kit, [f], Path(d) / fmt, fmt, monkeypatch)
+            assert fast == slow
