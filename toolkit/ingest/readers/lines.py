@@ -15,6 +15,7 @@ from toolkit.importers.spec import Importer
 from toolkit.ingest.duck import DATA_ERRORS, OUT_OF_MEMORY
 from toolkit.ingest.job import FileJob
 from toolkit.ingest.split import with_checks, write_quarantine, write_rows
+from toolkit.inputs.arrow import from_numpy
 from toolkit.inputs.sources import limits_hint
 from toolkit.inputs.streams import BATCH_BYTES, iter_lines
 
@@ -24,7 +25,7 @@ def batches(job: FileJob[Importer], only: np.ndarray | None = None) -> Iterator[
     (Document importers read the file themselves: see ``import_file``.) ``only``: these lines
     alone (by number), the others are not the SQL's."""
     con, res = job.run.con, job.res
-    wanted = None if only is None else pa.array(only, pa.int64())
+    wanted = None if only is None else from_numpy(only.astype(np.int64))  # not pa.array: numpy.ma
     # nested formats (OTLP) expand several-fold when parsed: they may ask for smaller batches
     for lines in iter_lines(job.src, job.run.settings.batch_rows, job.imp.layout.batch_bytes or BATCH_BYTES):
         if wanted is not None:
