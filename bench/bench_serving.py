@@ -53,9 +53,9 @@ DATA = HERE / "data"
 TARGET_RATIO = 1.15  # docs/benchmarks.md: every importer within 1.15x of its schema reference
 FORMATS = ("dynamo", "llama-cpp", "sglang-otlp", "llm-d-otlp", "vllm-otlp")
 SPAN_FORMATS = ("sglang-otlp", "llm-d-otlp", "vllm-otlp")
-# The fields each spec reads, typed (neither has a fast reader: dynamo's tool spans read the lines,
-# llama-cpp numbers a response without an id by its line); dynamo: top-level records (the recorder's
-# envelope is the same below "event")
+# The fields each spec reads, typed (both are read by the fast reader; dynamo's tool spans, of which
+# the bench file has none, would be read from the lines after it); dynamo: top-level records (the
+# recorder's envelope is the same below "event")
 BARE_FIELDS: dict[str, dict] = {
     "dynamo": {
         "schema": "VARCHAR",

@@ -113,7 +113,8 @@ def test_layout_compiles_with_the_shared_checks(name: str) -> None:
         assert {"ln", "row_kind", "reason_code", "reason_detail"} <= present
         cols = con.sql(f"SELECT * FROM ({sql}) LIMIT 0").columns
         assert "_why" in cols and "_k" in cols
-        if imp.layout.fast and (table == "requests" or not imp.layout.fast.nested_spans):
+        fast = imp.layout.fast
+        if fast and (table == "requests" or not (fast.nested_spans or fast.spans_by_lines)):
             assert imp.layout.fast_sql(table)  # the fast reader's SQL exists for every table it reads
 
 
@@ -223,6 +224,27 @@ def _session(imp: Importer, name: str, path: Path | None = None) -> duckdb.DuckD
     return con
 
 
+def _fast_readable_only(con: duckdb.DuckDBPyConnection, lines: list[str], tmp_path: Path) -> None:
+    """A sample whose awkward lines the fast reader gives up on (a malformed line, a value of
+    another type: the line reader reads such a file) is read as its lines the fast reader reads."""
+    try:
+        con.execute("SELECT * FROM lines").fetchall()
+        return
+    except duckdb.Error:
+        pass
+    keep = []
+    for i, x in enumerate(lines):
+        (one := tmp_path / f"line-{i}.jsonl").write_text(x + "\n")
+        con.execute("SET VARIABLE source_path = ?", [str(one)])
+        try:
+            con.execute("SELECT * FROM lines").fetchall()
+        except duckdb.Error:
+            continue
+        keep.append(x)
+    con.execute("SET VARIABLE source_path = ?", [str(tmp_path / "readable.jsonl")])
+    (tmp_path / "readable.jsonl").write_text("".join(x + "\n" for x in keep if x.strip()))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_importer_sql_knows_no_reader_internals(tmp_path: Path, name: str) -> None:
     """An importer reads one view, ``lines``, and passes its ``ln`` through: it neither names
@@ -262,7 +284,8 @@ def test_importer_sql_knows_no_reader_internals(tmp_path: Path, name: str) -> No
         con.execute("SET VARIABLE source_path = ?", [str(tmp_path / "objects.jsonl")])
         (tmp_path / "objects.jsonl").write_text("".join(x + "\n" for x in lines))
     con.execute(f"CREATE TEMP VIEW lines AS {fast_lines_sql(layout.fast.reads)}")
-    for table in ["requests"] if layout.fast.nested_spans else layout.tables:
+    _fast_readable_only(con, lines, tmp_path)
+    for table in ["requests"] if layout.fast.nested_spans or layout.fast.spans_by_lines else layout.tables:
         sql = layout.fast_sql(table)
         got = con.sql(f"SELECT * FROM ({sql}) LIMIT 0").columns
         first = "first_of_line" if "first_of_line" in got else "true"

@@ -148,12 +148,14 @@ def _fast(m: Mapping, fmt: str, src: Source, origin: bool | None = None) -> Fast
     ``rare`` keys ``JsonColumns``, a column per top-level key (one present gives up too). With a line
     ``prefix`` only a file whose first line is a plain object is tried. CSV:
     ``OwnRecords`` cuts lines only and the line reader's SQL splits them (``Reader``). A
-    synthesized ``request_id`` (``<file hash>-<line>``) is the ``line_id``: the fast SQL gives
-    the prefix and ingest appends the line once numbered. Not for JSON keys holding a double
-    quote (DuckDB's STRUCT type would not take them)."""
-    if fmt not in ("jsonl", "csv") or any("$line" in cs for cs in m.columns.values()) or m.spans:
-        # $line: the record's line, which the fast reader numbers only after the SQL; spans: the
-        # importer's spans SQL reads the lines (the line reader's view)
+    synthesized ``request_id`` (``<file hash>-<line>``, alone or as the fallback of a read id:
+    ``["id", "$line"]``) is the ``line_id``: the fast SQL gives the prefix and ingest appends the
+    line once numbered. With ``[source] spans`` the importer's spans SQL reads the lines
+    (``Fast.spans_by_lines``). Not for JSON keys holding a double quote (DuckDB's STRUCT type
+    would not take them)."""
+    if fmt not in ("jsonl", "csv") or any("$line" in cs for k, cs in m.columns.items() if k != "request_id"):
+        # $line: the record's line, which the fast reader numbers only after the SQL (an id made of
+        # it is completed then: ``line_id``)
         return None
     rd = Reader(m, fmt, src, fast=True)
     fast_sql = build_sql(m, fmt, src, rd, origin)
@@ -168,8 +170,10 @@ def _fast(m: Mapping, fmt: str, src: Source, origin: bool | None = None) -> Fast
     else:
         reads = OwnRecords(rd.fast_records, header_lines=1)
     synthesized = not any("request_id" in d for d in (m.columns, m.values, m.constants))
-    return Fast(reads, requests=lambda: fast_sql, line_id="request_id" if synthesized else None,
-                accepts=_plain_first_line if m.prefix else None)
+    by_line = synthesized or "$line" in m.columns.get("request_id", ())
+    # spans (``[source] spans``): the importer's spans SQL reads the lines, the line reader's view
+    return Fast(reads, requests=lambda: fast_sql, line_id="request_id" if by_line else None,
+                accepts=_plain_first_line if m.prefix else None, spans_by_lines=m.spans is not None)
 
 
 def _plain_first_line(head: bytes) -> bool:

@@ -111,8 +111,10 @@ FROM c
 
 
 def _with_spans(imp: Importer) -> Importer:
-    """The spec's importer reading the tool spans too (line reader only: the spec has no fast reader)."""
-    return replace(imp, layout=replace(imp.layout, spans=spans_sql, fast=None))
+    """The spec's importer reading the tool spans too: ``spans_sql`` reads the line reader's view,
+    so a file read fast has its lines read again for the spans where the requests SQL marked a
+    tool record (``Fast.spans_by_lines``, which the spec's ``[source] spans`` sets)."""
+    return replace(imp, layout=replace(imp.layout, spans=spans_sql))
 
 
 _SPEC_IMPORTER = spec_importer(SPEC, sniff)

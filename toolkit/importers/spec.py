@@ -68,7 +68,11 @@ class Fast:
     in both readers' SQL (a macro the reader defines: ``toolkit/ingest/split.py``, ``with_checks``);
     the fast reader completes it once the stream is numbered. ``nested_spans``: the
     requests stream carries each row's spans candidates (``_common.NESTED``), so the file is
-    parsed once for both tables; ``spans`` then serves no purpose here and is None."""
+    parsed once for both tables; ``spans`` then serves no purpose here and is None.
+    ``spans_by_lines``: the spans SQL reads the line reader's view (``lines(ln, line)``: Dynamo's tool
+    records, parsed from their text), so after the fast read of the requests the line reader reads
+    the file again for the spans alone, and only if the requests SQL marked a line as a span's
+    record (row_kind ``'spans'``, ``[source] spans``; ``split.Tally.span_lines``)."""
 
     reads: FastInput
     requests: Sql
@@ -76,6 +80,7 @@ class Fast:
     accepts: Callable[[bytes], bool] | None = None
     line_id: str | None = None
     nested_spans: bool = False
+    spans_by_lines: bool = False
 
 
 @dataclass(frozen=True)

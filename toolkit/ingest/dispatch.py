@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from toolkit._endings import raise_if_interrupted
 from toolkit.importers.spec import Fast, Importer
 from toolkit.ingest import duck
@@ -61,6 +63,8 @@ def try_fast(job: FileJob[Importer]) -> bool:
         except duck.DATA_ERRORS as e:  # a malformed line, a wrong type: the exact reader will say which
             tally, why = None, type(e).__name__
         if tally is not None:  # its counts are in job.res
+            if tally.span_lines:  # the spans SQL reads these lines (Fast.spans_by_lines)
+                lines.import_lines(job, tables=["spans"], only=np.concatenate(tally.span_lines))
             return True
         job.rollback(point)
         raise_if_interrupted()  # a Ctrl-C DuckDB reported as a failed read: no fallback

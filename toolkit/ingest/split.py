@@ -100,6 +100,9 @@ class Tally:
     duplicates: int = 0
     skipped: int = 0
     reasons: Counter = field(default_factory=Counter)  # quarantined records by reason code
+    # the lines of requests candidates whose record is a span (row_kind 'spans'), for a spans SQL
+    # that reads the lines (Fast.spans_by_lines: the line reader reads those lines alone)
+    span_lines: list[np.ndarray] = field(default_factory=list)
 
     def settle(self, res: FileResult) -> None:
         res.read, res.imported, res.duplicates, res.skipped = self.read, self.imported, self.duplicates, self.skipped
@@ -117,12 +120,12 @@ class Nested(Protocol):
 class Stream:
     """One table's stream of checked candidates as a streaming reader hands it to ``split_batch``:
     the constant columns (``Constants``), ids to complete with the line number (``line_id``:
-    ``complete_line_ids``'s column, cursor and format), whether the rows carry their own line
+    ``complete_line_ids``'s column, cursor, format and the ids' prefix), whether the rows carry their own line
     numbers (``numbered``), and the spans nested in them (``nested``)."""
 
     table: str
     consts: Constants
-    line_id: tuple[str, duckdb.DuckDBPyConnection, str] | None = None
+    line_id: tuple[str, duckdb.DuckDBPyConnection, str, str] | None = None
     numbered: bool = False
     nested: Nested | None = None
 
@@ -142,13 +145,18 @@ def split_batch(job: FileJob[Importer], tally: Tally, stream: Stream, batch: pa.
         lines = last + np.cumsum(batch.column("source_line").to_numpy(), dtype=np.int64)  # see import_fast
         batch = batch.set_column(batch.schema.get_field_index("source_line"), "source_line", from_numpy(lines))
     if stream.line_id:
-        batch = complete_line_ids(batch, lines, *stream.line_id)
+        batch = complete_line_ids(batch, lines, stream.line_id)
     if stream.nested:
         stream.nested.split(job, tally, batch.column(NESTED), lines)
         batch = batch.drop_columns([NESTED])
-    tally.read += pc.sum(pc.equal(batch.column("_kind"), "record")).as_py() or 0
-    # a 'spans' row (its record is a span, in NESTED) is neither: NestedSpans counts its spans
-    tally.skipped += pc.sum(pc.equal(batch.column("_kind"), "skip")).as_py() or 0
+    read = pc.sum(pc.equal(batch.column("_kind"), "record")).as_py() or 0
+    # a 'spans' row (its record is a span, in NESTED or read by the spans SQL) is neither: the spans count
+    skipped = pc.sum(pc.equal(batch.column("_kind"), "skip")).as_py() or 0
+    tally.read, tally.skipped = tally.read + read, tally.skipped + skipped
+    fast = job.imp.layout.fast
+    if read + skipped < n and fast is not None and fast.spans_by_lines:
+        spans = pc.equal(batch.column("_kind"), "spans").to_numpy(zero_copy_only=False)
+        tally.span_lines.append(lines[spans])
     code = batch.column("_code")
     if code.null_count < n:
         bad = batch.filter(pc.is_valid(code))
@@ -174,12 +182,23 @@ def split_batch(job: FileJob[Importer], tally: Tally, stream: Stream, batch: pa.
     return max(last, int(lines.max())) if numbered else int(lines[-1])
 
 
-def complete_line_ids(batch: pa.Table, lines: np.ndarray, column: str, cur: duckdb.DuckDBPyConnection,
-                       fmt: str) -> pa.Table:
+def complete_line_ids(batch: pa.Table, lines: np.ndarray, line_id: tuple[str, duckdb.DuckDBPyConnection, str, str]
+                      ) -> pa.Table:
     """``FAST_LINE_ID`` (an id synthesized as ``<prefix><line>``, e.g. ``<file hash>-<line>``): the
     fast SQL gives the prefix; append each row's line number, and hash the identity as ``identity_hash``
-    does in SQL (on a cursor: the main connection is streaming) where the row has one."""
-    ids = pc.binary_join_element_wise(batch.column(column), pc.cast(from_numpy(lines), pa.string()), "")
+    does in SQL (on a cursor: the main connection is streaming) where the row has one. Only the rows
+    whose id is the prefix are completed: an id read from the record, of which the line is only the
+    fallback (llama-cpp's ``request_id = ["id", "$line"]``), is kept, and a batch of such ids is
+    returned as it came. ``line_id``: ``Stream.line_id``."""
+    column, cur, fmt, prefix = line_id
+    col = batch.column(column)
+    by_line = pc.fill_null(pc.equal(col, prefix), False)
+    synthesized = pc.sum(by_line).as_py() or 0
+    if not synthesized:
+        return batch
+    ids = pc.binary_join_element_wise(col, pc.cast(from_numpy(lines), pa.string()), "")
+    if synthesized < len(col):  # the identity of a kept id hashes as it did in SQL
+        ids = pc.if_else(by_line, ids, col)
     cur.register("_line_ids", pa.table({"r": ids, "k": batch.column("_k")}))
     keys = cur.sql(f"SELECT CASE WHEN k IS NOT NULL THEN {identity_sql('CAST(? AS VARCHAR)', 'requests', 'r')} END AS k "
                    "FROM _line_ids", params=[fmt]).to_arrow_table().column("k")

@@ -92,8 +92,9 @@ def import_fast(job: FileJob[Importer], document: bool = False, paths: list[str]
     # spans carried inside the requests stream (FAST_NESTED_SPANS): one parse of the file, not two
     nested, tables = None, imp.layout.tables
     fast = imp.layout.fast
-    if not document and "spans" in tables and fast is not None and fast.nested_spans:
-        nested = NestedSpans(con.cursor(), imp, src.name)
+    if not document and "spans" in tables and fast is not None and (fast.nested_spans or fast.spans_by_lines):
+        # spans_by_lines: the line reader reads them after (dispatch.try_fast)
+        nested = NestedSpans(con.cursor(), imp, src.name) if fast.nested_spans else None
         tables = [t for t in tables if t != "spans"]
     # cleanup that fails (a DuckDB result still open after an interrupt or a full disk) never hides why
     with cleanup(lambda: end_fast(con, document, nested)):
@@ -101,15 +102,24 @@ def import_fast(job: FileJob[Importer], document: bool = False, paths: list[str]
             cand = imp.layout.sql(table) if document else imp.layout.fast_sql(table)
             checked, present = with_checks(con, imp, cand, table, numbered=document)
             flow = Stream(table, Constants.of(table, imp.name, src.name, present), numbered=document, nested=nested,
-                          # ids made of the line number (FAST_LINE_ID): completed once the stream is numbered
-                          line_id=((fast.line_id, con.cursor(), imp.name) if table == "requests" and fast is not None
-                                   and fast.line_id and not document else None))
+                          line_id=line_ids(job, table, document))
             reader = con.sql(fast_output_sql(table, present).format(checked=checked)).to_arrow_reader(WRITE_ROWS)
             last = split_stream(job, tally, flow, reader, first)
             if not document and (last != src.lines or src.long_line):
                 return None  # a line over the cap: the line reader quarantines it (DuckDB read it)
     tally.settle(job.res)
     return tally
+
+
+def line_ids(job: FileJob[Importer], table: str, document: bool) -> tuple[str, duckdb.DuckDBPyConnection, str, str] | None:
+    """Ids made of the line number (``Fast.line_id``), completed once the stream is numbered
+    (``split.complete_line_ids``): the column, a cursor, the format and the prefix the fast SQL's
+    ``line_id(ln)`` gives (``split.with_checks``)."""
+    fast, con = job.imp.layout.fast, job.run.con
+    if table != "requests" or fast is None or not fast.line_id or document:
+        return None
+    (prefix,), = con.execute("SELECT getvariable('file_hash') || '-'").fetchall()
+    return fast.line_id, con.cursor(), job.imp.name, prefix
 
 
 def fast_lines(con: duckdb.DuckDBPyConnection, imp: Importer) -> int:

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -14,16 +15,23 @@ from toolkit.importers.spec import Importer
 from toolkit.ingest.duck import DATA_ERRORS, OUT_OF_MEMORY
 from toolkit.ingest.job import FileJob
 from toolkit.ingest.split import with_checks, write_quarantine, write_rows
+from toolkit.inputs.arrow import from_numpy
 from toolkit.inputs.sources import limits_hint
 from toolkit.inputs.streams import BATCH_BYTES, iter_lines
 
 
-def batches(job: FileJob[Importer]) -> Iterator[int]:
+def batches(job: FileJob[Importer], only: np.ndarray | None = None) -> Iterator[int]:
     """Register each batch of input as the view ``lines``; yields the batch's last line number.
-    (Document importers read the file themselves: see ``import_file``.)"""
+    (Document importers read the file themselves: see ``import_file``.) ``only``: these lines
+    alone (by number), the others are not the SQL's."""
     con, res = job.run.con, job.res
+    wanted = None if only is None else from_numpy(only.astype(np.int64))  # not pa.array: numpy.ma
     # nested formats (OTLP) expand several-fold when parsed: they may ask for smaller batches
     for lines in iter_lines(job.src, job.run.settings.batch_rows, job.imp.layout.batch_bytes or BATCH_BYTES):
+        if wanted is not None:
+            lines = lines.filter(pc.is_in(lines.column("ln"), value_set=wanted))
+            if lines.num_rows == 0:
+                continue
         blank = pc.equal(lines.column("line"), "")
         if n_blank := pc.sum(blank).as_py():  # a blank line holds no record in any format: skipped here,
             res.skipped += n_blank  # not parsed (a flood of them, a bomb of newlines, took minutes)
@@ -35,17 +43,19 @@ def batches(job: FileJob[Importer]) -> Iterator[int]:
         con.unregister("lines")
 
 
-def import_lines(job: FileJob[Importer]) -> bool:
+def import_lines(job: FileJob[Importer], tables: list[str] | None = None, only: np.ndarray | None = None) -> bool:
     """The line reader: batches of exactly numbered lines through the importer's SQL (any input,
     compressed or with --keep-raw; and every file the fast reader gave up on). It never gives a
-    file up (``Reader``)."""
+    file up (``Reader``). ``tables`` and ``only``: these tables of these lines (the spans of a
+    file whose requests the fast reader read, on the lines it found them on:
+    ``Fast.spans_by_lines``), counted on top of what ``job.res`` holds."""
     con, imp, res = job.run.con, job.imp, job.res
-    reasons: Counter = Counter()
+    reasons: Counter = Counter(res.by_reason if tables else ())
     last_ln = 0
     compiled: dict[str, str] = {}
     unheld: set[int] = set()  # lines DuckDB's pool could not parse (quarantined once, whatever the table)
-    for last_ln in batches(job):
-        for table in imp.layout.tables:
+    for last_ln in batches(job, only):
+        for table in tables or imp.layout.tables:
             if table not in compiled:
                 compiled[table] = with_checks(con, imp, imp.layout.sql(table), table)[0]
             candidates(con, compiled[table], unheld)
