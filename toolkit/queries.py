@@ -400,6 +400,20 @@ SHARED_VIEWS = ("_bucket_load", "load")
 two places is computed twice, so a statement that needs one gets it computed once, into a temp
 table of the same name (a temp table shadows the view for every view that reads it)."""
 
+SMALL_SHARED = ("_bounds", "stages")
+"""Views computed once too, but only over a small dataset (``SMALL_ROWS``): nearly every view reads
+``_bounds`` (through ``stages``), and each statement plans that chain again (the links, the
+disaggregated pairs, the derived boundaries) however few its rows. Over a temp table the plan is
+short: over the sample traces' dataset, planning ``metrics`` 0.40 -> 0.09 CPU s, ``consistency``
+0.17 -> 0.01, for 0.13 to build the table; the report 3.3 -> 2 CPU s. Neither reads a variable, so
+their rows cannot go stale when a later statement sets one (``per_request`` reads the objectives,
+which ``toolkit/compare.py`` sets per side: it stays a view)."""
+
+SMALL_ROWS = 100_000
+"""Requests up to which ``share_load`` keeps ``SMALL_SHARED``'s rows in memory: a copy of every
+column (a few hundred bytes a request) costs little here, while at millions of requests the
+planning is a small share of the work and the copy gigabytes."""
+
 
 def _closure(names: set[str]) -> set[str]:
     """The views ``names`` read, directly or through others (from the headers' ``requires``)."""
@@ -418,7 +432,8 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
 
     The views are set up without reading any data (``connect`` stays instant); the first statement
     that needs the bucket load pays for it once: ``_bucket_load`` (one linear pass, per-bucket event
-    sums) and, when read, ``load`` (plus the peak sweep). Later statements read the tables."""
+    sums) and, when read, ``load`` (plus the peak sweep). Later statements read the tables. Over a
+    small dataset ``_bounds`` and ``stages`` too (``SMALL_SHARED``), first: the load tables read them."""
     needed = None if sql is None else _closure(named_views(sql))
     wanted = set(SHARED_VIEWS) if needed is None else needed & set(SHARED_VIEWS)
     links = needed is None or "_links" in needed
@@ -430,6 +445,9 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
     if links and "_links" not in have and con.execute(
             "SELECT EXISTS (SELECT 1 FROM requests WHERE vantage <> 'server')").fetchall()[0][0]:
         con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
+    small = [name for name in SMALL_SHARED if (needed is None or name in needed) and name not in have]
+    if small and con.execute("SELECT count(*) FROM requests").fetchall()[0][0] <= SMALL_ROWS:
+        shadow(con, small)  # first: the load tables below read them
     todo = [name for name in SHARED_VIEWS if name in wanted and name not in have]
     # both to build: their common rows (queries/36_load_calls.sql) read once, kept only while building
     calls = len(todo) == 2
@@ -441,6 +459,13 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
     finally:
         if calls:
             con.execute("DROP TABLE IF EXISTS temp._load_calls")
+
+
+def shadow(con: duckdb.DuckDBPyConnection, names: list[str] | tuple[str, ...]) -> None:
+    """Each view's rows into a temp table of its name, in order (a later one reads the earlier ones),
+    replacing one made before: the table shadows the view for every statement after."""
+    for name in names:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM main.{name}")
 
 
 def _result(con: duckdb.DuckDBPyConnection, rel: duckdb.DuckDBPyRelation | None,
