@@ -4,7 +4,7 @@ source trees, and whether their outputs are byte-identical.
 Most tests run the report over a few hundred rows, where the time goes to DuckDB planning the view
 chain (queries/*.sql), not to reading rows. This runs the same commands (a busy-vs-quiet report, a
 baseline dataset, a filter, a ``--param``, a generated burst, engine-state records, ``sql`` over
-views, ``whatif``) once per tree, alternating, each in its own process, and prints each command's
+views, ``compare``, ``whatif``) once per tree, alternating, each in its own process, and prints each command's
 CPU seconds (user + system of the child) per tree and whether every output (report JSON, Markdown,
 HTML, the terminal text; ``sql``'s and ``whatif``'s stdout) is the same byte for byte, with
 ``generated_at`` (the clock) masked.
@@ -78,23 +78,58 @@ def commands(ds: dict[str, Path]) -> dict[str, list[str]]:
             "--format",
             "csv",
         ],
+        "compare sides": [
+            "compare",
+            s,
+            "--a",
+            "vantage = 'server'",
+            "--b",
+            "vantage <> 'server'",
+            "--allow-mixed",
+            "--ttft-slo-ms",
+            "500",
+            "--json",
+            "--md",
+            "c.md",
+            "--html",
+            "c.html",
+        ],
+        "compare two": ["compare", str(ds["mns4-fast"]), str(ds["mns4-base"]), "--json"],
         "whatif burst": ["whatif", str(ds["burst"]), "--replicas", "1,2,3", "--json", "-"],
         "whatif base": ["whatif", str(ds["mns4-base"]), "--replicas", "1,2", "--json", "-"],
     }
 
 
-def _env(tree: Path) -> dict[str, str]:
+SINGLE_THREAD = """import duckdb
+
+_connect = duckdb.connect
+
+
+def connect(*args, **kwargs):
+    con = _connect(*args, **kwargs)
+    con.execute("SET threads = 1")
+    return con
+
+
+duckdb.connect = connect
+"""
+"""A ``sitecustomize`` that gives every DuckDB connection one thread: then a float sum adds its rows
+in one order, run after run, and two trees' outputs can be compared byte for byte."""
+
+
+def _env(tree: Path, hook: Path | None = None) -> dict[str, str]:
     import os
 
-    return {**os.environ, "PYTHONPATH": str(tree)}
+    return {**os.environ, "PYTHONPATH": str(tree) if hook is None else f"{tree}:{hook}"}
 
 
-def run(tree: Path, args: list[str], out: Path) -> float:
-    """Run one command in ``tree`` with ``out`` as its working folder; its child CPU seconds."""
+def run(tree: Path, args: list[str], out: Path, hook: Path | None = None) -> float:
+    """Run one command in ``tree`` with ``out`` as its working folder (``hook``: a folder holding a
+    ``sitecustomize`` to load first); its child CPU seconds."""
     out.mkdir(parents=True, exist_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(
-        [sys.executable, "-m", "toolkit.cli", "-q", *args], cwd=out, env=_env(tree), capture_output=True
+        [sys.executable, "-m", "toolkit.cli", "-q", *args], cwd=out, env=_env(tree, hook), capture_output=True
     )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     (out / "stdout").write_bytes(proc.stdout)
@@ -119,14 +154,20 @@ def masked(folder: Path) -> dict[str, bytes]:
     return files
 
 
-_LONG_FLOAT = re.compile(rb"-?\d+\.\d{6,}(?:e-?\d+)?")
-
-
-def rounded(files: dict[str, bytes]) -> dict[str, bytes]:
-    """The outputs with every long decimal rounded to 10 significant digits: DuckDB sums floats in
-    parallel, in an order that changes from run to run, so a mean's last bits (the SQL's CSV, the SVG
-    paths of the HTML charts) differ between two runs of the same tree."""
-    return {k: _LONG_FLOAT.sub(lambda m: b"%.10g" % float(m.group(0)), v) for k, v in files.items()}
+def compare_single_threaded(trees: list[Path], cmd: list[str], work: Path, name: str) -> list[str]:
+    """The outputs that differ between the trees with one DuckDB thread each. DuckDB sums floats in
+    parallel, in an order that changes from run to run, so a mean's last bits (the SQL's CSV, the
+    SVG paths of the HTML charts, now and then a figure rounded to 3 decimals) differ between two
+    runs of the same tree; with one thread they do not."""
+    hook = work / "single-thread"
+    hook.mkdir(parents=True, exist_ok=True)
+    (hook / "sitecustomize.py").write_text(SINGLE_THREAD)
+    outs = []
+    for i, tree in enumerate(trees):
+        out = work / "runs" / f"single-{i}" / name.replace(" ", "_")
+        run(tree, cmd, out, hook)
+        outs.append(masked(out))
+    return sorted(k for k in outs[0] if any(o.get(k) != outs[0][k] for o in outs[1:]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,11 +190,11 @@ def main(argv: list[str] | None = None) -> int:
                 outs.append(masked(out))
             if any(o != outs[0] for o in outs[1:]):
                 diff = sorted(k for k in outs[0] if any(o.get(k) != outs[0][k] for o in outs[1:]))
-                if any(rounded(o) != rounded(outs[0]) for o in outs[1:]):
+                if single := compare_single_threaded(args.tree, cmds[name], args.work, name):
                     same = False
-                    print(f"DIFFERENT {name}: {diff}")
+                    print(f"DIFFERENT {name}: {diff}; with one DuckDB thread: {single}")
                 else:
-                    print(f"same up to the last bits of a float sum {name}: {diff}")
+                    print(f"{name}: {diff} differ, identical with one DuckDB thread (parallel float sums)")
     print(
         f"{'command':18s}"
         + "".join(f"{'tree ' + str(i) + ' CPU s':>16s}" for i in range(len(args.tree)))

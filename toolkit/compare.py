@@ -332,6 +332,7 @@ def compare_datasets(
         def connect(ds: str | Path) -> duckdb.DuckDBPyConnection:
             con = queries.connect(ds, params or None, memory_limit=memory_limit, where=rowfilters.where_sql(given))
             rowfilters.check_matches(con, ds, given, "_requests_unfiltered")
+            queries.share_stages(con)  # each side reads stages twice, per_request once
             return con
     con_a = connect(dataset_a)
     con_b = connect(dataset_b) if dataset_b is not None else con_a

@@ -461,6 +461,12 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
             con.execute("DROP TABLE IF EXISTS temp._load_calls")
 
 
+def share_stages(con: duckdb.DuckDBPyConnection) -> None:
+    """``share_load`` for a caller that reads ``stages`` (or ``per_request``) several times and the
+    load views at most once: a small dataset's ``_bounds`` and ``stages`` computed once, no load table."""
+    share_load(con, "SELECT * FROM stages")
+
+
 def shadow(con: duckdb.DuckDBPyConnection, names: list[str] | tuple[str, ...]) -> None:
     """Each view's rows into a temp table of its name, in order (a later one reads the earlier ones),
     replacing one made before: the table shadows the view for every statement after."""

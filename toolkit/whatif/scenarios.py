@@ -212,6 +212,7 @@ def _prepare(dataset: str | Path, window: tuple[datetime, datetime] | None,
     own = con is None
     if con is None:
         con = _connect(dataset, filters, params)
+        queries.share_load(con, "SELECT * FROM whatif_inputs")  # read twice, as stages and _bounds are
     try:
         check_window(con, window, str(dataset))
         cal = calibrate(load_inputs(con, window, model), model)
