@@ -461,10 +461,12 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
             con.execute("DROP TABLE IF EXISTS temp._load_calls")
 
 
-def share_stages(con: duckdb.DuckDBPyConnection) -> None:
+def share_stages(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """``share_load`` for a caller that reads ``stages`` (or ``per_request``) several times and the
-    load views at most once: a small dataset's ``_bounds`` and ``stages`` computed once, no load table."""
+    load views at most once: a small dataset's ``_bounds`` and ``stages`` computed once, no load
+    table. Returns ``con``."""
     share_load(con, "SELECT * FROM stages")
+    return con
 
 
 def shadow(con: duckdb.DuckDBPyConnection, names: list[str] | tuple[str, ...]) -> None:
