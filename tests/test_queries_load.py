@@ -208,7 +208,7 @@ def test_a_statement_computes_the_shared_load_once(tmp_path: Path) -> None:
     sql = "SELECT (SELECT count(*) FROM busy_periods), (SELECT count(*) FROM metrics), (SELECT count(*) FROM goodput)"
     want = con.sql(sql).fetchall()
     queries.share_load(con, "SELECT count(*) FROM metrics")
-    # metrics reads no peak: load stays a view (_bounds and stages: a small dataset's, queries.SMALL_SHARED)
+    # metrics reads no peak: load stays a view (_bounds and stages: a small dataset's, toolkit/view_copies.py)
     assert con.sql(tables).fetchall() == [("_bounds",), ("_bucket_load",), ("stages",)]
     queries.share_load(con, sql)
     assert con.sql(tables).fetchall() == [("_bounds",), ("_bucket_load",), ("load",), ("stages",)]
@@ -223,7 +223,7 @@ def test_building_both_load_tables_reads_the_calls_once_and_keeps_no_copy(tmp_pa
     con = queries.connect(ds)
     queries.share_load(con, "SELECT * FROM load")
     tables = "SELECT table_name FROM duckdb_tables() WHERE temporary ORDER BY 1"
-    assert con.sql(tables).fetchall() == [("_bounds",), ("_bucket_load",), ("load",)]  # no _load_calls
+    assert con.sql(tables).fetchall() == [("_bucket_load",), ("load",)]
     assert con.sql("SELECT * FROM load ORDER BY bucket_index").fetchall() == want
     assert any(r[-1] for r in want)  # the planted burst is busy: the comparison covers the busy flag
 

@@ -1,4 +1,4 @@
-"""A small dataset's ``_bounds`` and ``stages`` are computed once per connection (``queries.SMALL_SHARED``),
+"""A small dataset's ``_bounds`` and ``stages`` are computed once per connection (``toolkit/view_copies.py``),
 and every view reads the same rows through them as through the views themselves.
 
 The report, ``stagelens sql`` and the what-if replay each plan the view chain again at every statement;
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from tests.helpers import T0, make_dataset, ms
-from toolkit import queries, schema
+from toolkit import queries, schema, view_copies
 from toolkit.whatif import scenarios
 
 TABLES = "SELECT table_name FROM duckdb_tables() WHERE temporary ORDER BY 1"
@@ -83,9 +83,8 @@ def test_small_dataset_reads_the_same_rows_through_one_copy(
     queries.share_load(con)
     assert {"_bounds", "stages"} <= {r[0] for r in con.sql(TABLES).fetchall()}
     got = _all_rows(con)
-    monkeypatch.setattr(
-        queries, "SMALL_ROWS", 240
-    )  # one request fewer than the dataset holds: views, as before
+    # one request fewer than the dataset holds: views, as before
+    monkeypatch.setattr(view_copies, "SMALL_ROWS", 240)
     plain = queries.connect(ds)
     queries.share_load(plain)
     assert not {"_bounds", "stages"} & {r[0] for r in plain.sql(TABLES).fetchall()}
@@ -94,18 +93,20 @@ def test_small_dataset_reads_the_same_rows_through_one_copy(
     assert con.sql("SELECT count(*) FROM busy_periods").fetchall() == [(1,)]
 
 
-def test_sql_shares_only_what_the_statement_reads(ds: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sql_copies_only_what_it_would_plan_twice(ds: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One statement gets the copies only when it would plan _bounds more than once: load reads it
+    once (through the shared _load_calls), metrics twice (its per_request, and _bucket_load's build)."""
     con = queries.connect(ds, sql="SELECT * FROM load")
     queries.share_load(con, "SELECT * FROM load")
-    assert [r[0] for r in con.sql(TABLES).fetchall()] == [
-        "_bounds",
-        "_bucket_load",
-        "_links",
-        "load",
-    ]  # no stages
+    assert [r[0] for r in con.sql(TABLES).fetchall()] == ["_bucket_load", "_links", "load"]
+    queries.share_load(con, "SELECT * FROM metrics")  # _bucket_load is a table now: per_request's one path
+    assert [r[0] for r in con.sql(TABLES).fetchall()] == ["_bucket_load", "_links", "load"]
+    con = queries.connect(ds, sql="SELECT * FROM metrics")
+    queries.share_load(con, "SELECT * FROM metrics")
+    assert [r[0] for r in con.sql(TABLES).fetchall()] == ["_bounds", "_bucket_load", "_links", "stages"]
     sql = "SELECT * FROM metrics ORDER BY ALL"
     got = queries.run_sql(ds, sql).to_pylist()
-    monkeypatch.setattr(queries, "SMALL_ROWS", 0)
+    monkeypatch.setattr(view_copies, "SMALL_ROWS", 0)
     assert got == queries.run_sql(ds, sql).to_pylist()
     assert {(r["period"], r["metric"], r["count"]) for r in got} >= {
         ("busy", "ttft_ms", 120),
@@ -148,14 +149,16 @@ def test_whatif_summaries_read_the_table_registered_last(monkeypatch: pytest.Mon
     assert through(first) == fresh(first)
     assert scenarios.summarize(second, slo)["requests"] == 50
     assert through(second) == fresh(second)
-    monkeypatch.setattr(queries, "SMALL_ROWS", 35)  # the third is "large": its views read it directly
+    monkeypatch.setattr(view_copies, "SMALL_ROWS", 35)  # the third is "large": its views read it directly
     assert through(third) == fresh(third)
     assert len(fresh(third)) == 40
     con = scenarios._over(third, slo)
     assert not {"_bounds", "stages"} & {r[0] for r in con.sql(TABLES).fetchall()}
 
 
-def test_compare_and_whatif_say_the_same_through_the_copies(ds: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_and_whatif_say_the_same_through_the_copies(
+    ds: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """compare and the what-if replay read stages, per_request and whatif_inputs several times: through
     the copies their whole results are those of the views (about 1.5 CPU s for the four runs)."""
     from toolkit import compare
@@ -167,7 +170,7 @@ def test_compare_and_whatif_say_the_same_through_the_copies(ds: Path, monkeypatc
         return c, scenarios.run(ds, replicas=[1, 2])
 
     got = both()
-    monkeypatch.setattr(queries, "SMALL_ROWS", -1)
+    monkeypatch.setattr(view_copies, "SMALL_ROWS", -1)
     assert got == both()
     assert got[0]["a"]["requests"] + got[0]["b"]["requests"] == 240
     assert got[1]["calibration"]["requests"] == 240

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from toolkit import resources, schema
+from toolkit import resources, schema, view_copies
 from toolkit._paths import shipped
 from toolkit.store import PART_GLOB, Dataset
 from toolkit.store.dataset import FILE_COLUMNS
@@ -400,21 +400,6 @@ SHARED_VIEWS = ("_bucket_load", "load")
 two places is computed twice, so a statement that needs one gets it computed once, into a temp
 table of the same name (a temp table shadows the view for every view that reads it)."""
 
-SMALL_SHARED = ("_bounds", "stages")
-"""Views computed once too, but only over a small dataset (``SMALL_ROWS``): nearly every view reads
-``_bounds`` (through ``stages``), and each statement plans that chain again (the links, the
-disaggregated pairs, the derived boundaries) however few its rows. Over a temp table the plan is
-short: over the sample traces' dataset, planning ``metrics`` 0.40 -> 0.09 CPU s, ``consistency``
-0.17 -> 0.01, for 0.13 to build the table; the report 3.3 -> 2 CPU s. Neither reads a variable, so
-their rows cannot go stale when a later statement sets one (``per_request`` reads the objectives,
-which ``toolkit/compare.py`` sets per side: it stays a view)."""
-
-SMALL_ROWS = 100_000
-"""Requests up to which ``share_load`` keeps ``SMALL_SHARED``'s rows in memory: a copy of every
-column (a few hundred bytes a request) costs little here, while at millions of requests the
-planning is a small share of the work and the copy gigabytes."""
-
-
 def _closure(names: set[str]) -> set[str]:
     """The views ``names`` read, directly or through others (from the headers' ``requires``)."""
     requires = {q.name: set(q.requires) for q in list_queries() if q.is_view}
@@ -433,7 +418,8 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
     The views are set up without reading any data (``connect`` stays instant); the first statement
     that needs the bucket load pays for it once: ``_bucket_load`` (one linear pass, per-bucket event
     sums) and, when read, ``load`` (plus the peak sweep). Later statements read the tables. Over a
-    small dataset ``_bounds`` and ``stages`` too (``SMALL_SHARED``), first: the load tables read them."""
+    small dataset ``_bounds`` and ``stages`` too (toolkit/view_copies.py), first: the load tables read
+    them; for one statement only when it would plan ``_bounds`` more than once."""
     needed = None if sql is None else _closure(named_views(sql))
     wanted = set(SHARED_VIEWS) if needed is None else needed & set(SHARED_VIEWS)
     links = needed is None or "_links" in needed
@@ -445,12 +431,13 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
     if links and "_links" not in have and con.execute(
             "SELECT EXISTS (SELECT 1 FROM requests WHERE vantage <> 'server')").fetchall()[0][0]:
         con.execute("CREATE TEMP TABLE _links AS SELECT * FROM main._links")
-    small = [name for name in SMALL_SHARED if (needed is None or name in needed) and name not in have]
-    if small and con.execute("SELECT count(*) FROM requests").fetchall()[0][0] <= SMALL_ROWS:
-        shadow(con, small)  # first: the load tables below read them
     todo = [name for name in SHARED_VIEWS if name in wanted and name not in have]
     # both to build: their common rows (queries/36_load_calls.sql) read once, kept only while building
     calls = len(todo) == 2
+    built = [*(["_load_calls"] if calls else []), *todo]
+    requires = {q.name: q.requires for q in list_queries() if q.is_view}
+    if sql is None or view_copies.plans(requires, named_views(sql), built, have) > 1:
+        view_copies.share_small(con, [name for name in view_copies.SMALL_SHARED if needed is None or name in needed])
     if calls:
         con.execute("CREATE TEMP TABLE _load_calls AS SELECT * FROM main._load_calls")
     try:
@@ -466,14 +453,8 @@ def share_stages(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     load views at most once: a small dataset's ``_bounds`` and ``stages`` computed once, no load
     table. Returns ``con``."""
     share_load(con, "SELECT * FROM stages")
+    view_copies.share_small(con, list(view_copies.SMALL_SHARED))
     return con
-
-
-def shadow(con: duckdb.DuckDBPyConnection, names: list[str] | tuple[str, ...]) -> None:
-    """Each view's rows into a temp table of its name, in order (a later one reads the earlier ones),
-    replacing one made before: the table shadows the view for every statement after."""
-    for name in names:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM main.{name}")
 
 
 def _result(con: duckdb.DuckDBPyConnection, rel: duckdb.DuckDBPyRelation | None,

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from toolkit import filters as rowfilters
-from toolkit import queries, schema
+from toolkit import queries, schema, view_copies
 from toolkit.whatif.calibrate import Calibration, calibrate, check_window, load_inputs, window_condition
 from toolkit.whatif.simulate import Arrivals, Result, rate_scaled, simulate
 
@@ -100,7 +100,7 @@ long as the process, in ``_views``' cache)."""
 
 def _over(tbl: pa.Table, slo: dict[str, float]) -> duckdb.DuckDBPyConnection:
     """The views over ``tbl``. A small table's ``_bounds`` and ``stages`` are computed once, as
-    ``queries.share_load`` does for a dataset (``queries.SMALL_SHARED``): each statement of a summary
+    ``queries.share_load`` does for a dataset (toolkit/view_copies.py): each statement of a summary
     would plan their chain again (a summary 0.2 -> 0.05 CPU s over the sample traces' busy period); a
     large one's are dropped, so no statement reads the rows of a table registered before. The table
     registered last is kept: a run reads its observed rows twice (``_arrivals``, ``summarize``)."""
@@ -109,10 +109,10 @@ def _over(tbl: pa.Table, slo: dict[str, float]) -> duckdb.DuckDBPyConnection:
         return con
     _REGISTERED[id(con)] = tbl
     con.register("_requests_table", tbl)
-    for name in reversed(queries.SMALL_SHARED):
+    for name in reversed(view_copies.SMALL_SHARED):
         con.execute(f"DROP TABLE IF EXISTS temp.{name}")
-    if tbl.num_rows <= queries.SMALL_ROWS:
-        queries.shadow(con, queries.SMALL_SHARED)
+    if tbl.num_rows <= view_copies.SMALL_ROWS:
+        view_copies.shadow(con, view_copies.SMALL_SHARED)
     return con
 
 
