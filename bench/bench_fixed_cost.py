@@ -10,6 +10,7 @@ HTML, the terminal text; ``sql``'s and ``whatif``'s stdout) is the same byte for
 ``generated_at`` (the clock) masked.
 
     python bench/bench_fixed_cost.py --tree /path/to/main --tree /path/to/branch [--rounds 3] [--work DIR]
+    python bench/bench_fixed_cost.py        # this tree alone: its CPU seconds per command
 """
 
 from __future__ import annotations
@@ -172,11 +173,14 @@ def compare_single_threaded(trees: list[Path], cmd: list[str], work: Path, name:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tree", action="append", type=Path, required=True, help="a source tree (give two)")
+    ap.add_argument(
+        "--tree", action="append", type=Path, help="a source tree (give two; default: this one alone)"
+    )
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--work", type=Path, default=Path("/tmp/stagelens-fixed-cost"))
     ap.add_argument("--only", help="run only the commands whose name contains this")
     args = ap.parse_args(argv)
+    args.tree = args.tree or [ROOT]
     ds = datasets(args.work, args.tree[0])
     cmds = {k: v for k, v in commands(ds).items() if not args.only or args.only in k}
     cpu: dict[str, list[list[float]]] = {k: [[] for _ in args.tree] for k in cmds}
