@@ -90,12 +90,14 @@ def _views(slo: tuple[tuple[str, float], ...]) -> duckdb.DuckDBPyConnection:
     """One connection with the views over ``_requests_table``, per objectives: creating the views
     costs more than a summary, and a run summarizes many tables (each re-registered under the name)."""
     empty = pa.Table.from_batches([], schema=schema.table("requests").arrow_schema().remove_metadata())
-    return queries.connect_tables(empty, {**dict(slo), "group_by": ""})
+    con = queries.connect_tables(empty, {**dict(slo), "group_by": ""})
+    _REGISTERED.pop(id(con), None)  # a connection dropped from the cache may have had this id
+    return con
 
 
 _REGISTERED: dict[int, pa.Table] = {}
-"""The table each ``_views`` connection reads now (by the connection's id; the connections live as
-long as the process, in ``_views``' cache)."""
+"""The table each ``_views`` connection reads now, by the connection's id (a new connection clears
+its id's entry: one that left ``_views``' cache may have had it)."""
 
 
 def _over(tbl: pa.Table, slo: dict[str, float]) -> duckdb.DuckDBPyConnection:
