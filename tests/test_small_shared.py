@@ -160,7 +160,7 @@ def test_compare_and_whatif_say_the_same_through_the_copies(
     ds: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """compare and the what-if replay read stages, per_request and whatif_inputs several times: through
-    the copies their whole results are those of the views (about 1.5 CPU s for the four runs)."""
+    the copies their whole results are those of the views (2.3 CPU s for the four runs)."""
     from toolkit import compare
 
     def both() -> tuple[dict, dict]:
