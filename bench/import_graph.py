@@ -39,7 +39,7 @@ PACKAGE = "toolkit"
 # Lowest first: a package may import from any package before it in this list, never after it.
 # Modules directly under toolkit/ are their own "package" named by the module.
 LAYERS = (
-    "__init__", "_paths", "_process", "resources", "_endings", "inputs", "schema", "store", "queries", "filters", "enginestate",
+    "__init__", "_paths", "_process", "resources", "_endings", "inputs", "schema", "store", "view_copies", "queries", "filters", "enginestate",
     "importers", "ingest", "hints", "engines", "terminal", "charts", "whatif", "report", "compare", "history", "collect",
     "replay", "sql_prompt", "docs", "demo", "cli", "__main__",
 )

@@ -332,7 +332,7 @@ def compare_datasets(
         def connect(ds: str | Path) -> duckdb.DuckDBPyConnection:
             con = queries.connect(ds, params or None, memory_limit=memory_limit, where=rowfilters.where_sql(given))
             rowfilters.check_matches(con, ds, given, "_requests_unfiltered")
-            return con
+            return queries.share_stages(con)  # each side reads stages twice, per_request once
     con_a = connect(dataset_a)
     con_b = connect(dataset_b) if dataset_b is not None else con_a
     wa, pa_ = compile_filter(filter_a)

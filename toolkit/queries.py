@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from toolkit import resources, schema
+from toolkit import resources, schema, view_copies
 from toolkit._paths import shipped
 from toolkit.store import PART_GLOB, Dataset
 from toolkit.store.dataset import FILE_COLUMNS
@@ -400,7 +400,6 @@ SHARED_VIEWS = ("_bucket_load", "load")
 two places is computed twice, so a statement that needs one gets it computed once, into a temp
 table of the same name (a temp table shadows the view for every view that reads it)."""
 
-
 def _closure(names: set[str]) -> set[str]:
     """The views ``names`` read, directly or through others (from the headers' ``requires``)."""
     requires = {q.name: set(q.requires) for q in list_queries() if q.is_view}
@@ -418,7 +417,9 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
 
     The views are set up without reading any data (``connect`` stays instant); the first statement
     that needs the bucket load pays for it once: ``_bucket_load`` (one linear pass, per-bucket event
-    sums) and, when read, ``load`` (plus the peak sweep). Later statements read the tables."""
+    sums) and, when read, ``load`` (plus the peak sweep). Later statements read the tables. Over a
+    small dataset ``_bounds`` and ``stages`` too (toolkit/view_copies.py), first: the load tables read
+    them; for one statement only when it would plan ``_bounds`` more than once."""
     needed = None if sql is None else _closure(named_views(sql))
     wanted = set(SHARED_VIEWS) if needed is None else needed & set(SHARED_VIEWS)
     links = needed is None or "_links" in needed
@@ -433,6 +434,10 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
     todo = [name for name in SHARED_VIEWS if name in wanted and name not in have]
     # both to build: their common rows (queries/36_load_calls.sql) read once, kept only while building
     calls = len(todo) == 2
+    built = [*(["_load_calls"] if calls else []), *todo]
+    requires = {q.name: q.requires for q in list_queries() if q.is_view}
+    if sql is None or view_copies.plans(requires, named_views(sql), built, have) > 1:
+        view_copies.share_small(con, [name for name in view_copies.SMALL_SHARED if needed is None or name in needed])
     if calls:
         con.execute("CREATE TEMP TABLE _load_calls AS SELECT * FROM main._load_calls")
     try:
@@ -441,6 +446,15 @@ def share_load(con: duckdb.DuckDBPyConnection, sql: str | None = None) -> None:
     finally:
         if calls:
             con.execute("DROP TABLE IF EXISTS temp._load_calls")
+
+
+def share_stages(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """``share_load`` for a caller that reads ``stages`` (or ``per_request``) several times and the
+    load views at most once: a small dataset's ``_bounds`` and ``stages`` computed once, no load
+    table. Returns ``con``."""
+    share_load(con, "SELECT * FROM stages")
+    view_copies.share_small(con, list(view_copies.SMALL_SHARED))
+    return con
 
 
 def _result(con: duckdb.DuckDBPyConnection, rel: duckdb.DuckDBPyRelation | None,

@@ -104,20 +104,26 @@ def _bucket_step(times: list[float]) -> float | None:
     return min(gaps) if gaps else None
 
 
-def line_segments(series: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+def timed(series: list[dict[str, Any]]) -> list[tuple[float, dict[str, Any]]]:
+    """(bucket time in epoch ms, row) of each row with a time, in time order (a stable sort). Each
+    bucket's time parsed once: a series over days holds 100 000 buckets, and parsing them at every
+    sort and for every panel cost 5 CPU s of the sample traces' page."""
+    return sorted(((t, r) for r in series if (t := epoch_ms(r.get("bucket_start"))) is not None), key=lambda p: p[0])
+
+
+def line_segments(series: list[dict[str, Any]], key: str,
+                  points: list[tuple[float, dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """The p50/p95 points of ``key`` (ttft, tpot, itl, e2e), each with ``seg``: a new segment after
     every bucket without a value (no request arrived in it) or a missing bucket, so a line is drawn
     only between buckets that hold requests. Joined across a gap, a p95 e2e line climbed to 1.4 s
-    over 44 s in which no request was made."""
-    times = sorted(t for t in (epoch_ms(r.get("bucket_start")) for r in series) if t is not None)
-    step = _bucket_step(times)
+    over 44 s in which no request was made. ``points``: ``timed(series)``, when the caller has it."""
+    points = timed(series) if points is None else points
+    step = _bucket_step([t for t, _ in points])
     rows = []
     for stat in ("p50", "p95"):
         seg, prev = 0, None
-        for r in sorted(series, key=lambda r: epoch_ms(r.get("bucket_start")) or 0.0):
-            t, v = epoch_ms(r.get("bucket_start")), num(r.get(f"{key}_{stat}_ms"))
-            if t is None:
-                continue
+        for t, r in points:
+            v = num(r.get(f"{key}_{stat}_ms"))
             if v is None:
                 prev = None
                 continue
@@ -133,15 +139,15 @@ def latency_chart(series: list[dict[str, Any]], busy_periods: list[dict[str, Any
     """TTFT, TPOT (ITL where given) and e2e p50/p95 per bucket (one panel each), busy (and slow)
     periods shaded; a line breaks where a bucket has no request (``line_segments``), and a bucket
     alone between two gaps is a dot."""
-    times = [t for t in (epoch_ms(r.get("bucket_start")) for r in series) if t is not None]
-    if not times:
+    points = timed(series)
+    if not points:
         return None
-    lo, hi = min(times), max(times)
+    lo, hi = points[0][0], points[-1][0]
     panels = []
     datasets: dict[str, list[dict[str, Any]]] = {}
     stat_colour = alt.Scale(domain=["p50", "p95"], range=["#74a9cf", "#08519c"])
     for key in ("ttft", "tpot", "itl", "e2e"):
-        rows = line_segments(series, key)
+        rows = line_segments(series, key, points)
         if not rows:
             continue
         sizes: dict[str, int] = {}

@@ -24,7 +24,8 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """The dataset's views, with those the report reads many times computed once: a temp table
     shadows the view of the same name. ``_bucket_load`` (load, and per_request's busy/quiet period),
-    ``load`` (busy_periods, consistency, the charts); and, when
+    ``load`` (busy_periods, consistency, the charts); over a small dataset ``_bounds`` and ``stages``,
+    which nearly every view reads (toolkit/view_copies.py); and, when
     there are client or gateway records, ``_links`` and ``calls`` holding only the joined calls
     (uplink known), the only ones the report reads (joined counts, client_ttft_ms, clock offsets).
     ``_turn_calls`` and ``turns`` are computed once too, but only where there are traces and the
