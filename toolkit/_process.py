@@ -78,12 +78,14 @@ def allow_pandas() -> None:
 
 
 def catch_signals() -> None:
-    """SIGINT and SIGTERM through ``toolkit._endings.on_signal`` (module docstring)."""
-    from toolkit._endings import SIGNALS, on_signal
+    """SIGINT and SIGTERM through ``toolkit._endings.on_signal``, and a running query stopped as one
+    arrives (``watch_signals``; module docstring)."""
+    from toolkit._endings import SIGNALS, on_signal, watch_signals
 
     for s in SIGNALS:
         if signal.getsignal(s) != signal.SIG_IGN:
             signal.signal(s, on_signal)
+    watch_signals()
 
 
 class _Out(io.FileIO):

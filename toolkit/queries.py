@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from toolkit import resources, schema, view_copies
+from toolkit import _endings, resources, schema, view_copies
 from toolkit._paths import shipped
 from toolkit.store import PART_GLOB, Dataset
 from toolkit.store.dataset import FILE_COLUMNS
@@ -357,7 +357,7 @@ def duck() -> duckdb.DuckDBPyConnection:
     same files, and binding all of them read each footer again, 2.65 -> 1.63 CPU s for a connection
     with every view over the sample traces' dataset. The cache lives and dies with this in-memory
     database, and DuckDB checks a file's modification time before it uses a cached footer."""
-    con = duckdb.connect()
+    con = _endings.interruptible(duckdb.connect())  # a Ctrl-C stops its query at once
     con.execute("SET temp_directory = ?", [str(spill_dir())])
     con.execute("SET parquet_metadata_cache = true")
     return con
