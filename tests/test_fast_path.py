@@ -91,27 +91,33 @@ def test_clean_file_is_read_fast_and_numbered_exactly(kit, tmp_path, monkeypatch
     assert [r["request_id"] for r in got] == [f"r{i}" for i in range(5000)]
 
 
+# lines of a file with trouble "late" in it: more than one DuckDB vector (2,048 rows) comes before the
+# trouble (10 lines from the end), so the reader may have written output it must roll back (6,000 lines
+# before; their import and reading back was most of these ~55 tests' CPU)
+LATE = 2500
+
+
 @pytest.mark.parametrize("trouble", ["blank line", "crlf blank line", "wrong type", "malformed", "two objects",
                                      "null", "empty object"])
 def test_trouble_late_in_a_file_rolls_back_to_the_line_reader(kit, tmp_path, monkeypatch, trouble):
     """Output already written for the file's early rows is rolled back, seen ids too."""
     monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1)  # write every DuckDB batch as it comes
     calls = _spy(monkeypatch)
-    lines = [json.dumps(kit.sglang(f"r{i}", kit.T0_US + i * 1000)) for i in range(6000)]
+    lines = [json.dumps(kit.sglang(f"r{i}", kit.T0_US + i * 1000)) for i in range(LATE)]
     lines += [json.dumps(kit.sglang("r1", kit.T0_US)), json.dumps(kit.sglang("late", kit.T0_US))]  # r1: a duplicate
     bad = {"blank line": "", "crlf blank line": "\r", "wrong type": json.dumps(kit.sglang("x", prompt_tokens="many")),
            "malformed": '{"id": "y", ', "two objects": '{"id": "a"} {"id": "b"}',
            # read_json gives both as a row of NULLs; the line reader says unparseable / missing-field
            "null": "null", "empty object": "{}"}[trouble]
-    lines.insert(5990, bad)
+    lines.insert(LATE - 10, bad)
     f = tmp_path / "m.jsonl"
     f.write_text("\n".join(lines) + "\n")
     fast, slow = _both_ways(kit, [f], tmp_path, "sglang", monkeypatch)
     assert fast == slow
     assert calls and calls[0] != "fast"
     s, t = fast
-    assert s["duplicates"] == 1 and s["read"] == 6003 - (trouble in ("blank line", "crlf blank line"))
-    assert {r["request_id"]: r["source_line"] for r in t["requests"]}["late"] == 6003
+    assert s["duplicates"] == 1 and s["read"] == LATE + 3 - (trouble in ("blank line", "crlf blank line"))
+    assert {r["request_id"]: r["source_line"] for r in t["requests"]}["late"] == LATE + 3
     ds = tmp_path / "ds-True"
     files = sorted(p.relative_to(ds).as_posix() for p in (ds / "requests").rglob("*.parquet"))
     assert len(files) == len({p for p in files}) and not list((ds / "_staging").glob("*/*"))
@@ -262,8 +268,8 @@ def test_mapping_csv_trouble_late_in_a_file(kit, tmp_path, monkeypatch, trouble,
     monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1)  # write every DuckDB batch as it comes
     calls = _spy(monkeypatch)
     bad, stays_fast = CSV_TROUBLE[trouble]
-    lines = _gw_csv([_gw_row(i) for i in range(6000)] + [_gw_row(1)])  # gw-1 again: a duplicate
-    lines.insert(5990, bad)
+    lines = _gw_csv([_gw_row(i) for i in range(LATE)] + [_gw_row(1)])  # gw-1 again: a duplicate
+    lines.insert(LATE - 10, bad)
     f = tmp_path / "gw.csv"
     newline = "\r\n" if crlf else "\n"
     f.write_bytes((newline.join(lines) + newline).encode())
@@ -295,15 +301,15 @@ def test_mapping_jsonl_trouble_late_in_a_file(kit, tmp_path, monkeypatch, troubl
     monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1)
     calls = _spy(monkeypatch)
     bad, stays_fast = JSONL_TROUBLE[trouble]
-    lines = [json.dumps(_gw_row(i)) for i in [*range(6000), 1]]
-    lines.insert(5990, bad)
+    lines = [json.dumps(_gw_row(i)) for i in [*range(LATE), 1]]
+    lines.insert(LATE - 10, bad)
     f = tmp_path / "gw.jsonl"
     f.write_text("\n".join(lines) + "\n")
     (m := tmp_path / "gw.toml").write_text(GW_TOML)
     fast, slow = _mapping_both_ways(kit, [f], m, tmp_path, monkeypatch)
     assert fast == slow
     assert (calls == ["fast"]) == stays_fast, calls
-    assert fast[0]["duplicates"] == 1 and fast[0]["read"] == 6001 + (trouble != "blank line")
+    assert fast[0]["duplicates"] == 1 and fast[0]["read"] == LATE + 1 + (trouble != "blank line")
     assert kit.rows(tmp_path / "ds-True", "requests") == fast[1]["requests"]
 
 
@@ -419,15 +425,15 @@ def test_tgi_awkward_files_import_the_same_both_ways(kit, tmp_path, monkeypatch,
     calls = _spy(monkeypatch)
     make = (lambda i: _tgi_text(i, colour=i % 5 == 0, unit=("ms", "µs", "us", "ns", "s")[i % 5])) \
         if layout == "text" else (lambda i: _tgi_json(i, queue_time=("2ms", "2µs", "2us", "2ns", "0.002s")[i % 5]))
-    lines = [make(i) for i in range(4000)]
-    lines.insert(3990, odd)
+    lines = [make(i) for i in range(LATE)]
+    lines.insert(LATE - 10, odd)
     f = tmp_path / "router.log"
     f.write_text("\n".join(lines) + "\n", encoding="utf-8", newline="")
     fast, slow = _both_ways(kit, [f], tmp_path, "tgi", monkeypatch)
     assert fast == slow
     assert calls[0] == ("fast" if stays_fast else calls[0]) and (stays_fast or calls[0] != "fast")
     s, t = fast
-    assert s["read"] >= 4000
+    assert s["read"] >= LATE
     ids = {r["request_id"] for r in t["requests"]}
     assert len(ids) == len(t["requests"])
 
