@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import typer.testing
 from hypothesis import settings
 
 from toolkit import schema
@@ -26,6 +27,24 @@ from toolkit.ingest import import_traces
 # with "unreliable test timings" though every example passed
 settings.register_profile("stagelens", deadline=None)
 settings.load_profile("stagelens")
+
+# typer's CliRunner.invoke builds the whole Click command tree from the app on every call (every
+# command's signature and type hints: ~0.13 CPU s, the most of a small ``CliRunner`` import's cost).
+# The tree holds nothing of an invocation (toolkit/cli/_app.py's group resets its state at each run
+# and its get_command only adds what it has not), so it is built once a process, again if commands
+# are added to the app.
+_COMMANDS: dict[tuple[int, int, int], tuple[object, object]] = {}
+_build_command = typer.testing._get_command
+
+
+def _command_once(app):  # type: ignore[no-untyped-def]
+    key = (id(app), len(app.registered_commands), len(app.registered_groups))
+    if key not in _COMMANDS:
+        _COMMANDS[key] = (app, _build_command(app))  # the app kept too: its id is not reused meanwhile
+    return _COMMANDS[key][1]
+
+
+typer.testing._get_command = _command_once
 
 MARKER = "PROMPT-MARKER-q7Zx9w"  # stands for customer prompt text; must never leave the raw log
 DROP = object()  # field value meaning "leave the key out"

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import both_readers
+from tests.test_conformance import SAMPLES
 from toolkit.importers import REGISTRY
 from toolkit.importers._common import ImportOptions
 from toolkit.ingest import dispatch
@@ -42,7 +43,10 @@ def _inputs(fmt: str) -> list[Path]:
     return out
 
 
-CASES = [(fmt, p) for fmt in FAST_FORMATS for p in _inputs(fmt)]
+# every input of the fast formats but each importer's own sample, which tests/test_conformance.py's
+# test_fast_and_line_readers_give_the_same_rows already imports both ways and compares (the same file,
+# the same format, the same comparison: twice the CPU for nothing)
+CASES = [(fmt, p) for fmt in FAST_FORMATS for p in _inputs(fmt) if SAMPLES.get(fmt, Path()).resolve() != p.resolve()]
 
 
 def _both_ways(kit, paths: list[Path], tmp: Path, fmt: str, monkeypatch) -> tuple[dict, dict]:
@@ -91,27 +95,33 @@ def test_clean_file_is_read_fast_and_numbered_exactly(kit, tmp_path, monkeypatch
     assert [r["request_id"] for r in got] == [f"r{i}" for i in range(5000)]
 
 
+# lines of a file with trouble "late" in it: more than one DuckDB vector (2,048 rows) comes before the
+# trouble (10 lines from the end), so the reader may have written output it must roll back (6,000 lines
+# before; their import and reading back was most of these ~55 tests' CPU)
+LATE = 2500
+
+
 @pytest.mark.parametrize("trouble", ["blank line", "crlf blank line", "wrong type", "malformed", "two objects",
                                      "null", "empty object"])
 def test_trouble_late_in_a_file_rolls_back_to_the_line_reader(kit, tmp_path, monkeypatch, trouble):
     """Output already written for the file's early rows is rolled back, seen ids too."""
     monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1)  # write every DuckDB batch as it comes
     calls = _spy(monkeypatch)
-    lines = [json.dumps(kit.sglang(f"r{i}", kit.T0_US + i * 1000)) for i in range(6000)]
+    lines = [json.dumps(kit.sglang(f"r{i}", kit.T0_US + i * 1000)) for i in range(LATE)]
     lines += [json.dumps(kit.sglang("r1", kit.T0_US)), json.dumps(kit.sglang("late", kit.T0_US))]  # r1: a duplicate
     bad = {"blank line": "", "crlf blank line": "\r", "wrong type": json.dumps(kit.sglang("x", prompt_tokens="many")),
            "malformed": '{"id": "y", ', "two objects": '{"id": "a"} {"id": "b"}',
            # read_json gives both as a row of NULLs; the line reader says unparseable / missing-field
            "null": "null", "empty object": "{}"}[trouble]
-    lines.insert(5990, bad)
+    lines.insert(LATE - 10, bad)
     f = tmp_path / "m.jsonl"
     f.write_text("\n".join(lines) + "\n")
     fast, slow = _both_ways(kit, [f], tmp_path, "sglang", monkeypatch)
     assert fast == slow
     assert calls and calls[0] != "fast"
     s, t = fast
-    assert s["duplicates"] == 1 and s["read"] == 6003 - (trouble in ("blank line", "crlf blank line"))
-    assert {r["request_id"]: r["source_line"] for r in t["requests"]}["late"] == 6003
+    assert s["duplicates"] == 1 and s["read"] == LATE + 3 - (trouble in ("blank line", "crlf blank line"))
+    assert {r["request_id"]: r["source_line"] for r in t["requests"]}["late"] == LATE + 3
     ds = tmp_path / "ds-True"
     files = sorted(p.relative_to(ds).as_posix() for p in (ds / "requests").rglob("*.parquet"))
     assert len(files) == len({p for p in files}) and not list((ds / "_staging").glob("*/*"))
@@ -129,17 +139,18 @@ def test_duplicates_across_files_and_batches(kit, tmp_path, monkeypatch):
     assert kept["r5"] == 6  # the first occurrence in line order
 
 
-# The properties below import each generated file twice (fast reader, line reader): ~0.4 CPU s an
-# example, and the file was the suite's most expensive after Spark (85 CPU s). 20 examples of up to 12
-# records (12 of the OTLP and LiteLLM ones, two formats or large payloads each) still draw every
-# sampled value and line kind many times over; the awkward cases are planted as parametrized tests.
+# The properties below import each generated file twice (fast reader, line reader): ~0.25 CPU s an
+# example, and the file was the suite's most expensive after Spark (85 CPU s, then 62). 10 examples of
+# up to 12 records (6 of the OTLP and LiteLLM ones, two formats or large payloads each) still draw
+# every line kind and most sampled values; the awkward cases are planted as parametrized tests, and
+# each property's run is random, so over the suite's runs the draws keep covering new files.
 SG_NUMERIC = ["request_received_ts", "forward_entry_time", "prefill_finished_time", "first_token_latency",
               "request_finished_ts", "e2e_latency", "queue_time", "prompt_tokens", "num_retractions"]
 VALUES = st.one_of(st.none(), st.integers(-5, 5), st.floats(allow_nan=False, allow_infinity=False),
                    st.sampled_from([1e300, -1e300, 1795993812.5, 0.25, "12", "x", True, [], {}]))
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(["r1", "r2", "r3", None]),
                           st.dictionaries(st.sampled_from(SG_NUMERIC), VALUES, max_size=5),
                           st.sampled_from(["", "", "", "blank", "garbage", "null", "{}", "event"])),
@@ -261,8 +272,8 @@ def test_mapping_csv_trouble_late_in_a_file(kit, tmp_path, monkeypatch, trouble,
     monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1)  # write every DuckDB batch as it comes
     calls = _spy(monkeypatch)
     bad, stays_fast = CSV_TROUBLE[trouble]
-    lines = _gw_csv([_gw_row(i) for i in range(6000)] + [_gw_row(1)])  # gw-1 again: a duplicate
-    lines.insert(5990, bad)
+    lines = _gw_csv([_gw_row(i) for i in range(LATE)] + [_gw_row(1)])  # gw-1 again: a duplicate
+    lines.insert(LATE - 10, bad)
     f = tmp_path / "gw.csv"
     newline = "\r\n" if crlf else "\n"
     f.write_bytes((newline.join(lines) + newline).encode())
@@ -294,15 +305,15 @@ def test_mapping_jsonl_trouble_late_in_a_file(kit, tmp_path, monkeypatch, troubl
     monkeypatch.setattr(fast_reader, "GATHER_ROWS", 1)
     calls = _spy(monkeypatch)
     bad, stays_fast = JSONL_TROUBLE[trouble]
-    lines = [json.dumps(_gw_row(i)) for i in [*range(6000), 1]]
-    lines.insert(5990, bad)
+    lines = [json.dumps(_gw_row(i)) for i in [*range(LATE), 1]]
+    lines.insert(LATE - 10, bad)
     f = tmp_path / "gw.jsonl"
     f.write_text("\n".join(lines) + "\n")
     (m := tmp_path / "gw.toml").write_text(GW_TOML)
     fast, slow = _mapping_both_ways(kit, [f], m, tmp_path, monkeypatch)
     assert fast == slow
     assert (calls == ["fast"]) == stays_fast, calls
-    assert fast[0]["duplicates"] == 1 and fast[0]["read"] == 6001 + (trouble != "blank line")
+    assert fast[0]["duplicates"] == 1 and fast[0]["read"] == LATE + 1 + (trouble != "blank line")
     assert kit.rows(tmp_path / "ds-True", "requests") == fast[1]["requests"]
 
 
@@ -328,7 +339,7 @@ GW_VALUES = st.one_of(st.none(), st.integers(-5, 5), st.floats(allow_nan=False, 
                       st.sampled_from([1e300, -1e300, 1767225600000.5, "12", "x", "", True, [], {}, [1.5]]))
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.one_of(st.lists(CSV_FIELDS, min_size=1, max_size=10).map(",".join),
                           st.sampled_from(["", "gw-1,1767225600000,1,2,3,4,m,200", 'gw-2,1,2,3,4,5,"m,n",499'])),
                 min_size=1, max_size=12),
@@ -342,7 +353,7 @@ def test_any_csv_imports_the_same_both_ways(kit, monkeypatch, lines, newline):
         assert fast == slow
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(["r1", "r2", 7, None]),
                           st.dictionaries(st.sampled_from(GW_COLUMNS[1:]), GW_VALUES, max_size=6),
                           st.sampled_from(["", "", "", "blank", "garbage", "null"])), min_size=1, max_size=12))
@@ -418,15 +429,15 @@ def test_tgi_awkward_files_import_the_same_both_ways(kit, tmp_path, monkeypatch,
     calls = _spy(monkeypatch)
     make = (lambda i: _tgi_text(i, colour=i % 5 == 0, unit=("ms", "µs", "us", "ns", "s")[i % 5])) \
         if layout == "text" else (lambda i: _tgi_json(i, queue_time=("2ms", "2µs", "2us", "2ns", "0.002s")[i % 5]))
-    lines = [make(i) for i in range(4000)]
-    lines.insert(3990, odd)
+    lines = [make(i) for i in range(LATE)]
+    lines.insert(LATE - 10, odd)
     f = tmp_path / "router.log"
     f.write_text("\n".join(lines) + "\n", encoding="utf-8", newline="")
     fast, slow = _both_ways(kit, [f], tmp_path, "tgi", monkeypatch)
     assert fast == slow
     assert calls[0] == ("fast" if stays_fast else calls[0]) and (stays_fast or calls[0] != "fast")
     s, t = fast
-    assert s["read"] >= 4000
+    assert s["read"] >= LATE
     ids = {r["request_id"] for r in t["requests"]}
     assert len(ids) == len(t["requests"])
 
@@ -522,7 +533,7 @@ def test_otlp_awkward_batches_read_fast_and_same(kit, tmp_path, monkeypatch):
     assert {r["vantage"] for r in t["requests"]} == {"client", "gateway", "server"}
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.one_of(st.tuples(st.lists(st.integers(0, 200), min_size=1, max_size=6), st.booleans(),
                                     st.booleans()),
                           st.sampled_from(OTLP_ODD_LINES)), min_size=1, max_size=6))
@@ -578,7 +589,7 @@ def test_litellm_awkward_lines_read_fast_and_same(kit, tmp_path, monkeypatch):
     assert {r["reason_code"] for r in t["quarantine"]} >= {"unparseable", "bad-type"}
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.one_of(st.tuples(st.integers(0, 100), st.integers(0, 3), st.booleans()), st.just("null")),
                 min_size=1, max_size=8))
 def test_any_litellm_file_imports_the_same_both_ways(kit, monkeypatch, items):

@@ -288,8 +288,8 @@ def test_decompression_bomb_stops_at_the_bound(kit, tmp_path, kind):
     before it are imported; the rest is quarantined 'too-large'; memory stays bounded."""
     f = tmp_path / f"bomb.jsonl.{kind}"
     head = "".join(json.dumps(kit.sglang(f"r{i}", a_us=kit.T0_US + i)) + "\n" for i in range(5)).encode()
-    if kind == "zst":
-        cobj = zstandard.ZstdCompressor(level=19).compressobj()
+    if kind == "zst":  # level 1 makes the same 64 KB of run-length blocks as level 19, in 0.4 CPU s, not 5
+        cobj = zstandard.ZstdCompressor(level=1).compressobj()
         parts = [cobj.compress(head)] + [cobj.compress(b"a" * (1 << 24)) for _ in range(128)] + [cobj.flush()]
     else:
         cobj = gzip.zlib.compressobj(9, wbits=31)  # type: ignore[attr-defined]
@@ -304,7 +304,7 @@ def test_decompression_bomb_stops_at_the_bound(kit, tmp_path, kind):
 
 def test_bomb_measured_rss_stays_bounded(kit, tmp_path):
     f = tmp_path / "bomb.jsonl.zst"
-    cobj = zstandard.ZstdCompressor(level=19).compressobj()
+    cobj = zstandard.ZstdCompressor(level=1).compressobj()  # 64 KB as at level 19, 13 times faster
     f.write_bytes(b"".join([cobj.compress(b"a" * (1 << 24)) for _ in range(128)] + [cobj.flush()]))
     code = ("import resource, sys; from toolkit.ingest import import_traces; "
             f"import_traces([{str(f)!r}], {str(tmp_path / 'ds')!r}, fmt='sglang'); "

@@ -32,12 +32,19 @@ def count(ds: Path) -> int:
     return int(res.stdout.split()[1])
 
 
-@pytest.fixture
-def ds(kit, tmp_path) -> Path:
-    """A dataset of two requests, imported as a user would."""
-    root = tmp_path / "ds"
-    kit.run([kit.write(tmp_path / "a.jsonl", [kit.sglang("r1"), kit.sglang("r2")])], root)
+@pytest.fixture(scope="module")
+def imported(kit, tmp_path_factory) -> Path:
+    """A dataset of two requests, imported as a user would: once for the module (~100 tests damage it)."""
+    d = tmp_path_factory.mktemp("imported")
+    root = d / "ds"
+    kit.run([kit.write(d / "a.jsonl", [kit.sglang("r1"), kit.sglang("r2")])], root)
     return root
+
+
+@pytest.fixture
+def ds(imported, tmp_path) -> Path:
+    """A copy of the imported dataset for one test to damage."""
+    return Path(shutil.copytree(imported, tmp_path / "ds", symlinks=True))
 
 
 @pytest.fixture
@@ -311,7 +318,7 @@ def test_report_on_parquet_damaged_inside_is_one_line(ds):
     one_error_line(CliRunner().invoke(app, ["sql", str(ds), "SELECT sum(length(request_id)) FROM requests"]), 2)
 
 
-def test_fields_a_newer_version_adds_to_the_manifest_are_read_past(kit, ds, nxt, tmp_path):
+def test_fields_a_newer_version_adds_to_the_manifest_are_read_past(kit, imported, ds, nxt):
     """A manifest entry may carry more than this version writes (a content digest per file, an import
     option): readers and the next import go on; the same bytes are still recognised by ``digest``."""
     m = json.loads((ds / "manifest.json").read_text())
@@ -321,7 +328,7 @@ def test_fields_a_newer_version_adds_to_the_manifest_are_read_past(kit, ds, nxt,
     imp["files"][0]["content_sha256"] = "ab" * 32
     (ds / "manifest.json").write_text(json.dumps(m))
     assert count(ds) == 2
-    s = kit.run([tmp_path / "a.jsonl"], ds)  # the first file again: already imported
+    s = kit.run([imported.parent / "a.jsonl"], ds)  # the first file again: already imported
     assert s["files"][0]["status"] == "already-imported"
     s = kit.run([nxt], ds)
     assert s["imported"] == 1 and count(ds) == 3
