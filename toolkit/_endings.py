@@ -27,6 +27,7 @@ import errno
 import os
 import signal
 import socket
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -55,12 +56,27 @@ class Interrupted(KeyboardInterrupt):
 
 
 _received: list[int] = []
+_stopped: list[int] = []  # signals watch_signals stopped the queries for, not yet seen by on_signal
 
 
 def on_signal(signum: int, _frame: FrameType | None) -> None:
-    """The command's handler of SIGINT and SIGTERM: recorded (``interrupted``), then raised."""
+    """The command's handler of SIGINT and SIGTERM: recorded (``interrupted``), then raised; not
+    raised a second time when ``watch_signals`` stopped a query for it and that query's error is
+    already on its way up: Python runs this handler at whatever line the main thread reaches after
+    DuckDB returns, often inside the cleanup that error set off, which a raise there would cut
+    short (an interrupted import into a new folder left the folder behind)."""
     _received.append(signum)
+    if signum in _stopped and any(_stops(e) for e in _chain(sys.exc_info()[1])):
+        _stopped.remove(signum)
+        return
     raise Interrupted(signum)
+
+
+def _stops(e: BaseException) -> bool:
+    """An error an interrupt makes: ours, or DuckDB's for a query it stopped (``InterruptException``,
+    or ``RuntimeError: Query interrupted`` from a result being fetched)."""
+    return (isinstance(e, Interrupted) or type(e).__name__ == "InterruptException"
+            or (isinstance(e, RuntimeError) and "interrupted" in str(e).lower()))
 
 
 _queries: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -102,6 +118,7 @@ def _interrupt_queries(reader: socket.socket) -> None:
         for signum in data:
             if signum in SIGNALS and signal.getsignal(signum) is on_signal:
                 _received.append(signum)
+                _stopped.append(signum)
                 for con in list(_queries):
                     with suppress(Exception):  # a connection closed meanwhile
                         con.interrupt()
@@ -115,6 +132,7 @@ def interrupted() -> int | None:
 def reset() -> None:
     """Forget the signals received (a command begins: tests run many in one process)."""
     _received.clear()
+    _stopped.clear()
 
 
 def ignore_signals() -> None:
