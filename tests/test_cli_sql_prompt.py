@@ -116,6 +116,17 @@ def _wait_for(session: str, needle: str, timeout: float = 60) -> str:
     raise AssertionError(f"{needle!r} not on the screen:\n{screen}")
 
 
+def _wait_until(session: str, ok, timeout: float = 30) -> str:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = _tmux("capture-pane", "-p", "-t", session)
+        if ok(screen):
+            return screen
+        time.sleep(0.1)
+    raise AssertionError(f"not on the screen:\n{screen}")
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 @pytest.mark.parametrize("shell", SHELLS)
 def test_at_a_terminal_ctrl_c_then_a_query_then_ctrl_d(ds: Path, tmp_path: Path, shell: str) -> None:
@@ -134,7 +145,10 @@ def test_at_a_terminal_ctrl_c_then_a_query_then_ctrl_d(ds: Path, tmp_path: Path,
         _tmux("send-keys", "-t", session, "C-c")
         time.sleep(1)
         _tmux("send-keys", "-t", session, "-l", "SELECT 'half typed'")
+        # the shell's line editor has it (echoed), so Ctrl-C reaches the editor, not the query's end
+        _wait_for(session, "half typed")
         _tmux("send-keys", "-t", session, "C-c")
+        _wait_until(session, lambda screen: "half typed" not in screen.rstrip().splitlines()[-1])
         _tmux("send-keys", "-t", session, "-l", "SELECT count(*) * 7 AS answer FROM stages\\;")
         _tmux("send-keys", "-t", session, "Enter")
         screen = _wait_for(session, "42")
