@@ -111,6 +111,8 @@ def _over(tbl: pa.Table, slo: dict[str, float]) -> duckdb.DuckDBPyConnection:
         return con
     _REGISTERED[id(con)] = tbl
     con.register("_requests_table", tbl)
+    # dropped first, also when new copies follow: replaced in place over the previous table's copies,
+    # the new ones came out wrong (tests/test_small_shared.py fails so)
     for name in reversed(view_copies.SMALL_SHARED):
         con.execute(f"DROP TABLE IF EXISTS temp.{name}")
     if tbl.num_rows <= view_copies.SMALL_ROWS:
