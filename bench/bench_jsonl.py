@@ -20,7 +20,7 @@ gateway log), ``litellm``, ``tgi`` (``--json-output``), ``otlp``, ``vllm-otlp``.
   with none of the import's own work: DuckDB alone reads the file as the fast reader does (its
   view ``lines``), runs the importer's candidate SQL and writes every column of the requests table
   (``COPY``), as the import does; no shared checks, identity hash, content digest, line numbering,
-  duplicates or quarantine, no NumPy or pyarrow. Not a target: it tells how much of the gap to
+  duplicates or quarantine, no NumPy or pyarrow. It tells how much of the gap to
   ``reference`` is the dataset's schema (31 columns, most of them the same or NULL on every row)
   rather than the import's work. Built by ``schema_reference``. The target (docs/benchmarks.md): the import
   within 1.15x of it (the table's ``1.15x of schema`` column).
@@ -36,7 +36,7 @@ Each tree's modules are byte-compiled once before the runs and the children may 
 (``PYTHONDONTWRITEBYTECODE`` is dropped for them): an installed stagelens has its ``.pyc`` as
 duckdb has, and compiling toolkit/ again in every child cost 0.1 CPU s of each import's start-up.
 
-The order of the three rotates from one repeat to the next, so a change in the machine's load
+The order of the children rotates from one repeat to the next, so a change in the machine's load
 falls on each alike. Every figure counts the whole child process, interpreter start-up and module
 imports included (``wait4``: user + system CPU seconds, peak RSS, wall). The ratio is CPU s of the
 import / CPU s of the reference of the same repeat (the machine is shared: CPU seconds are steadier
