@@ -104,6 +104,10 @@ def main(argv: list[str]) -> int:
     if what == "test":
         ensure_chromium()
         rc = run(str(BIN / "ruff"), "check", "toolkit", "tests", "bench", "dev.py", "setup.py")
+        # compiled once, as pip compiles an installed package: the editable install is not, and where
+        # PYTHONDONTWRITEBYTECODE is set (CI images often set it) each of the suite's hundreds of
+        # `stagelens` processes and both workers compiled toolkit/ again (~0.2 CPU s a process)
+        rc = rc or run(str(BIN / "python"), "-m", "compileall", "-q", "toolkit", "tests")
         return rc or run(str(BIN / "python"), "-m", "pytest", *PYTEST, *rest)
     if what == "readme":
         return run(str(BIN / "python"), "-m", "toolkit.docs")
