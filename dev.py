@@ -106,7 +106,7 @@ def main(argv: list[str]) -> int:
         rc = run(str(BIN / "ruff"), "check", "toolkit", "tests", "bench", "dev.py", "setup.py")
         # compiled once, as pip compiles an installed package: the editable install is not, and where
         # PYTHONDONTWRITEBYTECODE is set (CI images often set it) each of the suite's hundreds of
-        # `stagelens` processes and both workers compiled toolkit/ again (~0.2 CPU s a process)
+        # `stagelens` processes and both workers compiled the modules it imports again
         rc = rc or run(str(BIN / "python"), "-m", "compileall", "-q", "toolkit", "tests")
         return rc or run(str(BIN / "python"), "-m", "pytest", *PYTEST, *rest)
     if what == "readme":
