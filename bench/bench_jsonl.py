@@ -383,9 +383,8 @@ def bench_format(fmt: str, n: int, repeat: int, before: Path | None, keep: bool)
     for mode in trees:  # CPU ratio to the reference of the same repeat
         row[mode]["ratio"] = [r["cpu_s"] / q["cpu_s"] for r, q in zip(runs[mode], ref, strict=True)]
         row[mode]["rows_ok"] = all(r["imported"] == n for r in runs[mode])
-        if schema:  # and to the schema reference (the target) and the duties (module docstring)
-            row[mode]["schema_ratio"] = [r["cpu_s"] / q["cpu_s"] for r, q in zip(runs[mode], runs["schema"], strict=True)]
-            row[mode]["duties_ratio"] = [r["cpu_s"] / q["cpu_s"] for r, q in zip(runs[mode], runs["duties"], strict=True)]
+        for other in ("schema", "duties") if schema else ():  # the target's reference, and where the time goes
+            row[mode][f"{other}_ratio"] = [r["cpu_s"] / q["cpu_s"] for r, q in zip(runs[mode], runs[other], strict=True)]
     return row
 
 

@@ -52,6 +52,7 @@ PRE_S, BURST_S, POST_S = 22.0, 4.0, 14.0
 OUTPUT_LENGTHS = (16, 32, 48, 64)  # mean 40 tokens
 SERVER_START_TIMEOUT_S = 420
 REPLAY_TIMEOUT_S = 600
+UNREPLAYED_SPANS = 9 + 3  # real calls with a span and no client row: the capacity warm-up's 9, replay's 3 probes
 
 
 def free_port() -> int:
@@ -244,13 +245,13 @@ def test_vllm_live(tmp_path: Path) -> None:
         summary = json.loads(rep.stdout)
 
         # every span reaches collect (the BatchSpanProcessor exports every 5 s) before vLLM stops: one per
-        # replayed request, the warm-up's 9 and the probes' 3; a span past those (a bug) is still counted
+        # replayed request and UNREPLAYED_SPANS; a span past those (a bug) is still counted
         # below, as vLLM flushes its exporter when it stops and collect imports all it received
         t = time.monotonic()
         last, changed = -1, time.monotonic()
         while time.monotonic() - t < 90:
             spans = httpx.get(f"http://127.0.0.1:{c_port}/health", timeout=5).json()["spans"]
-            if spans >= summary["sent"] + 12:
+            if spans >= summary["sent"] + UNREPLAYED_SPANS:
                 break
             if spans != last:
                 last, changed = spans, time.monotonic()
@@ -289,8 +290,8 @@ def test_vllm_live(tmp_path: Path) -> None:
                         spans.setdefault(rid, []).append((sp["traceId"], sp.get("parentSpanId")))
     for c in client:
         assert spans.get(f"chatcmpl-{c['request_id']}") == [(c["trace_id"], c["span_id"])], c["request_id"]
-    # the warm-up (9 requests) and replay's calibration probes (3) are real calls too: spans, no client row
-    assert sum(len(v) for v in spans.values()) == n_planned + 9 + 3
+    # the warm-up and replay's calibration probes are real calls too: spans, no client row
+    assert sum(len(v) for v in spans.values()) == n_planned + UNREPLAYED_SPANS
 
     # ---- what the dataset must show ------------------------------------------------------------
     con = queries.connect(ds)
@@ -303,7 +304,7 @@ def test_vllm_live(tmp_path: Path) -> None:
     quarantined = con.execute("SELECT reason_code, count(*) FROM quarantine GROUP BY ALL").fetchall()
     n_quar = sum(n for _, n in quarantined)
     assert {code for code, _ in quarantined} <= {"out-of-order"}, quarantined
-    assert n_server + n_quar == n_planned + 12
+    assert n_server + n_quar == n_planned + UNREPLAYED_SPANS
     assert n_quar <= max(2, n_planned // 20), quarantined
 
     pairs = con.execute("""
